@@ -1,0 +1,213 @@
+"""Run configuration: frozen, typed, validated dataclasses.
+
+They are the only currency between the UI, the run store, the cache and the core: every entry
+point turns its input into a `RunConfig` (through `RunConfig.from_dict` at I/O edges) and the
+validation here is the one place where limits are enforced, so a command line, a URL or a widget
+cannot get past them. `__post_init__` validates and does nothing else.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Literal, get_args
+
+TaskName = Literal["retrieval", "shift"]
+EncodingName = Literal["rope", "learned", "sinusoidal", "alibi", "nope"]
+AttentionName = Literal["softmax", "linear"]
+LengthMode = Literal["fixed", "sampled"]
+DeviceName = Literal["auto", "cpu", "cuda", "mps"]
+
+# Limits, enforced here and nowhere else. They keep a run trainable in minutes on a CPU and an
+# evaluation inside a laptop's memory.
+MAX_VOCAB = 64
+MAX_TRAIN_LENGTH = 512
+MAX_D_MODEL = 512
+MAX_LAYERS = 8
+MAX_HEADS = 16
+MAX_POSITIONS = 65_536
+MAX_STEPS = 50_000
+MAX_BATCH_SIZE = 4_096
+MAX_EVAL_LENGTH = 1 << 20
+MAX_EVAL_SAMPLES = 4_096
+
+
+class ConfigError(ValueError):
+    """A configuration value a user supplied is not allowed; the message says what is."""
+
+
+def _check_int(name: str, value: Any, low: int, high: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{name} must be a whole number, got {value!r}")
+    if not low <= value <= high:
+        raise ConfigError(f"{name} {value} is out of range: allowed {low} to {high}")
+
+
+def _check_float(name: str, value: Any, low: float, high: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{name} must be a number, got {value!r}")
+    if not math.isfinite(value) or not low <= value <= high:
+        raise ConfigError(f"{name} {value} is out of range: allowed {low:g} to {high:g}")
+
+
+def _check_choice(name: str, value: Any, literal: Any) -> None:
+    allowed = get_args(literal)
+    if value not in allowed:
+        raise ConfigError(f"unknown {name} {value!r}: allowed {', '.join(allowed)}")
+
+
+@dataclass(frozen=True)
+class TaskConfig:
+    """What is learned: `retrieval` (answer x[L-1-offset] at the last position) or `shift`."""
+
+    task: TaskName = "retrieval"
+    vocab_size: int = 16
+    offset: int = 3
+    train_length: int = 16
+    length_mode: LengthMode = "fixed"
+
+    def __post_init__(self) -> None:
+        _check_choice("task", self.task, TaskName)
+        _check_int("vocab size", self.vocab_size, 2, MAX_VOCAB)
+        _check_int("training length", self.train_length, 2, MAX_TRAIN_LENGTH)
+        _check_int("offset", self.offset, 1, MAX_TRAIN_LENGTH)
+        if self.offset >= self.train_length:
+            raise ConfigError(
+                f"offset {self.offset} must be smaller than the training length {self.train_length}"
+            )
+        _check_choice("length mode", self.length_mode, LengthMode)
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """The network: `n_layers == 0` is the minimal single head of SCIENCE.md §3."""
+
+    encoding: EncodingName = "rope"
+    attention: AttentionName = "softmax"
+    d_model: int = 64
+    n_layers: int = 0
+    n_heads: int = 1
+    max_positions: int = 4_096
+    rope_base: float = 10_000.0
+
+    def __post_init__(self) -> None:
+        _check_choice("encoding", self.encoding, EncodingName)
+        _check_choice("attention", self.attention, AttentionName)
+        _check_int("d_model", self.d_model, 4, MAX_D_MODEL)
+        _check_int("layers", self.n_layers, 0, MAX_LAYERS)
+        _check_int("heads", self.n_heads, 1, MAX_HEADS)
+        _check_int("max positions", self.max_positions, 2, MAX_POSITIONS)
+        _check_float("rope base", self.rope_base, 2.0, 1e9)
+        if self.n_layers == 0 and self.n_heads != 1:
+            raise ConfigError("the minimal model (layers 0) has exactly one head; use layers ≥ 1 for more")
+        if self.d_model % (2 * self.n_heads) != 0:
+            raise ConfigError(
+                f"d_model {self.d_model} must be divisible by 2 × heads ({2 * self.n_heads}) "
+                "so every head has an even width for the rotary pairs"
+            )
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Optimisation. `target_accuracy` held for `patience` steps stops early unless `keep_training`."""
+
+    steps: int = 1_500
+    batch_size: int = 128
+    learning_rate: float = 3e-3
+    weight_decay: float = 0.0
+    seed: int = 0
+    target_accuracy: float = 1.0
+    patience: int = 200
+    keep_training: bool = False
+
+    def __post_init__(self) -> None:
+        _check_int("steps", self.steps, 1, MAX_STEPS)
+        _check_int("batch size", self.batch_size, 1, MAX_BATCH_SIZE)
+        _check_float("learning rate", self.learning_rate, 1e-6, 1.0)
+        _check_float("weight decay", self.weight_decay, 0.0, 1.0)
+        _check_int("seed", self.seed, 0, 2**31 - 1)
+        _check_float("target accuracy", self.target_accuracy, 0.0, 1.0)
+        _check_int("patience", self.patience, 1, MAX_STEPS)
+        if not isinstance(self.keep_training, bool):
+            raise ConfigError(f"keep training must be true or false, got {self.keep_training!r}")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything that determines a run; its hash is the run id."""
+
+    task: TaskConfig = field(default_factory=TaskConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+    def __post_init__(self) -> None:
+        # The transformer and the shift task are planned (SCIENCE.md C8) but not built yet.
+        if self.task.task != "retrieval":
+            raise ConfigError(f"task {self.task.task!r} is not available yet: allowed retrieval")
+        if self.model.n_layers != 0:
+            raise ConfigError(
+                f"layers {self.model.n_layers} is not available yet: only the minimal single head "
+                "(layers 0) is built"
+            )
+        if self.model.encoding == "learned" and self.model.max_positions < self.task.train_length:
+            raise ConfigError(
+                f"max positions {self.model.max_positions} must cover the training length "
+                f"{self.task.train_length}"
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> RunConfig:
+        """Build from plain JSON-like data; unknown keys and wrong types raise `ConfigError`."""
+        if not isinstance(data, dict):
+            raise ConfigError("a run config must be an object with task, model and train sections")
+        unknown = set(data) - {"task", "model", "train"}
+        if unknown:
+            raise ConfigError(f"unknown config section(s): {', '.join(sorted(map(str, unknown)))}")
+        sections = {
+            name: _section_from_dict(section_cls, data.get(name, {}), name)
+            for name, section_cls in (("task", TaskConfig), ("model", ModelConfig), ("train", TrainConfig))
+        }
+        return cls(**sections)
+
+    def run_id(self) -> str:
+        """A stable id from the config and seed: the same request maps to the same stored run."""
+        canonical = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        digest = hashlib.sha256(canonical.encode()).hexdigest()[:12]
+        return f"{self.model.encoding}-{self.model.attention}-{self.task.task}-s{self.train.seed}-{digest}"
+
+
+def _section_from_dict(section_cls: type, data: Any, name: str) -> Any:
+    if not isinstance(data, dict):
+        raise ConfigError(f"config section {name!r} must be an object")
+    hints = typing.get_type_hints(section_cls)
+    known = {f.name for f in dataclasses.fields(section_cls)}
+    unknown = set(data) - known
+    if unknown:
+        raise ConfigError(f"unknown {name} setting(s): {', '.join(sorted(map(str, unknown)))}")
+    values = {}
+    for key, value in data.items():
+        # JSON has one number type: accept 3.0 for an int field and 3 for a float field.
+        if hints[key] is int and isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if hints[key] is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        values[key] = value
+    return section_cls(**values)
+
+
+def with_changes(config: RunConfig, **changes: Any) -> RunConfig:
+    """A copy of `config` with flat setting names changed, e.g. `with_changes(c, offset=5, seed=1)`."""
+    data = config.to_dict()
+    for key, value in changes.items():
+        section = next((s for s in ("task", "model", "train") if key in data[s]), None)
+        if section is None:
+            raise ConfigError(f"unknown setting {key!r}")
+        data[section][key] = value
+    return RunConfig.from_dict(data)

@@ -1,0 +1,149 @@
+"""Training as an iterator of progress reports: a UI can stream it and stop at any step.
+
+    training = Training(config, device="auto")
+    for progress in training:      # one `Progress` per optimisation step
+        ...                        # break at any time to stop
+    run = training.finish()        # a `Run`: the config, the weights and what happened
+
+Every random stream comes from the run's seed through explicit generators (weights on the CPU,
+so the same seed gives the same initial weights on every device; data on the training device);
+the global RNG is never touched.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+
+from lengen_core.config import RunConfig
+from lengen_core.model import build_model
+from lengen_core.tasks import sample_batch
+
+DATA_SEED_OFFSET = 1_000_003  # keeps the data stream apart from the weight stream of the same seed
+
+
+def resolve_device(name: str = "auto") -> torch.device:
+    """`auto` picks CUDA, then Apple MPS, then the CPU; an unavailable explicit choice is an error."""
+    cuda, mps = torch.cuda.is_available(), torch.backends.mps.is_available()
+    if name == "auto":
+        return torch.device("cuda" if cuda else "mps" if mps else "cpu")
+    available = {"cpu": True, "cuda": cuda, "mps": mps}
+    if name not in available:
+        raise ValueError(f"unknown device {name!r}: allowed auto, cpu, cuda, mps")
+    if not available[name]:
+        raise ValueError(f"device {name!r} is not available on this machine: use auto or cpu")
+    return torch.device(name)
+
+
+@dataclass(frozen=True)
+class Progress:
+    step: int  # steps done, 1-based
+    total_steps: int
+    loss: float
+    accuracy: float  # on this step's batch, at the query
+    steps_per_second: float
+    elapsed_seconds: float
+    finished: bool  # the last step of this training (budget spent or early stop)
+    stopped_early: bool
+
+
+@dataclass
+class Run:
+    """A trained run: what the store saves and every analysis reads."""
+
+    config: RunConfig
+    model: torch.nn.Module
+    device: str
+    steps: int
+    train_seconds: float
+    loss: float
+    train_accuracy: float
+    stopped_early: bool
+    history: dict[str, list[float]] = field(default_factory=dict)
+
+    @property
+    def run_id(self) -> str:
+        return self.config.run_id()
+
+
+class Training:
+    def __init__(self, config: RunConfig, device: str = "auto") -> None:
+        self.config = config
+        self.device = resolve_device(device)
+        seed = config.train.seed
+        self.model = build_model(config, torch.Generator().manual_seed(seed)).to(self.device)
+        self.data = torch.Generator(device=self.device).manual_seed(seed + DATA_SEED_OFFSET)
+        self.optimizer = torch.optim.Adam(
+            self.model.parameters(), lr=config.train.learning_rate, weight_decay=config.train.weight_decay
+        )
+        self.history: dict[str, list[float]] = {"step": [], "loss": [], "accuracy": []}
+        self.steps_done = 0
+        self.seconds = 0.0
+        self.stopped_early = False
+        self._recent: deque[float] = deque(maxlen=config.train.patience)
+
+    def step(self) -> tuple[float, float]:
+        tokens, targets = sample_batch(self.config.task, self.config.train.batch_size, self.data)
+        logits = self.model(tokens, query_start=tokens.shape[1] - 1)[:, -1]  # (B, V)
+        loss = F.cross_entropy(logits, targets)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()
+        accuracy = (logits.argmax(-1) == targets).float().mean()
+        return float(loss.detach()), float(accuracy)
+
+    def _reached_target(self) -> bool:
+        train = self.config.train
+        full = len(self._recent) == train.patience
+        return full and not train.keep_training and min(self._recent) >= train.target_accuracy
+
+    def __iter__(self) -> Iterator[Progress]:
+        total = self.config.train.steps
+        self.model.train()
+        while self.steps_done < total and not self.stopped_early:
+            start = time.perf_counter()
+            loss, accuracy = self.step()
+            self.seconds += time.perf_counter() - start
+            self.steps_done += 1
+            self._recent.append(accuracy)
+            self.stopped_early = self._reached_target()
+            for key, value in (("step", self.steps_done), ("loss", loss), ("accuracy", accuracy)):
+                self.history[key].append(value)
+            yield Progress(
+                step=self.steps_done,
+                total_steps=total,
+                loss=loss,
+                accuracy=accuracy,
+                steps_per_second=self.steps_done / max(self.seconds, 1e-9),
+                elapsed_seconds=self.seconds,
+                finished=self.stopped_early or self.steps_done == total,
+                stopped_early=self.stopped_early,
+            )
+
+    def finish(self) -> Run:
+        self.model.eval()
+        history = self.history
+        return Run(
+            config=self.config,
+            model=self.model,
+            device=str(self.device),
+            steps=self.steps_done,
+            train_seconds=self.seconds,
+            loss=history["loss"][-1] if history["loss"] else float("nan"),
+            train_accuracy=history["accuracy"][-1] if history["accuracy"] else float("nan"),
+            stopped_early=self.stopped_early,
+            history={key: list(values) for key, values in history.items()},
+        )
+
+
+def train(config: RunConfig, device: str = "auto") -> Run:
+    """Train to the end (or early stop) without observing progress."""
+    training = Training(config, device)
+    for _ in training:
+        pass
+    return training.finish()
