@@ -1,0 +1,267 @@
+"""The run store: trained runs on disk, one directory per run id, each written in one step.
+
+    <root>/runs/<run_id>/config.json          RunConfig.to_dict()
+                         weights.safetensors  the model's state_dict (safetensors: loading runs no code)
+                         metrics.json         what happened in training, a format number, the time saved
+
+`<root>` is `$LENGEN_HOME`, else `~/.lengen`. A run is written into a `.tmp-*` directory beside the
+runs, flushed to disk and renamed into place, so a crash leaves at most a temp directory (which
+listing ignores), never half a run. Run ids are checked against a strict pattern before any path
+is built from them, so no id can name a path outside the store. A run damaged after it was written
+is reported by `corrupt_runs` and skipped by `list_runs`, so one bad directory cannot hide the rest.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, TypeGuard
+
+import torch
+from safetensors import SafetensorError, safe_open
+from safetensors.torch import load_file, save_file
+
+from lengen_core.config import RunConfig
+from lengen_core.model import build_model
+from lengen_core.training import Run, resolve_device
+
+FORMAT = 1  # of metrics.json; bump when the layout changes so old readers refuse new runs clearly
+TEMP_PREFIX = ".tmp-"
+CONFIG_FILE, WEIGHTS_FILE, METRICS_FILE = "config.json", "weights.safetensors", "metrics.json"
+_RUN_ID = re.compile(r"[a-z0-9][a-z0-9._-]{0,127}")
+_RUN_FIELDS = ("device", "steps", "train_seconds", "loss", "train_accuracy", "stopped_early", "history")
+
+
+class StoreError(ValueError):
+    """A run id is not allowed, or a stored run is missing or damaged; the message says which."""
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """What listing shows about a run without loading its weights."""
+
+    run_id: str
+    config: RunConfig
+    steps: int
+    train_accuracy: float
+    created: datetime  # timezone-aware, UTC when saved here
+
+
+def default_root() -> Path:
+    """`$LENGEN_HOME` if set, else `~/.lengen`; read at call time so tests can point it elsewhere."""
+    home = os.environ.get("LENGEN_HOME")
+    return Path(home).expanduser() if home else Path.home() / ".lengen"
+
+
+def check_run_id(run_id: object) -> str:
+    """Return `run_id` if it is safe as a directory name, else raise `StoreError`.
+
+    The pattern has no separators and must start with a letter or digit; with `..` excluded as
+    well, an id can neither climb out of the runs directory nor collide with a `.tmp-*` directory.
+    """
+    if not _is_run_id(run_id):
+        raise StoreError(
+            f"invalid run id {run_id!r}: use 1 to 128 lowercase letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit, without '..'"
+        )
+    return run_id
+
+
+class RunStore:
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = Path(root) if root is not None else default_root()
+        self.runs_dir = self.root / "runs"
+
+    def run_dir(self, run_id: str) -> Path:
+        """Where `run_id` lives (whether or not it exists); a bad id raises before a path is built."""
+        return self.runs_dir / check_run_id(run_id)
+
+    def exists(self, run_id: str) -> bool:
+        return self.run_dir(run_id).is_dir()
+
+    def save(self, run: Run) -> Path:
+        """Write `run` atomically. Same id means same config and seed, so a stored copy is kept."""
+        final = self.run_dir(run.run_id)
+        self.runs_dir.mkdir(parents=True, exist_ok=True)
+        temp = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=self.runs_dir))
+        try:
+            _write_run(temp, run)
+            try:
+                os.rename(temp, final)
+            except OSError:
+                if not final.is_dir():
+                    raise
+        finally:
+            shutil.rmtree(temp, ignore_errors=True)  # gone after a successful rename
+        _fsync_dir(self.runs_dir)  # makes the rename itself durable
+        return final
+
+    def load(self, run_id: str, device: str = "cpu") -> Run:
+        """Rebuild the model from its config, load the weights, and put it in eval mode on `device`.
+
+        The returned `Run.device` is where the model now is; the training device is in metrics.json.
+        """
+        directory = self._existing(run_id)
+        summary, fields = _read_record(directory)
+        model = build_model(summary.config, torch.Generator().manual_seed(summary.config.train.seed))
+        weights_path = directory / WEIGHTS_FILE
+        try:
+            model.load_state_dict(load_file(weights_path))
+        except (OSError, RuntimeError, SafetensorError) as error:
+            raise StoreError(f"damaged weights file {weights_path}: {error}") from error
+        target = resolve_device(device)
+        return Run(config=summary.config, model=model.eval().to(target), **{**fields, "device": str(target)})
+
+    def find(self, config: RunConfig, device: str = "cpu") -> Run | None:
+        """The stored run for exactly this config and seed, or None: lets callers skip retraining.
+
+        A damaged stored copy raises `StoreError` (naming the file) rather than passing for absent,
+        since `save` would keep that copy and retraining could never replace it; `delete` it first.
+        """
+        run_id = config.run_id()
+        return self.load(run_id, device) if self.exists(run_id) else None
+
+    def list_runs(self) -> list[RunSummary]:
+        """Readable runs, newest first; damaged ones are left out (see `corrupt_runs`)."""
+        return self._scan()[0]
+
+    def corrupt_runs(self) -> dict[str, str]:
+        """Damaged runs by id, each with a message naming the file at fault."""
+        return self._scan()[1]
+
+    def delete(self, run_id: str) -> None:
+        """Rename the run out of sight before removing it, so a crash mid-delete leaves no half run."""
+        directory = self._existing(run_id)
+        doomed = self.runs_dir / f"{TEMP_PREFIX}delete-{run_id}-{uuid.uuid4().hex}"
+        os.rename(directory, doomed)
+        shutil.rmtree(doomed)
+
+    def clean_partial(self, older_than_seconds: float = 3600.0) -> list[str]:
+        """Remove leftover `.tmp-*` directories; young ones may belong to a save still in progress."""
+        if not self.runs_dir.is_dir():
+            return []
+        cutoff = time.time() - older_than_seconds
+        removed = []
+        for path in sorted(self.runs_dir.iterdir()):
+            if path.name.startswith(TEMP_PREFIX) and path.is_dir() and path.stat().st_mtime <= cutoff:
+                shutil.rmtree(path, ignore_errors=True)
+                removed.append(path.name)
+        return removed
+
+    def _existing(self, run_id: str) -> Path:
+        directory = self.run_dir(run_id)
+        if not directory.is_dir():
+            raise StoreError(f"no run named {run_id} in {self.root}")
+        return directory
+
+    def _scan(self) -> tuple[list[RunSummary], dict[str, str]]:
+        summaries: list[RunSummary] = []
+        corrupt: dict[str, str] = {}
+        if not self.runs_dir.is_dir():
+            return summaries, corrupt
+        for directory in sorted(self.runs_dir.iterdir()):
+            if not directory.is_dir() or not _is_run_id(directory.name):
+                continue  # temp directories and anything else not written by `save`
+            try:
+                summary, _ = _read_record(directory)
+                _check_weights(directory / WEIGHTS_FILE)
+            except StoreError as error:
+                corrupt[directory.name] = str(error)
+            else:
+                summaries.append(summary)
+        summaries.sort(key=lambda summary: summary.created, reverse=True)  # stable: ties stay by id
+        return summaries, corrupt
+
+
+def _is_run_id(name: object) -> TypeGuard[str]:
+    return isinstance(name, str) and _RUN_ID.fullmatch(name) is not None and ".." not in name
+
+
+def _write_run(directory: Path, run: Run) -> None:
+    weights = {name: tensor.detach().cpu().contiguous() for name, tensor in run.model.state_dict().items()}
+    save_file(weights, directory / WEIGHTS_FILE)
+    _fsync_file(directory / WEIGHTS_FILE)
+    created = datetime.now(timezone.utc).isoformat()
+    metrics = {"format": FORMAT, "created": created, **{name: getattr(run, name) for name in _RUN_FIELDS}}
+    _write_json(directory / CONFIG_FILE, run.config.to_dict())
+    _write_json(directory / METRICS_FILE, metrics)
+    _fsync_dir(directory)
+
+
+def _read_record(directory: Path) -> tuple[RunSummary, dict[str, Any]]:
+    """The summary and the `Run` fields of a stored run, checked; `StoreError` names the bad file."""
+    config_path, metrics_path = directory / CONFIG_FILE, directory / METRICS_FILE
+    try:
+        config = RunConfig.from_dict(_read_json(config_path))
+    except (TypeError, ValueError) as error:
+        raise StoreError(f"invalid run config in {config_path}: {error}") from error
+    if config.run_id() != directory.name:
+        raise StoreError(f"{config_path} describes run {config.run_id()}, not {directory.name}")
+    metrics = _read_json(metrics_path)
+    if not isinstance(metrics, dict) or metrics.get("format") != FORMAT:
+        found = metrics.get("format") if isinstance(metrics, dict) else None
+        raise StoreError(f"{metrics_path} has format {found!r}; this version reads format {FORMAT}")
+    try:
+        fields = {
+            "device": str(metrics["device"]),
+            "steps": int(metrics["steps"]),
+            "train_seconds": float(metrics["train_seconds"]),
+            "loss": float(metrics["loss"]),
+            "train_accuracy": float(metrics["train_accuracy"]),
+            "stopped_early": bool(metrics["stopped_early"]),
+            "history": {str(key): list(values) for key, values in metrics["history"].items()},
+        }
+        created = datetime.fromisoformat(metrics["created"])
+    except (KeyError, TypeError, ValueError, AttributeError) as error:
+        raise StoreError(f"missing or invalid field in {metrics_path}: {error!r}") from error
+    if created.tzinfo is None:  # only a hand-edited file; naive and aware times cannot be sorted together
+        created = created.replace(tzinfo=timezone.utc)
+    summary = RunSummary(directory.name, config, fields["steps"], fields["train_accuracy"], created)
+    return summary, fields
+
+
+def _check_weights(path: Path) -> None:
+    """Read only the header, which catches a missing, truncated or foreign file without the tensors."""
+    try:
+        with safe_open(path, framework="pt") as weights:
+            weights.keys()
+    except (OSError, SafetensorError) as error:
+        raise StoreError(f"damaged weights file {path}: {error}") from error
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:  # ValueError covers bad UTF-8 and bad JSON
+        raise StoreError(f"unreadable {path}: {error}") from error
+
+
+def _write_json(path: Path, data: Any) -> None:
+    with open(path, "w", encoding="utf-8") as file:
+        json.dump(data, file, indent=2)
+        file.flush()
+        os.fsync(file.fileno())
+
+
+def _fsync_file(path: Path) -> None:
+    with open(path, "rb+") as file:
+        os.fsync(file.fileno())
+
+
+def _fsync_dir(path: Path) -> None:
+    """Persist directory entries (new files, a rename); POSIX only, Windows cannot open directories."""
+    if os.name != "posix":
+        return
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)

@@ -1,0 +1,40 @@
+"""Shared test setup: no test writes to the real run store, and GPU tests skip cleanly without one."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(scope="session", autouse=True)
+def lengen_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Point `LENGEN_HOME` at a temp directory for the session.
+
+    Set in `os.environ` itself (not monkeypatch, which is function-scoped) so that servers and
+    subprocesses started by app and e2e tests inherit it too; the caller's value is restored.
+    """
+    home = tmp_path_factory.mktemp("lengen-home")
+    previous = os.environ.get("LENGEN_HOME")
+    os.environ["LENGEN_HOME"] = str(home)
+    yield home
+    if previous is None:
+        os.environ.pop("LENGEN_HOME", None)
+    else:
+        os.environ["LENGEN_HOME"] = previous
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip `gpu`-marked tests when CUDA is unavailable, rather than letting them fail."""
+    gpu_tests = [item for item in items if "gpu" in item.keywords]
+    if not gpu_tests:
+        return
+    import torch  # only when needed: collecting a CPU-only subset should stay fast
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (torch.cuda.is_available() is false)")
+    for item in gpu_tests:
+        item.add_marker(skip)
