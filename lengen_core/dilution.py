@@ -28,10 +28,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from lengen_core.carrier import carrier_values, token_coefficients
 from lengen_core.config import RunConfig
 
 HERMITE_NODES, HERMITE_WEIGHTS = np.polynomial.hermite.hermgauss(48)
-LOGIT_CLAMP = 300.0  # keeps exp(2·logit) finite in float64
+LOGIT_HEADROOM = 40.0  # exp(2·40) is finite in float32; a key 40 nats above the target wins anyway
 
 
 def _gaussian_expectation(function) -> torch.Tensor:
@@ -56,49 +57,81 @@ class _KeyStatistics:
     target_positional: torch.Tensor  # (V,) RP[u*] (zero without additive positions)
 
 
-TRANSFORMS = {  # attention -> (vote transform f, mass transform g)
-    "softmax": (torch.exp, torch.exp),
-    "linear": (lambda x: x, torch.abs),
+def _softmax_transform(logits: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
+    """exp(logit − shift_a): the per-query-token shift cancels in every ratio and keeps float32 finite."""
+    return torch.exp((logits - shift.view(-1, *[1] * (logits.dim() - 1))).clamp(max=LOGIT_HEADROOM))
+
+
+TRANSFORMS = {  # attention -> (vote transform f, mass transform g), each (logits (V, ...), shift (V,))
+    "softmax": (_softmax_transform, _softmax_transform),
+    "linear": (lambda logits, shift: logits, lambda logits, shift: logits.abs()),
 }
 
 
+def _logit_table(model: torch.nn.Module, query: torch.Tensor, last: int, positions: torch.Tensor) -> torch.Tensor:
+    """Logits of the query at `last` (every token, (V, C)) against every token at `positions`: (V, V, c)."""
+    table = torch.einsum("ad,bcd->abc", query, model.key_table(positions)) / math.sqrt(query.shape[-1])
+    bias = model.encoding.bias(torch.tensor([last], device=query.device), positions)  # (1, 1, c) or None
+    return table if bias is None else table + bias[0]
+
+
+def _table_by_offset(model: torch.nn.Module, last: int):
+    """Δ ↦ logits (V, V, c) of the query at `last` against keys at last − Δ, float32 on the CPU.
+
+    RoPE uses its per-token carriers s_ab(Δ) (one GEMM over frequencies, float64 angles) instead of
+    rotating V keys per position; other encodings go through the model's tables.
+    """
+    if getattr(model.encoding, "rotary", False):
+        coefficients = token_coefficients(model).cpu()  # (V, V, D/2)
+        frequencies = model.encoding.frequencies.cpu()
+        return lambda deltas: carrier_values(coefficients, frequencies, deltas).float()
+    query = model.query_table(last)
+    device = query.device
+    return lambda deltas: _logit_table(model, query, last, (last - deltas).to(device)).float().cpu()
+
+
 @torch.no_grad()
-def _key_statistics(model: torch.nn.Module, config: RunConfig, length: int, chunk: int = 1 << 13) -> _KeyStatistics:
+def _key_statistics(
+    model: torch.nn.Module, config: RunConfig, length: int, snapshots: Sequence[int], chunk: int = 1 << 13
+) -> dict[int, _KeyStatistics]:
+    """One sweep over the keys of the last query at `length`, by offset Δ = 0 … length-1.
+
+    For an encoding whose logits depend on Δ alone (RoPE, ALiBi, NoPE) the sums at a shorter length
+    n are the partial sums after Δ = n-1, so one sweep serves every length in `snapshots`.
+    """
     vote, mass = TRANSFORMS[config.model.attention]
-    V, last = config.task.vocab_size, length - 1
-    target_position = last - config.task.offset
-    query = model.query_table(last)  # (V, C)
-    query_position = torch.tensor([last], device=query.device)
-    scale = 1.0 / math.sqrt(query.shape[-1])
+    V, last, k = config.task.vocab_size, length - 1, config.task.offset
+    table_of = _table_by_offset(model, last)
+    target = table_of(torch.tensor([k]))[..., 0]  # (V_a, V_c)
+    target_positions = torch.tensor([last - k], device=model.embed.device)
+    shift = target.max(dim=1).values if config.model.attention == "softmax" else torch.zeros(V)
+    _, positional = model.readout_tables(target_positions)
     zeros = lambda *shape: torch.zeros(*shape, dtype=torch.float64)  # noqa: E731
-    stats = _KeyStatistics(*(zeros(V, V), zeros(V, V), zeros(V, V, V), zeros(V, V)), zeros(V), zeros(V),
-                           zeros(V, V), zeros(V, V), zeros(V))
-    for start in range(0, length, chunk):
-        positions = torch.arange(start, min(start + chunk, length), device=query.device)
-        table = torch.einsum("ad,bcd->abc", query, model.key_table(positions)) * scale  # (V, V, c)
-        bias = model.encoding.bias(query_position, positions)  # (1, 1, c) or None
-        if bias is not None:
-            table = table + bias[0]
-        table = table.double().cpu().clamp(-LOGIT_CLAMP, LOGIT_CLAMP)
-        _, positional = model.readout_tables(positions)  # (c, V) or None
-        positional = None if positional is None else positional.double().cpu()
-        keep = torch.ones(table.shape[-1], dtype=torch.bool)
-        if start <= target_position < start + table.shape[-1]:
-            local = target_position - start
-            stats.target_vote, stats.target_mass = vote(table[..., local]), mass(table[..., local])
-            if positional is not None:
-                stats.target_positional = positional[local]
-            keep[local] = False
-        table = table[..., keep]
-        f, g = vote(table), mass(table)  # (V, V, c)
-        stats.vote_sum += f.sum(-1)
-        stats.vote_square_sum += (f * f).sum(-1)
-        stats.vote_cross_sum += torch.einsum("abc,aec->abe", f, f)
-        if positional is not None:
-            stats.positional_readout += f.mean(1) @ positional[keep]
-        stats.mass_mean += g.mean(1).sum(-1)
-        stats.mass_variance += g.var(1, unbiased=False).sum(-1)
-    return stats
+    stats = _KeyStatistics(
+        vote_sum=zeros(V, V), vote_square_sum=zeros(V, V), vote_cross_sum=zeros(V, V, V),
+        positional_readout=zeros(V, V), mass_mean=zeros(V), mass_variance=zeros(V),
+        target_vote=vote(target, shift).double(), target_mass=mass(target, shift).double(),
+        target_positional=zeros(V) if positional is None else positional[0].double().cpu(),
+    )
+    bounds = sorted({*range(0, length, chunk), *snapshots, length})
+    taken: dict[int, _KeyStatistics] = {}
+    for begin, end in zip(bounds, bounds[1:]):
+        deltas = torch.tensor([d for d in range(begin, end) if d != k], dtype=torch.long)
+        if len(deltas):
+            table = table_of(deltas)  # (V, V, c)
+            f, g = vote(table, shift), mass(table, shift)
+            stats.vote_sum += f.sum(-1).double()
+            stats.vote_square_sum += (f * f).sum(-1).double()
+            stats.vote_cross_sum += torch.einsum("abc,aec->abe", f, f).double()
+            _, readout = model.readout_tables((last - deltas).to(model.embed.device))  # (c, V) or None
+            if readout is not None:
+                stats.positional_readout += (f.mean(1) @ readout.float().cpu()).double()
+            g_mean = g.mean(1).double()  # (V_a, c): mean over key tokens
+            stats.mass_mean += g_mean.sum(-1)
+            stats.mass_variance += (g * g).sum(-1).double().mean(1) - (g_mean * g_mean).sum(-1)
+        if end in snapshots:
+            taken[end] = _KeyStatistics(**{name: value.clone() for name, value in vars(stats).items()})
+    return taken
 
 
 def _predicted_mass(stats: _KeyStatistics) -> float:
@@ -121,22 +154,20 @@ def _predicted_accuracy(stats: _KeyStatistics, readout: torch.Tensor, positional
     Σ_b F2_ab/V · R[b]R[b]ᵀ − Σ_bb' X_abb'/V² · R[b]R[b']ᵀ; draw it and count argmax = c.
     """
     V = readout.shape[0]
+    mean = stats.vote_sum / V @ readout  # (V_a, V_y)
+    second = torch.einsum("ab,by,bz->ayz", stats.vote_square_sum / V, readout, readout)
+    cross = torch.einsum("abe,by,ez->ayz", stats.vote_cross_sum / V**2, readout, readout)
+    covariance = second - cross  # (V_a, V_y, V_y)
+    jitter = 1e-9 * covariance.diagonal(dim1=1, dim2=2).abs().amax(dim=1).clamp_min(1e-300)
+    values, vectors = torch.linalg.eigh(covariance + jitter[:, None, None] * torch.eye(V, dtype=torch.float64))
+    root = vectors * values.clamp_min(0).sqrt()[:, None, :]  # (V_a, V_y, V_y)
     stream = torch.Generator().manual_seed(seed)
-    correct = 0.0
-    for a in range(V):
-        mean = stats.vote_sum[a] / V @ readout  # (V_y,)
-        second = readout.T @ (stats.vote_square_sum[a, :, None] / V * readout)  # (V_y, V_y)
-        cross = readout.T @ (stats.vote_cross_sum[a] / V**2) @ readout
-        covariance = second - cross
-        jitter = 1e-9 * covariance.diagonal().abs().max().clamp_min(1e-300)
-        values, vectors = torch.linalg.eigh(covariance + jitter * torch.eye(V, dtype=torch.float64))
-        root = vectors * values.clamp_min(0).sqrt()  # (V, V)
-        noise = torch.randn(GAUSSIAN_DRAWS, V, generator=stream, dtype=torch.float64) @ root.T  # (K, V_y)
-        target = stats.target_vote[a, :, None] * (readout + stats.target_positional * positional)  # (V_c, V_y)
-        centre = mean + stats.positional_readout[a] * positional + target  # (V_c, V_y)
-        scores = centre[:, None, :] + noise[None]  # (V_c, K, V_y)
-        correct += float((scores.argmax(-1) == torch.arange(V)[:, None]).double().mean())
-    return correct / V
+    draws = torch.randn(GAUSSIAN_DRAWS, V, generator=stream, dtype=torch.float64)
+    noise = torch.einsum("kz,ayz->aky", draws, root)  # (V_a, K, V_y)
+    target = stats.target_vote[:, :, None] * (readout + stats.target_positional * positional)  # (V_a, V_c, V_y)
+    centre = mean[:, None, :] + stats.positional_readout[:, None, :] * positional + target
+    scores = centre[:, :, None, :] + noise[:, None, :, :]  # (V_a, V_c, K, V_y)
+    return float((scores.argmax(-1) == torch.arange(V)[None, :, None]).double().mean())
 
 
 @dataclass(frozen=True)
@@ -153,9 +184,13 @@ def predict(model: torch.nn.Module, config: RunConfig, lengths: Sequence[int]) -
     readout = token_part.detach().double().cpu()
     additive = bool(getattr(model.encoding, "additive", False))
     ideal = torch.eye(config.task.vocab_size, dtype=torch.float64)
+    if getattr(model.encoding, "relative", False):
+        swept = _key_statistics(model, config, max(lengths), lengths)
+    else:
+        swept = {n: _key_statistics(model, config, n, [n])[n] for n in lengths}
     predictions = []
     for length in lengths:
-        stats = _key_statistics(model, config, length)
+        stats = swept[length]
         predictions.append(
             Prediction(
                 length=length,

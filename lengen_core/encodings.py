@@ -29,6 +29,7 @@ class LengthError(ValueError):
 class PositionalEncoding(nn.Module):
     additive = False  # adds a table to the embeddings
     rotary = False  # rotates queries and keys
+    relative = True  # logits depend on token pairs and t − u alone
 
     def embed(self, positions: torch.Tensor) -> torch.Tensor | None:
         return None
@@ -84,6 +85,7 @@ class Learned(PositionalEncoding):
     """
 
     additive = True
+    relative = False
     init_std = 0.02
 
     def __init__(self, max_positions: int, d_model: int, generator: torch.Generator) -> None:
@@ -113,6 +115,7 @@ class Sinusoidal(PositionalEncoding):
     """The fixed absolute sin/cos table of Vaswani et al., added to the embeddings."""
 
     additive = True
+    relative = False
 
     def __init__(self, d_model: int) -> None:
         super().__init__()

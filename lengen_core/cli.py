@@ -1,0 +1,241 @@
+"""Command line: `python -m lengen_core train|evaluate|carrier|runs|delete`.
+
+Results go to stdout (JSON under `--json`, a short readable summary otherwise). Bad input gives one
+line on stderr and exit status 2, never a traceback. This module writes to the streams it is
+given, so it stays testable and the rest of the core never prints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from lengen_core.carrier import extract_carrier
+from lengen_core.config import MAX_EVAL_LENGTH, ConfigError, RunConfig
+from lengen_core.dilution import fit_dilution, predict
+from lengen_core.encodings import LengthError
+from lengen_core.evaluate import evaluate
+from lengen_core.store import RunStore, StoreError
+from lengen_core.training import train
+
+USER_ERRORS = (ConfigError, LengthError, StoreError, ValueError)
+
+
+class UsageError(Exception):
+    pass
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, no usage dump
+        raise UsageError(message)
+
+
+def _lengths(text: str) -> list[int]:
+    try:
+        lengths = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"lengths must be whole numbers separated by commas, got {text!r}") from None
+    if not lengths:
+        raise argparse.ArgumentTypeError("give at least one length, e.g. --lengths 16,64,1024")
+    return lengths
+
+
+def build_parser() -> Parser:
+    parser = Parser(prog="python -m lengen_core", description="lengen: length generalisation in attention")
+    parser.add_argument("--json", action="store_true", help="print JSON on stdout")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    json_flag = Parser(add_help=False)  # --json also accepted after the command
+    json_flag.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON on stdout")
+
+    t = commands.add_parser("train", parents=[json_flag], help="train a run (or reuse the stored one with the same config)")
+    defaults = RunConfig()
+    for flag, value, kind in (
+        ("--task", defaults.task.task, str),
+        ("--encoding", defaults.model.encoding, str),
+        ("--attention", defaults.model.attention, str),
+        ("--offset", defaults.task.offset, int),
+        ("--train-length", defaults.task.train_length, int),
+        ("--length-mode", defaults.task.length_mode, str),
+        ("--vocab", defaults.task.vocab_size, int),
+        ("--d-model", defaults.model.d_model, int),
+        ("--layers", defaults.model.n_layers, int),
+        ("--heads", defaults.model.n_heads, int),
+        ("--max-positions", defaults.model.max_positions, int),
+        ("--steps", defaults.train.steps, int),
+        ("--batch-size", defaults.train.batch_size, int),
+        ("--lr", defaults.train.learning_rate, float),
+        ("--seed", defaults.train.seed, int),
+    ):
+        t.add_argument(flag, type=kind, default=value, help=f"default {value}")
+    t.add_argument("--keep-training", action="store_true", help="do not stop early at the target accuracy")
+    t.add_argument("--device", default="auto", help="auto (CUDA, then MPS, then CPU), cpu, cuda or mps")
+    t.add_argument("--retrain", action="store_true", help="train even if the run is stored already")
+
+    e = commands.add_parser("evaluate", parents=[json_flag], help="accuracy, target mass, prediction and fitted law at lengths")
+    e.add_argument("run_id")
+    e.add_argument("--lengths", type=_lengths, default=None, help="comma separated, default 1×…64× training")
+    e.add_argument("--samples", type=int, default=256, help="sequences per length (default 256)")
+    e.add_argument("--seed", type=int, default=12_345, help="seed of the evaluation sequences")
+
+    c = commands.add_parser("carrier", parents=[json_flag], help="the carrier kernel of a run")
+    c.add_argument("run_id")
+    c.add_argument("--search-length", type=int, default=1 << 20, help="how far to look for near-recurrences")
+
+    commands.add_parser("runs", parents=[json_flag], help="list stored runs")
+    d = commands.add_parser("delete", parents=[json_flag], help="delete a stored run")
+    d.add_argument("run_id")
+    return parser
+
+
+def config_from_args(args: argparse.Namespace) -> RunConfig:
+    return RunConfig.from_dict(
+        {
+            "task": {"task": args.task, "vocab_size": args.vocab, "offset": args.offset,
+                     "train_length": args.train_length, "length_mode": args.length_mode},
+            "model": {"encoding": args.encoding, "attention": args.attention, "d_model": args.d_model,
+                      "n_layers": args.layers, "n_heads": args.heads, "max_positions": args.max_positions},
+            "train": {"steps": args.steps, "batch_size": args.batch_size, "learning_rate": args.lr,
+                      "seed": args.seed, "keep_training": args.keep_training},
+        }
+    )
+
+
+def command_train(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
+    config = config_from_args(args)
+    run = None if args.retrain else store.find(config)
+    reused = run is not None
+    if run is None:
+        run = train(config, args.device)
+        if args.retrain and store.exists(run.run_id):
+            store.delete(run.run_id)
+        store.save(run)
+    return {
+        "run_id": run.run_id,
+        "config": config.to_dict(),
+        "device": run.device,
+        "steps": run.steps,
+        "train_seconds": run.train_seconds,
+        "loss": run.loss,
+        "train_accuracy": run.train_accuracy,
+        "stopped_early": run.stopped_early,
+        "reused": reused,
+    }
+
+
+def command_evaluate(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
+    run = store.load(args.run_id)
+    config = run.config
+    lengths = args.lengths or [config.task.train_length * 2**i for i in range(7)]
+    if max(lengths) > MAX_EVAL_LENGTH:
+        raise LengthError(f"length {max(lengths)} is beyond the evaluation limit of {MAX_EVAL_LENGTH} tokens")
+    reports = evaluate(run.model, config, lengths, samples=args.samples, seed=args.seed)
+    predictions = predict(run.model, config, lengths)
+    fit = fit_dilution(lengths, [r.target_mass for r in reports], config.task.train_length, config.task.vocab_size)
+    rows = [
+        {**vars(report), "predicted_accuracy": p.accuracy, "predicted_vote_accuracy": p.vote_accuracy,
+         "predicted_target_mass": p.target_mass}
+        for report, p in zip(reports, predictions)
+    ]
+    fitted = None
+    if fit is not None:
+        fitted = {"law": "1/p(n) = 1/p(L_train) + (n - L_train) * exp(-m_out)", **vars(fit)}
+    return {"run_id": run.run_id, "chance": 1 / config.task.vocab_size, "lengths": rows, "fit": fitted}
+
+
+def command_carrier(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
+    run = store.load(args.run_id)
+    if not 1 <= args.search_length <= MAX_EVAL_LENGTH:
+        raise LengthError(f"search length {args.search_length} is out of range: allowed 1 to {MAX_EVAL_LENGTH}")
+    carrier = extract_carrier(run.model, run.config, search_length=args.search_length)
+    return {
+        "run_id": run.run_id,
+        "source": carrier.source,
+        "offset": carrier.offset,
+        "argmax_offset": carrier.argmax_offset,
+        "alignment": carrier.alignment,
+        "margin": carrier.margin,
+        "effective_rank": carrier.effective_rank,
+        "active_frequencies": carrier.active_frequencies,
+        "toeplitz_fraction": carrier.toeplitz_fraction,
+        "spectrum": [{"frequency": float(w), "amplitude": float(a)}
+                     for w, a in zip(carrier.frequencies, carrier.amplitudes)],
+        "carrier": [float(v) for v in carrier.values[: 4 * carrier.train_length]],
+        "singular_values": [float(s) for s in carrier.singular_values[:32]],
+        "near_recurrences": [vars(r) for r in carrier.near_recurrences],
+    }
+
+
+def command_runs(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
+    runs = [
+        {"run_id": s.run_id, "encoding": s.config.model.encoding, "attention": s.config.model.attention,
+         "offset": s.config.task.offset, "train_length": s.config.task.train_length, "seed": s.config.train.seed,
+         "steps": s.steps, "train_accuracy": s.train_accuracy, "created": s.created.isoformat()}
+        for s in store.list_runs()
+    ]
+    return {"root": str(store.root), "runs": runs, "corrupt": store.corrupt_runs()}
+
+
+def command_delete(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
+    store.delete(args.run_id)
+    return {"deleted": args.run_id}
+
+
+COMMANDS = {
+    "train": command_train,
+    "evaluate": command_evaluate,
+    "carrier": command_carrier,
+    "runs": command_runs,
+    "delete": command_delete,
+}
+
+
+def _finite(value: Any) -> Any:
+    """JSON has no infinities or NaN: write them as null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(item) for item in value]
+    return value
+
+
+def _summary(result: dict[str, Any]) -> str:
+    """A short readable form of a result for people (use --json for everything)."""
+    if "lengths" in result:
+        lines = [f"{'length':>9} {'accuracy':>9} {'predicted':>9} {'p':>7} {'p pred':>7} {'argmax':>8}"]
+        lines += [
+            f"{r['length']:>9} {r['accuracy']:>9.3f} {r['predicted_accuracy']:>9.3f} "
+            f"{r['target_mass']:>7.3f} {r['predicted_target_mass']:>7.3f} {r['argmax_key']:>8}"
+            for r in result["lengths"]
+        ]
+        if result["fit"]:
+            lines.append(f"fitted law: m_out = {result['fit']['m_out']:.3f}, R² = {result['fit']['r_squared']:.4f}")
+        return "\n".join(lines)
+    if "runs" in result:
+        return "\n".join(f"{r['run_id']}  steps {r['steps']}  acc {r['train_accuracy']:.3f}" for r in result["runs"]) \
+            or f"no runs in {result['root']}"
+    skip = {"config", "spectrum", "carrier", "singular_values", "near_recurrences"}
+    lines = [f"{key}: {value}" for key, value in result.items() if key not in skip]
+    if "near_recurrences" in result:
+        lines.append(f"near_recurrences: {len(result['near_recurrences'])} (first offsets "
+                     f"{[r['offset'] for r in result['near_recurrences'][:5]]})")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None, stdout: TextIO = sys.stdout, stderr: TextIO = sys.stderr) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        result = COMMANDS[args.command](args, RunStore())
+    except UsageError as error:
+        stderr.write(f"lengen: error: {error}\n")
+        return 2
+    except USER_ERRORS as error:
+        stderr.write(f"lengen: error: {' '.join(str(error).split())}\n")
+        return 2
+    stdout.write((json.dumps(_finite(result), indent=2) if args.json else _summary(result)) + "\n")
+    return 0
