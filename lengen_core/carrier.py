@@ -19,7 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from lengen_core.config import RunConfig
+from lengen_core.config import MAX_EVAL_LENGTH, RunConfig
+from lengen_core.encodings import LengthError
 from lengen_core.evaluate import sequence_tokens
 
 RANK_ENERGY = 0.99
@@ -141,6 +142,8 @@ def extract_carrier(
     model: torch.nn.Module, config: RunConfig, search_length: int = 1 << 20, samples: int = 512
 ) -> Carrier:
     """The carrier, its spectrum, rank, Toeplitz fraction and near-recurrences (analytic for RoPE)."""
+    if isinstance(search_length, bool) or not isinstance(search_length, int) or not 1 <= search_length <= MAX_EVAL_LENGTH:
+        raise LengthError(f"search length {search_length!r} is out of range: allowed 1 to {MAX_EVAL_LENGTH}")
     L, k = config.task.train_length, config.task.offset
     size = max(128, 2 * L)
     if getattr(model.encoding, "rotary", False):

@@ -148,8 +148,6 @@ def command_evaluate(args: argparse.Namespace, store: RunStore) -> dict[str, Any
 
 def command_carrier(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
     run = store.load(args.run_id)
-    if not 1 <= args.search_length <= MAX_EVAL_LENGTH:
-        raise LengthError(f"search length {args.search_length} is out of range: allowed 1 to {MAX_EVAL_LENGTH}")
     carrier = extract_carrier(run.model, run.config, search_length=args.search_length)
     return {
         "run_id": run.run_id,

@@ -21,6 +21,7 @@ vote model A(n) = ∫ φ(z) Φ(z + c)^{V−1} dz with c = e^{m_out}·√(V/(n−
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -106,7 +107,7 @@ def _key_statistics(
     target_positions = torch.tensor([last - k], device=model.embed.device)
     shift = target.max(dim=1).values if config.model.attention == "softmax" else torch.zeros(V)
     _, positional = model.readout_tables(target_positions)
-    zeros = lambda *shape: torch.zeros(*shape, dtype=torch.float64)  # noqa: E731
+    zeros = lambda *shape: torch.zeros(*shape, dtype=torch.float64)
     stats = _KeyStatistics(
         vote_sum=zeros(V, V), vote_square_sum=zeros(V, V), vote_cross_sum=zeros(V, V, V),
         positional_readout=zeros(V, V), mass_mean=zeros(V), mass_variance=zeros(V),
@@ -115,7 +116,7 @@ def _key_statistics(
     )
     bounds = sorted({*range(0, length, chunk), *snapshots, length})
     taken: dict[int, _KeyStatistics] = {}
-    for begin, end in zip(bounds, bounds[1:]):
+    for begin, end in itertools.pairwise(bounds):
         deltas = torch.tensor([d for d in range(begin, end) if d != k], dtype=torch.long)
         if len(deltas):
             table = table_of(deltas)  # (V, V, c)

@@ -21,7 +21,7 @@ import tempfile
 import time
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeGuard
 
@@ -189,7 +189,7 @@ def _write_run(directory: Path, run: Run) -> None:
     weights = {name: tensor.detach().cpu().contiguous() for name, tensor in run.model.state_dict().items()}
     save_file(weights, directory / WEIGHTS_FILE)
     _fsync_file(directory / WEIGHTS_FILE)
-    created = datetime.now(timezone.utc).isoformat()
+    created = datetime.now(UTC).isoformat()
     metrics = {"format": FORMAT, "created": created, **{name: getattr(run, name) for name in _RUN_FIELDS}}
     _write_json(directory / CONFIG_FILE, run.config.to_dict())
     _write_json(directory / METRICS_FILE, metrics)
@@ -223,7 +223,7 @@ def _read_record(directory: Path) -> tuple[RunSummary, dict[str, Any]]:
     except (KeyError, TypeError, ValueError, AttributeError) as error:
         raise StoreError(f"missing or invalid field in {metrics_path}: {error!r}") from error
     if created.tzinfo is None:  # only a hand-edited file; naive and aware times cannot be sorted together
-        created = created.replace(tzinfo=timezone.utc)
+        created = created.replace(tzinfo=UTC)
     summary = RunSummary(directory.name, config, fields["steps"], fields["train_accuracy"], created)
     return summary, fields
 
