@@ -1,0 +1,143 @@
+"""The paper's claims at the default config, measured on the CPU (SCIENCE.md C1, C3–C7).
+
+Each default run is trained once per session (tests/unit/conftest.py). Margins are the ones the
+product promises; if one fails, report the numbers rather than loosen it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from lengen_core.carrier import extract_carrier
+from lengen_core.config import RunConfig, with_changes
+from lengen_core.dilution import fit_dilution, predict
+from lengen_core.encodings import LengthError
+from lengen_core.evaluate import evaluate
+from lengen_core.training import train
+
+DEFAULT = RunConfig()
+L_TRAIN, OFFSET, V = DEFAULT.task.train_length, DEFAULT.task.offset, DEFAULT.task.vocab_size
+DILUTION_LENGTHS = [L_TRAIN * 2**i for i in range(7)]  # 16 … 1024: 1× to 64×
+
+
+@pytest.fixture(scope="module")
+def rope(trained):
+    return trained()
+
+
+@pytest.fixture(scope="module")
+def learned(trained):
+    return trained(encoding="learned")
+
+
+@pytest.fixture(scope="module")
+def rope_linear(trained):
+    return trained(attention="linear")
+
+
+@pytest.fixture(scope="module")
+def rope_measured(rope):
+    return evaluate(rope.model, rope.config, DILUTION_LENGTHS, samples=2048)
+
+
+# --- C1, C4, C7: who extrapolates ----------------------------------------------------------------
+
+
+def test_rope_is_exact_in_range_and_extrapolates_to_four_times(rope):
+    at_train, at_four = evaluate(rope.model, rope.config, [L_TRAIN, 4 * L_TRAIN], samples=1024)
+    assert at_train.accuracy >= 0.99
+    assert at_four.accuracy >= 0.95
+
+
+def test_learned_positions_fit_in_range_and_pin_beyond_it(learned):
+    in_range, *beyond = evaluate(
+        learned.model, learned.config, [L_TRAIN, 2 * L_TRAIN, 4 * L_TRAIN, 8 * L_TRAIN], samples=1024
+    )
+    assert in_range.accuracy >= 0.99
+    for report in beyond:
+        assert report.accuracy <= 2 / V, report
+        assert report.argmax_key == L_TRAIN - 1 - OFFSET, report  # pinned inside the training range (C4)
+        assert report.argmax_share >= 0.5, report
+
+
+def test_rope_with_linear_attention_does_not_extrapolate(rope_linear):
+    (report,) = evaluate(rope_linear.model, rope_linear.config, [4 * L_TRAIN], samples=1024)
+    assert report.accuracy < 0.5
+
+
+# --- C3, C5: the carrier ---------------------------------------------------------------------------
+
+
+def test_the_rope_carrier_peaks_at_the_offset(rope):
+    carrier = extract_carrier(rope.model, rope.config, search_length=4_096)
+    assert carrier.argmax_offset == OFFSET
+    assert carrier.alignment
+    assert carrier.margin > 0
+
+
+# --- C6: the dilution law ----------------------------------------------------------------------------
+
+
+def test_the_prediction_from_the_weights_matches_the_measurement(rope, rope_measured):
+    predicted = predict(rope.model, rope.config, DILUTION_LENGTHS)
+    for prediction, measured in zip(predicted, rope_measured, strict=True):
+        assert prediction.length == measured.length
+        assert abs(prediction.accuracy - measured.accuracy) <= 0.05, (prediction, measured)
+        assert abs(prediction.target_mass - measured.target_mass) <= 0.08, (prediction, measured)
+
+
+def test_the_fitted_law_describes_the_measured_target_mass(rope_measured):
+    fit = fit_dilution([r.length for r in rope_measured], [r.target_mass for r in rope_measured], L_TRAIN, V)
+    assert fit is not None
+    assert fit.points == len(DILUTION_LENGTHS)
+    assert fit.r_squared >= 0.9
+    assert math.isfinite(fit.m_out) and fit.m_out > 0
+
+
+def test_target_mass_dilutes_with_length(rope_measured):
+    masses = [report.target_mass for report in rope_measured]
+    assert masses == sorted(masses, reverse=True)
+    assert masses[0] > 0.5 > masses[-1]
+
+
+# --- Reproducibility ---------------------------------------------------------------------------------
+
+
+def _same_weights(a: torch.nn.Module, b: torch.nn.Module) -> bool:
+    sa, sb = a.state_dict(), b.state_dict()
+    return sa.keys() == sb.keys() and all(torch.equal(sa[name], sb[name]) for name in sa)
+
+
+def test_training_is_deterministic(rope):
+    again = train(DEFAULT, "cpu")
+    assert _same_weights(again.model, rope.model)
+    assert again.history == rope.history
+    assert again.steps == rope.steps
+
+
+def test_different_seeds_give_different_runs():
+    first = train(with_changes(DEFAULT, steps=20), "cpu")
+    second = train(with_changes(DEFAULT, steps=20, seed=1), "cpu")
+    assert not _same_weights(first.model, second.model)
+    assert first.history["loss"] != second.history["loss"]
+
+
+def test_training_leaves_the_global_rng_alone():
+    torch.manual_seed(2024)
+    before = torch.get_rng_state()
+    train(with_changes(DEFAULT, steps=20), "cpu")
+    assert torch.equal(torch.get_rng_state(), before)
+
+
+# --- Limits ---------------------------------------------------------------------------------------------
+
+
+def test_learned_positions_beyond_the_table_are_a_length_error(learned):
+    limit = learned.config.model.max_positions
+    (report,) = evaluate(learned.model, learned.config, [limit], samples=8)  # the last row still works
+    assert report.length == limit
+    with pytest.raises(LengthError, match=f"length {limit + 1} is beyond the learned position table.*up to {limit}"):
+        evaluate(learned.model, learned.config, [L_TRAIN, limit + 1], samples=8)

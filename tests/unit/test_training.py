@@ -1,0 +1,134 @@
+"""Training as an iterator: progress per step, stopping at any step, early stop, device choice."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from lengen_core.config import RunConfig, with_changes
+from lengen_core.evaluate import evaluate
+from lengen_core.training import Progress, Training, resolve_device, train
+
+SHORT = with_changes(RunConfig(), steps=12)
+
+
+def test_progress_counts_every_step_and_finishes_on_the_last():
+    progress = list(Training(SHORT, "cpu"))
+    assert all(isinstance(p, Progress) for p in progress)
+    assert [p.step for p in progress] == list(range(1, 13))
+    assert [p.finished for p in progress] == [False] * 11 + [True]
+    assert all(p.total_steps == 12 and not p.stopped_early for p in progress)
+    elapsed = [p.elapsed_seconds for p in progress]
+    assert elapsed == sorted(elapsed) and elapsed[0] > 0
+
+
+def test_finish_reports_what_was_done():
+    training = Training(SHORT, "cpu")
+    progress = list(training)
+    run = training.finish()
+    assert run.steps == 12 and run.config == SHORT and run.device == "cpu"
+    assert run.history["step"] == list(range(1, 13))
+    assert run.history["loss"] == [p.loss for p in progress]
+    assert run.history["accuracy"] == [p.accuracy for p in progress]
+    assert run.loss == progress[-1].loss and run.train_accuracy == progress[-1].accuracy
+    assert not run.stopped_early and not run.model.training
+
+
+def test_breaking_out_then_finish_keeps_the_steps_done():
+    training = Training(SHORT, "cpu")
+    for progress in training:
+        if progress.step == 5:
+            break
+    run = training.finish()
+    assert run.steps == 5
+    assert len(run.history["loss"]) == 5
+    assert not run.stopped_early
+
+
+def test_breaking_out_gives_the_same_weights_as_a_shorter_budget():
+    training = Training(SHORT, "cpu")
+    for progress in training:
+        if progress.step == 5:
+            break
+    stopped, short = training.finish(), train(with_changes(SHORT, steps=5), "cpu")
+    assert short.history == stopped.history
+    assert all(
+        torch.equal(a, b) for a, b in zip(stopped.model.state_dict().values(), short.model.state_dict().values())
+    )
+
+
+def test_finish_before_any_step_is_an_empty_run():
+    run = Training(SHORT, "cpu").finish()
+    assert run.steps == 0 and run.history["step"] == []
+
+
+def _first_step_holding(accuracies: list[float], target: float, patience: int) -> int | None:
+    """The first step after which the last `patience` accuracies were all ≥ target."""
+    for step in range(patience, len(accuracies) + 1):
+        if min(accuracies[step - patience : step]) >= target:
+            return step
+    return None
+
+
+def test_early_stop_when_the_target_is_held_for_patience_steps():
+    config = with_changes(RunConfig(), steps=400, target_accuracy=0.5, patience=5)
+    progress = list(Training(config, "cpu"))
+    accuracies = [p.accuracy for p in progress]
+    stop = _first_step_holding(accuracies, 0.5, 5)
+    assert stop is not None and stop < 400  # the target is reached, so the test says something
+    assert len(progress) == stop
+    assert progress[-1].stopped_early and progress[-1].finished
+    assert not any(p.finished or p.stopped_early for p in progress[:-1])
+
+
+def test_a_trivial_target_stops_after_exactly_patience_steps():
+    run = train(with_changes(RunConfig(), steps=50, target_accuracy=0.0, patience=3), "cpu")
+    assert run.steps == 3 and run.stopped_early
+
+
+def test_keep_training_ignores_the_target():
+    run = train(with_changes(RunConfig(), steps=10, target_accuracy=0.0, patience=3, keep_training=True), "cpu")
+    assert run.steps == 10 and not run.stopped_early
+
+
+def test_auto_picks_the_best_available_device():
+    expected = "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
+    assert resolve_device("auto") == torch.device(expected)
+    assert resolve_device() == torch.device(expected)
+    assert resolve_device("cpu") == torch.device("cpu")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is available here")
+def test_auto_is_the_cpu_without_an_accelerator():
+    if torch.backends.mps.is_available():
+        pytest.skip("Apple MPS is available here")
+    assert resolve_device("auto") == torch.device("cpu")
+    assert Training(SHORT).device == torch.device("cpu")
+
+
+def test_missing_cuda_is_a_clear_error(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ValueError, match="device 'cuda' is not available on this machine: use auto or cpu"):
+        resolve_device("cuda")
+    with pytest.raises(ValueError, match="not available"):
+        Training(SHORT, "cuda")
+
+
+def test_an_unknown_device_is_a_clear_error():
+    with pytest.raises(ValueError, match="unknown device 'tpu': allowed auto, cpu, cuda, mps"):
+        resolve_device("tpu")
+
+
+@pytest.mark.gpu
+def test_training_on_cuda_starts_from_the_cpu_weights_and_learns():
+    config = RunConfig()
+    on_cpu, on_cuda = Training(config, "cpu"), Training(config, "cuda")
+    for a, b in zip(on_cpu.model.state_dict().values(), on_cuda.model.state_dict().values()):
+        assert b.device.type == "cuda"
+        assert torch.equal(a, b.cpu())  # weights come from a CPU generator on every device
+    for _ in on_cuda:
+        pass
+    run = on_cuda.finish()
+    assert run.device.startswith("cuda")
+    (report,) = evaluate(run.model, config, [config.task.train_length], samples=1024)
+    assert report.accuracy >= 0.99
