@@ -229,11 +229,11 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO = sys.stdout, stderr:
     try:
         args = build_parser().parse_args(argv)
         result = COMMANDS[args.command](args, RunStore())
-    except UsageError as error:
-        stderr.write(f"lengen: error: {error}\n")
-        return 2
-    except USER_ERRORS as error:
+    except (UsageError, *USER_ERRORS) as error:
         stderr.write(f"lengen: error: {' '.join(str(error).split())}\n")
+        return 2
+    except OSError as error:  # the store's folder cannot be written, say
+        stderr.write(f"lengen: error: {' '.join(str(error).split())} (check LENGEN_HOME)\n")
         return 2
     stdout.write((json.dumps(_finite(result), indent=2) if args.json else _summary(result)) + "\n")
     return 0

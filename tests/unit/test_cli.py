@@ -321,7 +321,6 @@ def test_bad_command_is_one_line_and_exit_2(argv: tuple[str, ...], fragments: tu
     assert_user_error(run_cli(*argv), *fragments)
 
 
-@pytest.mark.xfail(strict=True, reason="cli.main writes argparse messages raw: a newline in a stray argument splits the error line")
 def test_stray_argument_with_a_newline_still_gives_one_error_line() -> None:
     assert_user_error(run_cli("runs", "foo\nbar"), "unrecognized arguments")
 
