@@ -50,6 +50,8 @@ def _check_int(name: str, value: Any, low: int, high: int) -> None:
 def _check_float(name: str, value: Any, low: float, high: float) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ConfigError(f"{name} must be a number, got {value!r}")
+    if isinstance(value, int) and abs(value) > 1e300:  # beyond any float: math.isfinite would overflow
+        raise ConfigError(f"{name} is out of range: allowed {low:g} to {high:g}")
     if not math.isfinite(value) or not low <= value <= high:
         raise ConfigError(f"{name} {value} is out of range: allowed {low:g} to {high:g}")
 
@@ -196,7 +198,7 @@ def _section_from_dict(section_cls: type, data: Any, name: str) -> Any:
         # JSON has one number type: accept 3.0 for an int field and 3 for a float field.
         if hints[key] is int and isinstance(value, float) and value.is_integer():
             value = int(value)
-        if hints[key] is float and isinstance(value, int) and not isinstance(value, bool):
+        if hints[key] is float and isinstance(value, int) and not isinstance(value, bool) and abs(value) < 1e300:
             value = float(value)
         values[key] = value
     return section_cls(**values)

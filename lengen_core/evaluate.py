@@ -35,7 +35,7 @@ def sequence_tokens(
     blocks = []
     for block in range(first, last + 1):
         block_length = min(TOKEN_BLOCK, length - block * TOKEN_BLOCK)
-        stream = torch.Generator().manual_seed((seed * 1_000_003 + length) * 65_537 + block)
+        stream = torch.Generator().manual_seed(((seed * 1_000_003 + length) * 65_537 + block) % 2**63)
         blocks.append(torch.randint(vocab_size, (samples, block_length), generator=stream))
     tokens = torch.cat(blocks, dim=1)  # (S, covered)
     return tokens[:, start - first * TOKEN_BLOCK : stop - first * TOKEN_BLOCK]
@@ -207,6 +207,8 @@ def evaluate(
     """Accuracy, target mass and argmax key of the last query at each length."""
     if isinstance(samples, bool) or not isinstance(samples, int) or not 1 <= samples <= MAX_EVAL_SAMPLES:
         raise LengthError(f"samples {samples!r} is out of range: allowed 1 to {MAX_EVAL_SAMPLES}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**31:
+        raise LengthError(f"evaluation seed {seed!r} is out of range: allowed 0 to {2**31 - 1}")
     check_lengths(config, model, lengths)
     reports = []
     for length in lengths:
