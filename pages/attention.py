@@ -1,0 +1,55 @@
+"""Attention: heatmaps at multiples of the training length, a zoom, and the argmax-key trace (C4)."""
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from lengen_core.heatmap import MAX_HEATMAP_LENGTH
+from ui import charts
+from ui.runs import allowed_lengths, heatmap
+from ui.widgets import chart, run_summary, selected_run
+
+st.title("Attention beyond the training length")
+run = selected_run()
+if run is None:
+    st.stop()
+run_summary(run)
+
+L_train, k = run.config.task.train_length, run.config.task.offset
+candidates = [m * L_train for m in (1, 2, 4, 8, 16, 32, 64) if m * L_train <= MAX_HEATMAP_LENGTH]
+lengths = allowed_lengths(run.run_id, candidates)
+left, right = st.columns([2, 1])
+shown = left.multiselect(
+    "Lengths (multiples of the training length)", lengths, default=lengths[:4],
+    format_func=lambda n: f"{n // L_train}× = {n}",
+    help=f"Capped at {MAX_HEATMAP_LENGTH} tokens and at the end of a learned position table.",
+)
+trace_length = right.selectbox("Length for the zoom and the argmax trace", lengths, index=min(2, len(lengths) - 1),
+                               help="Zoom onto the last queries and keys, and trace j*(t) at this length.")
+
+columns = st.columns(2)
+for i, length in enumerate(shown):
+    result = heatmap(run.run_id, length)
+    with columns[i % 2]:
+        cells = result.weights.shape[0]
+        chart(charts.attention_map(result.weights, result.pool, length, L_train),
+              f"each query's bright cell sits k = {k} left of the diagonal for a relative rule; after the dashed "
+              f"training-length lines a pinned head lights one column instead. Cells: {cells}×{cells}, "
+              f"pooling {result.pool}×{result.pool} (max).",
+              pd.DataFrame(result.weights).rename_axis("query_cell").reset_index(), f"heatmap-{length}")
+
+result = heatmap(run.run_id, trace_length)
+left, right = st.columns(2)
+with left:
+    target = trace_length - 1 - k
+    zoom_frame = pd.DataFrame(result.zoom, index=result.zoom_first_query + np.arange(result.zoom.shape[0]),
+                              columns=result.zoom_first_key + np.arange(result.zoom.shape[1]))
+    chart(charts.zoom_map(result.zoom, result.zoom_first_query, result.zoom_first_key, target),
+          f"the last query (bottom row) should put its weight on key {target} (circled); unpooled weights.",
+          zoom_frame.rename_axis("query").reset_index(), f"zoom-{trace_length}")
+with right:
+    trace = pd.DataFrame({"query": np.arange(trace_length), "argmax_key": result.argmax_keys})
+    chart(charts.argmax_trace(result.argmax_keys, L_train, k),
+          "RoPE follows the slope-1 line j = t − k at every length; a learned table goes flat beyond the "
+          "training length, pinned near j = L_train − 1 − k (C4).",
+          trace, f"argmax-{trace_length}")

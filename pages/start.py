@@ -1,0 +1,45 @@
+"""Start: what the lab shows, the claims and where each is seen, presets that open at once."""
+
+import streamlit as st
+
+from ui.presets import PRESETS, preset_ids
+from ui.state import select_run, selected_run_id
+
+st.title("lengen: why relative positions generalise")
+st.markdown(
+    "A single attention head learns to fetch the token **k = 3 places back** from sequences of 16 "
+    "tokens. Then we ask it to do the same on sequences thousands of times longer. With **RoPE** the "
+    "rule it learned depends on the offset alone and carries over; with **learned absolute positions** "
+    "(APE) the head pins to a position it saw in training and falls to chance. Pick a preset, then "
+    "walk through the pages in the sidebar."
+)
+
+st.subheader("Presets")
+columns = st.columns(len(PRESETS))
+for column, (label, run_id) in zip(columns, preset_ids().items(), strict=True):
+    config = PRESETS[label]
+    chosen = run_id == selected_run_id()
+    if column.button(label, key=f"preset-{label}", type="primary" if chosen else "secondary",
+                     help=f"Open the shipped {label} run ({config.train.steps} steps max, seed {config.train.seed}).",
+                     width="stretch"):
+        select_run(run_id)
+        st.rerun()
+st.caption("The highlighted preset is the selected run; every page shows it at once.")
+
+st.subheader("The claims, and where to see them")
+CLAIMS = [
+    ("C1", "RoPE extrapolates to longer inputs, learned positions do not; the reason is optimisation.", "pages/dilution.py"),
+    ("C2", "A minimal fixed-offset retrieval task isolates positional selection.", "pages/train.py"),
+    ("C3", "With RoPE the logit depends on the offset alone (Toeplitz logit matrix).", "pages/carrier.py"),
+    ("C4", "Learned positions pin the head to a fixed position inside the training range.", "pages/attention.py"),
+    ("C5", "The learned RoPE rule is a low-rank carrier kernel aligned with the offset.", "pages/carrier.py"),
+    ("C6", "Accuracy decays gracefully with length by an attention-dilution law.", "pages/dilution.py"),
+    ("C7", "Linear attention does not extrapolate (try the RoPE + linear preset).", "pages/dilution.py"),
+    ("C8", "All of this transfers to a multi-layer transformer: coming.", None),
+    ("C9", "The carrier is how gradient descent learns RASP-L's shift_right: coming.", None),
+]
+for claim, text, page in CLAIMS:
+    if page is None:
+        st.markdown(f"**{claim}** {text}")
+    else:
+        st.page_link(page, label=f"**{claim}** {text}", help=f"Open the page where {claim} is seen.")

@@ -1,0 +1,1 @@
+"""The only Streamlit-aware helpers: state, cached wrappers, charts, the training worker, presets."""

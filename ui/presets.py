@@ -1,0 +1,27 @@
+"""Preset runs shipped in `assets/presets/` (the run store's layout), so the app has charts offline.
+
+Rebuild them with `python -m ui.build_presets`: fixed seeds, default config, so anyone can check
+that a rebuilt preset has the same run id (the id is a hash of the config and seed).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lengen_core.config import RunConfig, with_changes
+
+PRESET_ROOT = Path(__file__).resolve().parent.parent / "assets" / "presets"
+PRESET_SEED = 0
+
+# label -> config; the first is selected on a first visit.
+PRESETS: dict[str, RunConfig] = {
+    "RoPE": with_changes(RunConfig(), encoding="rope", attention="softmax", seed=PRESET_SEED),
+    "Learned (APE)": with_changes(RunConfig(), encoding="learned", attention="softmax", seed=PRESET_SEED),
+    "RoPE + linear attention": with_changes(RunConfig(), encoding="rope", attention="linear", seed=PRESET_SEED),
+}
+DEFAULT_PRESET = "RoPE"
+
+
+def preset_ids() -> dict[str, str]:
+    """label -> run id."""
+    return {label: config.run_id() for label, config in PRESETS.items()}

@@ -1,0 +1,44 @@
+"""Shared widgets: a chart with its caption and CSV export, messages for missing runs."""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from lengen_core.store import StoreError
+from lengen_core.training import Run
+from ui.runs import load_run
+from ui.state import selected_run_id
+
+
+def chart(figure: go.Figure, look_for: str, data: pd.DataFrame, name: str) -> None:
+    """The chart, one sentence of what to look for, and its data as CSV."""
+    st.plotly_chart(figure, width="stretch", key=f"chart-{name}")
+    st.caption(f"**What to look for:** {look_for}")
+    st.download_button(
+        f"Download data (CSV)", data.to_csv(index=False).encode(), file_name=f"{name}.csv",
+        mime="text/csv", key=f"csv-{name}", help="The numbers behind this chart, one row per point.",
+    )
+
+
+def selected_run() -> Run | None:
+    """The selected run, or None with a message saying what to do."""
+    run_id = selected_run_id()
+    if run_id is None:
+        st.info("No run selected: pick a preset on the Start page or train one on the Train page.")
+        return None
+    try:
+        return load_run(run_id)
+    except StoreError as error:
+        st.warning(f"The selected run cannot be opened: {error}. Pick another in the sidebar.")
+        return None
+
+
+def run_summary(run: Run) -> None:
+    task, model = run.config.task, run.config.model
+    st.caption(
+        f"Run `{run.run_id}` · {model.encoding} encoding, {model.attention} attention · offset k = {task.offset}, "
+        f"training length {task.train_length} ({task.length_mode}) · V = {task.vocab_size}, d = {model.d_model} · "
+        f"{run.steps} steps, train accuracy {run.train_accuracy:.2f}"
+    )
