@@ -6,11 +6,11 @@ from ui.state import run_sidebar
 
 st.set_page_config(page_title="lengen", layout="wide")
 page = st.navigation([
-    st.Page("pages/start.py", title="Start", icon="🏠", default=True),
-    st.Page("pages/train.py", title="Train", icon="🏋️"),
-    st.Page("pages/attention.py", title="Attention", icon="🔍"),
-    st.Page("pages/carrier.py", title="Carrier", icon="〰️"),
-    st.Page("pages/dilution.py", title="Dilution", icon="📉"),
+    st.Page("pages/start.py", title="Start", icon=":material/home:", default=True),
+    st.Page("pages/train.py", title="Train", icon=":material/model_training:"),
+    st.Page("pages/attention.py", title="Attention", icon=":material/grid_on:"),
+    st.Page("pages/carrier.py", title="Carrier", icon=":material/ssid_chart:"),
+    st.Page("pages/dilution.py", title="Dilution", icon=":material/trending_down:"),
 ])
 run_sidebar()  # the selected run, shown and switchable on every page
 page.run()

@@ -8,6 +8,7 @@ from lengen_core.store import RunStore
 from lengen_core.training import resolve_device
 from ui import charts
 from ui.state import select_run
+from ui.widgets import chart, selected_run
 from ui.worker import TrainingJob
 
 JOB_KEY, MESSAGE_KEY = "training_job", "training_message"
@@ -87,3 +88,12 @@ def live_training() -> None:
 
 
 live_training()
+
+if JOB_KEY not in st.session_state and (run := selected_run()) is not None:
+    st.subheader(f"Training of the selected run `{run.run_id}`")
+    history = pd.DataFrame(run.history)
+    chart(charts.training_curve(history, run.config.train.steps),
+          f"{run.steps} steps in {run.train_seconds:.1f} s on {run.device}"
+          f"{', stopped early at 100% batch accuracy' if run.stopped_early else ''}; "
+          "fitting the training length says nothing yet about longer lengths: see Attention and Dilution.",
+          history, "training-history")

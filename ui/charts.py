@@ -13,8 +13,8 @@ MEASURED, PREDICTED, FITTED, REFERENCE = "#1f77b4", "#ff7f0e", "#2ca02c", "#7f7f
 
 def _layout(figure: go.Figure, title: str, x: str, y: str, height: int = HEIGHT) -> go.Figure:
     figure.update_layout(
-        title=title, xaxis_title=x, yaxis_title=y, height=height, margin=dict(l=60, r=20, t=50, b=50),
-        legend=dict(orientation="h", yanchor="bottom", y=1.02, x=1, xanchor="right"),
+        title=title, xaxis_title=x, yaxis_title=y, height=height, margin=dict(l=60, r=20, t=50, b=90),
+        legend=dict(orientation="h", yanchor="top", y=-0.22, x=0, xanchor="left"),
     )
     return figure
 
@@ -70,8 +70,9 @@ def carrier_curve(offsets: np.ndarray, values: np.ndarray, train_length: int, of
     figure = go.Figure(go.Scatter(x=offsets, y=values, mode="lines+markers", name="s(Δ)",
                                   marker=dict(size=4), line_color=MEASURED))
     figure.add_vrect(x0=-0.5, x1=train_length - 0.5, fillcolor=REFERENCE, opacity=0.15, line_width=0,
-                     annotation_text="training range", annotation_position="top left")
-    figure.add_vline(x=offset, line=dict(color="red", dash="dash"), annotation_text=f"k = {offset}")
+                     annotation_text="training range", annotation_position="bottom right")
+    figure.add_vline(x=offset, line=dict(color="red", dash="dash"), annotation_text=f"k = {offset}",
+                     annotation_position="top right")
     return _layout(figure, "Carrier s(Δ): mean positional logit at offset Δ", "offset Δ = t − u", "s(Δ)")
 
 
@@ -121,8 +122,9 @@ def dilution(table: pd.DataFrame, fit_table: pd.DataFrame | None, chance: float,
         figure.add_scatter(x=fit_table["length"], y=fit_table["fitted_mass"], mode="lines",
                            name="p fitted law", line=dict(color=FITTED, width=3, dash="longdash"))
     figure.add_hline(y=chance, line=dict(color=REFERENCE, dash="dash"), annotation_text=f"chance 1/V = {chance:.3f}")
-    for length in failure_lengths:
-        figure.add_vline(x=length, line=dict(color="red", width=1, dash="dot"))
+    for i, length in enumerate(failure_lengths):
+        figure.add_vline(x=length, line=dict(color="red", width=1, dash="dot"),
+                         annotation_text="near-recurrence" if i == 0 else None, annotation_position="bottom left")
     figure.update_xaxes(type="log")
     figure.update_yaxes(range=[0, 1.05])
     return _layout(figure, "Accuracy and target mass against length", "test length L (log)", "", height=460)

@@ -47,8 +47,7 @@ def run_label(run_id: str) -> str:
     except StoreError:
         return run_id
     task, model, train = config.task, config.model, config.train
-    return (f"{model.encoding}·{model.attention} k={task.offset} L={task.train_length} "
-            f"V={task.vocab_size} d={model.d_model} seed={train.seed} ({train.steps} steps)")
+    return f"{model.encoding}·{model.attention} k={task.offset} L={task.train_length} seed {train.seed} · {train.steps} steps"
 
 
 @st.cache_data(show_spinner="Evaluating…", max_entries=64)
