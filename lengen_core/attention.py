@@ -44,3 +44,40 @@ ATTENTIONS: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
     "softmax": softmax_weights,
     "linear": linear_weights,
 }
+
+
+# Called with (layer, first query position, logits, weights) for each block of queries.
+Observer = Callable[[int, int, torch.Tensor, torch.Tensor], None]
+QUERY_BLOCK_ELEMENTS = 1 << 22  # logits held at once
+
+
+def blocked_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    query_start: int,
+    encoding: PositionalEncoding,
+    weights_from_logits: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    observe: Observer | None = None,
+    layer: int = 0,
+) -> torch.Tensor:
+    """Attention for queries query_start … T-1, a block of queries at a time, so memory is
+    O(block · T): q (B, H, Tq, D) already rotated, k and v (B, H, T, D) -> (B, H, Tq, D)."""
+    B, H, T, _ = k.shape
+    positions = torch.arange(T, device=k.device)
+    block = max(1, QUERY_BLOCK_ELEMENTS // (B * H * T))
+    outputs = []
+    for start in range(query_start, T, block):
+        stop = min(start + block, T)
+        query_positions = positions[start:stop]
+        logits = attention_logits(q[:, :, start - query_start : stop - query_start], k, query_positions, positions, encoding)
+        weights = weights_from_logits(logits, causal_mask(query_positions, positions))  # (B, H, q, T)
+        if observe is not None:
+            observe(layer, start, logits, weights)
+        outputs.append(weights @ v)  # (B, H, q, D)
+    return torch.cat(outputs, dim=2)
+
+
+def collect_patterns(record: list) -> Observer:
+    """An observer that keeps every block, for `attend` on short sequences."""
+    return lambda layer, start, logits, weights: record.append((layer, logits, weights))

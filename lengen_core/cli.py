@@ -1,4 +1,4 @@
-"""Command line: `python -m lengen_core train|evaluate|carrier|runs|delete`.
+"""Command line: `python -m lengen_core train|evaluate|carrier|heads|runs|delete`.
 
 Results go to stdout (JSON under `--json`, a short readable summary otherwise). Bad input gives one
 line on stderr and exit status 2, never a traceback. This module writes to the streams it is
@@ -19,6 +19,8 @@ from lengen_core.config import MAX_EVAL_LENGTH, ConfigError, RunConfig
 from lengen_core.dilution import fit_dilution, predict
 from lengen_core.encodings import LengthError
 from lengen_core.evaluate import evaluate
+from lengen_core.heads import analyse_heads
+from lengen_core.sequence import evaluate_sequence
 from lengen_core.store import RunStore, StoreError
 from lengen_core.training import train
 
@@ -85,6 +87,9 @@ def build_parser() -> Parser:
     c.add_argument("run_id")
     c.add_argument("--search-length", type=int, default=1 << 20, help="how far to look for near-recurrences")
 
+    h = commands.add_parser("heads", parents=[json_flag], help="per-head carriers: carrier heads, pinned heads")
+    h.add_argument("run_id")
+
     commands.add_parser("runs", parents=[json_flag], help="list stored runs")
     d = commands.add_parser("delete", parents=[json_flag], help="delete a stored run")
     d.add_argument("run_id")
@@ -126,24 +131,60 @@ def command_train(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
     }
 
 
-def command_evaluate(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
-    run = store.load(args.run_id)
+def _single_head_rows(run, lengths: list[int], samples: int, seed: int) -> list[dict[str, Any]]:
+    """Retrieval on the minimal head: chunked O(L) evaluation and the prediction from the weights."""
     config = run.config
-    lengths = args.lengths or [config.task.train_length * 2**i for i in range(7)]
-    if max(lengths) > MAX_EVAL_LENGTH:
-        raise LengthError(f"length {max(lengths)} is beyond the evaluation limit of {MAX_EVAL_LENGTH} tokens")
-    reports = evaluate(run.model, config, lengths, samples=args.samples, seed=args.seed)
+    reports = evaluate(run.model, config, lengths, samples=samples, seed=seed)
     predictions = predict(run.model, config, lengths)
-    fit = fit_dilution(lengths, [r.target_mass for r in reports], config.task.train_length, config.task.vocab_size)
-    rows = [
-        {**vars(report), "predicted_accuracy": p.accuracy, "predicted_vote_accuracy": p.vote_accuracy,
+    return [
+        {**vars(report),
+         "accuracy_beyond": report.accuracy if report.length > config.task.train_length else None,
+         "predicted_accuracy": p.accuracy, "predicted_vote_accuracy": p.vote_accuracy,
          "predicted_target_mass": p.target_mass}
         for report, p in zip(reports, predictions)
     ]
+
+
+def _sequence_rows(run, lengths: list[int], samples: int, seed: int) -> list[dict[str, Any]]:
+    """The shift task or the transformer: forward passes; no closed-form prediction."""
+    rows = []
+    for report in evaluate_sequence(run.model, run.config, lengths, samples=samples, seed=seed):
+        row = {key: value for key, value in vars(report).items() if key not in ("positions", "accuracy_by_position")}
+        row["accuracy_by_position"] = [
+            {"position": int(p), "accuracy": float(a)} for p, a in zip(report.positions, report.accuracy_by_position)
+        ]
+        rows.append({**row, "predicted_accuracy": None, "predicted_vote_accuracy": None,
+                     "predicted_target_mass": None})
+    return rows
+
+
+def command_evaluate(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
+    run = store.load(args.run_id)
+    config = run.config
+    single_head = config.task.task == "retrieval" and config.model.n_layers == 0
+    default = [config.task.train_length * 2**i for i in range(7 if single_head else 5)]
+    lengths = args.lengths or default
+    if max(lengths) > MAX_EVAL_LENGTH:
+        raise LengthError(f"length {max(lengths)} is beyond the evaluation limit of {MAX_EVAL_LENGTH} tokens")
+    rows = (_single_head_rows if single_head else _sequence_rows)(run, lengths, args.samples, args.seed)
+    fit = fit_dilution(lengths, [r["target_mass"] for r in rows], config.task.train_length, config.task.vocab_size)
     fitted = None
     if fit is not None:
         fitted = {"law": "1/p(n) = 1/p(L_train) + (n - L_train) * exp(-m_out)", **vars(fit)}
-    return {"run_id": run.run_id, "chance": 1 / config.task.vocab_size, "lengths": rows, "fit": fitted}
+    return {"run_id": run.run_id, "task": config.task.task, "chance": 1 / config.task.vocab_size,
+            "lengths": rows, "fit": fitted}
+
+
+def command_heads(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
+    run = store.load(args.run_id)
+    heads = [
+        {**{key: value for key, value in vars(h).items() if key != "carrier"},
+         "carrier": [float(v) for v in h.carrier]}
+        for h in analyse_heads(run.model, run.config)
+    ]
+    return {"run_id": run.run_id, "heads": heads,
+            "carrier_heads": [[h["layer"], h["head"]] for h in heads if h["is_carrier"]],
+            "pinned_heads": [[h["layer"], h["head"]] for h in heads if h["pinned_key"] is not None]}
 
 
 def command_carrier(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
@@ -186,6 +227,7 @@ COMMANDS = {
     "train": command_train,
     "evaluate": command_evaluate,
     "carrier": command_carrier,
+    "heads": command_heads,
     "runs": command_runs,
     "delete": command_delete,
 }
@@ -202,18 +244,33 @@ def _finite(value: Any) -> Any:
     return value
 
 
+def _head_line(head: dict[str, Any]) -> str:
+    line = (f"layer {head['layer']} head {head['head']}: argmax offset {head['argmax_offset']}, "
+            f"Toeplitz {head['toeplitz_fraction']:.3f}, rank {head['effective_rank']}, "
+            f"weight on k {head['target_weight']:.3f}")
+    if head["is_carrier"]:
+        line += "  carrier"
+    if head["pinned_key"] is not None:
+        line += f"  pinned at key {head['pinned_key']}"
+    return line
+
+
 def _summary(result: dict[str, Any]) -> str:
     """A short readable form of a result for people (use --json for everything)."""
     if "lengths" in result:
-        lines = [f"{'length':>9} {'accuracy':>9} {'predicted':>9} {'p':>7} {'p pred':>7} {'argmax':>8}"]
+        number = lambda value: "—" if value is None else f"{value:.3f}"
+        lines = [f"{'length':>9} {'accuracy':>9} {'beyond':>7} {'predicted':>9} {'p':>7} {'p pred':>7} {'argmax':>8}"]
         lines += [
-            f"{r['length']:>9} {r['accuracy']:>9.3f} {r['predicted_accuracy']:>9.3f} "
-            f"{r['target_mass']:>7.3f} {r['predicted_target_mass']:>7.3f} {r['argmax_key']:>8}"
+            f"{r['length']:>9} {r['accuracy']:>9.3f} {number(r['accuracy_beyond']):>7} "
+            f"{number(r['predicted_accuracy']):>9} {r['target_mass']:>7.3f} "
+            f"{number(r['predicted_target_mass']):>7} {r['argmax_key']:>8}"
             for r in result["lengths"]
         ]
         if result["fit"]:
             lines.append(f"fitted law: m_out = {result['fit']['m_out']:.3f}, R² = {result['fit']['r_squared']:.4f}")
         return "\n".join(lines)
+    if "heads" in result:
+        return "\n".join(_head_line(h) for h in result["heads"])
     if "runs" in result:
         return "\n".join(f"{r['run_id']}  steps {r['steps']}  acc {r['train_accuracy']:.3f}" for r in result["runs"]) \
             or f"no runs in {result['root']}"

@@ -147,14 +147,6 @@ class RunConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
 
     def __post_init__(self) -> None:
-        # The transformer and the shift task are planned (SCIENCE.md C8) but not built yet.
-        if self.task.task != "retrieval":
-            raise ConfigError(f"task {self.task.task!r} is not available yet: allowed retrieval")
-        if self.model.n_layers != 0:
-            raise ConfigError(
-                f"layers {self.model.n_layers} is not available yet: only the minimal single head "
-                "(layers 0) is built"
-            )
         if self.model.encoding == "learned" and self.model.max_positions < self.task.train_length:
             raise ConfigError(
                 f"max positions {self.model.max_positions} must cover the training length "

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from lengen_core.attention import ATTENTIONS, attention_logits, causal_mask
+from lengen_core.attention import ATTENTIONS, Observer, blocked_attention, collect_patterns
 from lengen_core.config import RunConfig
 from lengen_core.encodings import build_encoding
 
@@ -37,6 +37,21 @@ class AttentionPattern:
     layer: int
     logits: torch.Tensor
     weights: torch.Tensor
+
+
+def patterns_of(model: nn.Module, tokens: torch.Tensor, query_start: int) -> list[AttentionPattern]:
+    """Every layer's logits and weights (B, H, Tq, T) for queries query_start … T-1 (O(T²): short inputs)."""
+    record: list = []
+    model(tokens, query_start, observe=collect_patterns(record))
+    layers = sorted({layer for layer, _, _ in record})
+    patterns = []
+    for layer in layers:
+        blocks = [(logits, weights) for index, logits, weights in record if index == layer]
+        logits = torch.cat([b[0] for b in blocks], dim=2)
+        weights = torch.cat([b[1] for b in blocks], dim=2)
+        T = tokens.shape[1]
+        patterns.append(AttentionPattern(layer, logits[:, :, -(T - query_start) :], weights[:, :, -(T - query_start) :]))
+    return patterns
 
 
 class MinimalHead(nn.Module):
@@ -63,27 +78,21 @@ class MinimalHead(nn.Module):
         table = self.encoding.embed(torch.arange(T, device=tokens.device))  # (T, C) or None
         return x if table is None else x + table
 
-    def _pattern(self, tokens: torch.Tensor, query_start: int) -> tuple[AttentionPattern, torch.Tensor]:
+    def _run(self, tokens: torch.Tensor, query_start: int, observe: Observer | None) -> torch.Tensor:
         T = tokens.shape[1]
         positions = torch.arange(T, device=tokens.device)
-        query_positions = positions[query_start:]
         x = self._residual(tokens)  # (B, T, C)
-        q = (x[:, query_start:] @ self.W_Q)[:, None]  # (B, 1, Tq, C)
-        k = (x @ self.W_K)[:, None]  # (B, 1, T, C)
-        q = self.encoding.rotate(q, query_positions)
-        k = self.encoding.rotate(k, positions)
-        logits = attention_logits(q, k, query_positions, positions, self.encoding)  # (B, 1, Tq, T)
-        weights = self.weights_from_logits(logits, causal_mask(query_positions, positions))
+        q = self.encoding.rotate((x[:, query_start:] @ self.W_Q)[:, None], positions[query_start:])  # (B, 1, Tq, C)
+        k = self.encoding.rotate((x @ self.W_K)[:, None], positions)  # (B, 1, T, C)
         v = (x @ self.W_V)[:, None]  # (B, 1, T, C)
-        return AttentionPattern(0, logits, weights), v
+        out = blocked_attention(q, k, v, query_start, self.encoding, self.weights_from_logits, observe)
+        return out[:, 0] @ self.W_U  # (B, Tq, V)
 
-    def forward(self, tokens: torch.Tensor, query_start: int = 0) -> torch.Tensor:
-        pattern, v = self._pattern(tokens, query_start)
-        out = (pattern.weights @ v)[:, 0]  # (B, Tq, C)
-        return out @ self.W_U  # (B, Tq, V)
+    def forward(self, tokens: torch.Tensor, query_start: int = 0, observe: Observer | None = None) -> torch.Tensor:
+        return self._run(tokens, query_start, observe)
 
     def attend(self, tokens: torch.Tensor, query_start: int = 0) -> list[AttentionPattern]:
-        return [self._pattern(tokens, query_start)[0]]
+        return patterns_of(self, tokens, query_start)
 
     # Per-token tables for O(L) evaluation of the last query (see lengen_core.evaluate).
 
@@ -114,8 +123,10 @@ class MinimalHead(nn.Module):
         return token_part, None if table is None else table @ self.W_V @ self.W_U
 
 
-MODELS = {"minimal": MinimalHead}
-
-
 def build_model(config: RunConfig, generator: torch.Generator) -> nn.Module:
-    return MODELS["minimal"](config, generator)
+    """Layers 0: the minimal head; layers ≥ 1: the transformer."""
+    if config.model.n_layers == 0:
+        return MinimalHead(config, generator)
+    from lengen_core.transformer import Transformer  # imports this module for AttentionPattern
+
+    return Transformer(config, generator)

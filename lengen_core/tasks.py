@@ -2,6 +2,7 @@
 
 retrieval: tokens x_0 … x_{L-1} iid uniform over V; the query is the last position and the answer
 is x_{L-1-k}. Loss and accuracy at the query only.
+shift: the same tokens; every position t ≥ k predicts x_{t-k} (full-sequence supervision).
 """
 
 from __future__ import annotations
@@ -27,8 +28,20 @@ def training_length(task: TaskConfig, generator: torch.Generator) -> int:
     return int(torch.randint(low, high + 1, (1,), generator=generator, device=generator.device).item())
 
 
+def query_start(task: TaskConfig, length: int) -> int:
+    """The first supervised position: the last one for retrieval, the offset for shift."""
+    return length - 1 if task.task == "retrieval" else task.offset
+
+
+def targets_of(task: TaskConfig, tokens: torch.Tensor) -> torch.Tensor:
+    """Answers at the supervised positions query_start … T-1: (B, Tq)."""
+    if task.task == "retrieval":
+        return retrieval_targets(tokens, task.offset)[:, None]  # (B, 1)
+    return tokens[:, : tokens.shape[1] - task.offset]  # (B, T-k): position t answers x[t-k]
+
+
 def sample_batch(task: TaskConfig, batch_size: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """Tokens (B, T) and the retrieval answers (B,)."""
+    """Tokens (B, T) and the answers at the supervised positions (B, Tq)."""
     length = training_length(task, generator)
     tokens = sample_tokens(batch_size, length, task.vocab_size, generator)
-    return tokens, retrieval_targets(tokens, task.offset)
+    return tokens, targets_of(task, tokens)

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 
 from lengen_core.config import RunConfig
 from lengen_core.model import build_model
-from lengen_core.tasks import sample_batch
+from lengen_core.tasks import query_start, sample_batch
 
 DATA_SEED_OFFSET = 1_000_003  # keeps the data stream apart from the weight stream of the same seed
 
@@ -88,9 +88,9 @@ class Training:
         self._recent: deque[float] = deque(maxlen=config.train.patience)
 
     def step(self) -> tuple[float, float]:
-        tokens, targets = sample_batch(self.config.task, self.config.train.batch_size, self.data)
-        logits = self.model(tokens, query_start=tokens.shape[1] - 1)[:, -1]  # (B, V)
-        loss = F.cross_entropy(logits, targets)
+        tokens, targets = sample_batch(self.config.task, self.config.train.batch_size, self.data)  # (B, Tq)
+        logits = self.model(tokens, query_start=query_start(self.config.task, tokens.shape[1]))  # (B, Tq, V)
+        loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten())
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.optimizer.step()

@@ -328,8 +328,9 @@ def test_offset_must_be_smaller_than_the_training_length(offset, train_length):
         ({"task": None}, "config section 'task' must be an object"),
         ([], "a run config must be an object"),
         ("rope", "a run config must be an object"),
-        ({"task": {"task": "shift"}}, "not available yet"),
-        ({"model": {"n_layers": 2, "n_heads": 2}}, "not available yet"),
+        ({"model": {"n_heads": 2}}, "the minimal model (layers 0) has exactly one head"),
+        ({"model": {"n_layers": 2, "n_heads": 3}}, "d_model 64 must be divisible by 2 × heads (6)"),
+        ({"task": {"task": "copy"}}, "unknown task 'copy': allowed retrieval, shift"),
     ],
 )
 def test_bad_configs_are_rejected_with_a_clear_message(data, message):

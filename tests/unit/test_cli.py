@@ -199,7 +199,7 @@ def test_readable_evaluate_output_is_a_table() -> None:
     outcome = run_cli("evaluate", run_id, "--lengths", "16,64", "--samples", "32")
     assert outcome.code == 0 and outcome.stderr == ""
     lines = outcome.stdout.splitlines()
-    assert lines[0].split() == ["length", "accuracy", "predicted", "p", "p", "pred", "argmax"]
+    assert lines[0].split() == ["length", "accuracy", "beyond", "predicted", "p", "p", "pred", "argmax"]
     assert [line.split()[0] for line in lines[1:3]] == ["16", "64"]
 
 

@@ -1,0 +1,114 @@
+"""Evaluation by forward pass, for what the per-token tables of the minimal head cannot do:
+the `shift` task (every position t ≥ k answers x[t-k]) and the multi-layer transformer.
+
+Memory grows linearly with the length: the transformer attends a block of queries at a time, and
+sequences go through in batches of at most `TOKENS_PER_BATCH` tokens. Reported per length:
+accuracy over the supervised positions, accuracy beyond the training length (t ≥ L_train), accuracy
+by position (averaged into at most `POSITION_BINS` bins), and, for the head that attends most to the
+target offset (the carrier head), its mean weight on the target and the argmax key of the last query.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from lengen_core.config import RunConfig
+from lengen_core.encodings import LengthError
+from lengen_core.evaluate import check_lengths, sequence_tokens, wilson_interval
+from lengen_core.tasks import query_start, targets_of
+
+MAX_SEQUENCE_LENGTH = 8_192
+TOKENS_PER_BATCH = 1 << 15
+POSITION_BINS = 256
+
+
+@dataclass(frozen=True)
+class SequenceReport:
+    length: int
+    samples: int
+    accuracy: float  # supervised positions (t ≥ k for shift, the last for retrieval)
+    accuracy_low: float
+    accuracy_high: float
+    accuracy_beyond: float | None  # positions t ≥ L_train; None when the length is within training
+    positions: np.ndarray  # first position of each bin
+    accuracy_by_position: np.ndarray  # mean accuracy in each bin
+    target_mass: float  # carrier head: mean attention weight on key t - k
+    argmax_key: int  # carrier head: most common argmax key of the last query
+    carrier_layer: int
+    carrier_head: int
+    seconds: float
+
+
+class _TargetWeights:
+    """An attention observer: per (layer, head) the summed weight on key t − k over the supervised
+    queries t ≥ first, and the argmax key of the last query, without keeping any attention matrix."""
+
+    def __init__(self, n_layers: int, n_heads: int, offset: int, first: int, length: int) -> None:
+        self.offset, self.first, self.length = offset, first, length
+        self.mass = torch.zeros(n_layers, n_heads)
+        self.last_argmax: dict[int, torch.Tensor] = {}
+
+    def __call__(self, layer: int, start: int, logits: torch.Tensor, weights: torch.Tensor) -> None:
+        t = torch.arange(max(start, self.first), start + weights.shape[2], device=weights.device)
+        picked = weights.abs()[:, :, t - start, t - self.offset]  # (B, H, q); |w| for linear attention
+        self.mass[layer] += picked.sum(dim=(0, 2)).cpu()
+        if start + weights.shape[2] == self.length:
+            self.last_argmax[layer] = weights[:, :, -1].abs().argmax(dim=-1).T.cpu()  # (H, B)
+
+
+@torch.no_grad()
+def evaluate_sequence(
+    model: torch.nn.Module, config: RunConfig, lengths: Sequence[int], samples: int = 128, seed: int = 12_345
+) -> list[SequenceReport]:
+    check_lengths(config, model, lengths)
+    too_long = [n for n in lengths if n > MAX_SEQUENCE_LENGTH]
+    if too_long:
+        raise LengthError(
+            f"length {too_long[0]} is beyond {MAX_SEQUENCE_LENGTH}, the limit for full-sequence evaluation"
+        )
+    task, device = config.task, next(model.parameters()).device
+    reports = []
+    for length in lengths:
+        start_time = time.perf_counter()
+        first = query_start(task, length)
+        tokens = sequence_tokens(seed, length, samples, task.vocab_size).to(device)  # (S, L)
+        batch = max(1, TOKENS_PER_BATCH // length)
+        correct, argmax = [], []
+        observer = _TargetWeights(model.n_layers, config.model.n_heads, task.offset, first, length)
+        for begin in range(0, samples, batch):
+            part = tokens[begin : begin + batch]
+            logits = model(part, query_start=first, observe=observer)  # (b, Tq, V)
+            correct.append((logits.argmax(-1) == targets_of(task, part)).float())  # (b, Tq)
+            argmax.append(torch.stack([observer.last_argmax[layer] for layer in range(model.n_layers)]))
+        hits = torch.cat(correct)  # (S, Tq)
+        mass = observer.mass / (samples * (length - first))  # (layers, H): mean over supervised queries
+        layer, head = divmod(int(mass.argmax()), mass.shape[1])
+        keys = torch.cat(argmax, dim=-1)[layer, head]  # (S,)
+        beyond = hits[:, max(0, task.train_length - first) :]
+        successes = int(hits.sum())
+        low, high = wilson_interval(successes, hits.numel())
+        bins = np.array_split(np.arange(hits.shape[1]), min(POSITION_BINS, hits.shape[1]))
+        by_position = hits.mean(dim=0).cpu().numpy()
+        reports.append(
+            SequenceReport(
+                length=length,
+                samples=samples,
+                accuracy=successes / hits.numel(),
+                accuracy_low=low,
+                accuracy_high=high,
+                accuracy_beyond=float(beyond.mean()) if length > task.train_length and beyond.numel() else None,
+                positions=np.array([first + b[0] for b in bins]),
+                accuracy_by_position=np.array([by_position[b].mean() for b in bins]),
+                target_mass=float(mass[layer, head]),
+                argmax_key=int(keys.mode().values),
+                carrier_layer=layer,
+                carrier_head=head,
+                seconds=time.perf_counter() - start_time,
+            )
+        )
+    return reports

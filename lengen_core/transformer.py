@@ -1,0 +1,92 @@
+"""The multi-layer, multi-head transformer of SCIENCE.md §3 (C8).
+
+Glossary
+    B  batch        T  sequence length      Tq  queries      H  heads
+    D  head width   C  d_model              V   vocabulary
+
+Pre-norm blocks: x ← x + Attn(LN(x)); x ← x + MLP(LN(x)); then LN and the readout W_U. The same
+positional encodings as the minimal head: an additive table on the embeddings, rotation of every
+head's queries and keys, or a per-head bias. Attention is computed a block of queries at a time
+(`attention.blocked_attention`), so memory grows linearly with the length: keys and values (B, H, T, D) are kept,
+the logits only for one block (B, H, block, T).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from lengen_core.attention import ATTENTIONS, Observer, blocked_attention
+from lengen_core.config import RunConfig
+from lengen_core.encodings import PositionalEncoding, build_encoding
+from lengen_core.model import AttentionPattern, patterns_of
+
+
+def _normal(generator: torch.Generator, *shape: int, std: float) -> nn.Parameter:
+    return nn.Parameter(torch.randn(*shape, generator=generator) * std)
+
+
+class Block(nn.Module):
+    def __init__(self, config: RunConfig, generator: torch.Generator, encoding: PositionalEncoding) -> None:
+        super().__init__()
+        C, H = config.model.d_model, config.model.n_heads
+        self.n_heads = H
+        self.encoding = encoding  # shared by every block; holds no weights of its own here
+        self.weights_from_logits = ATTENTIONS[config.model.attention]
+        self.norm_attention = nn.LayerNorm(C)
+        self.norm_mlp = nn.LayerNorm(C)
+        self.W_QKV = _normal(generator, C, 3 * C, std=1 / math.sqrt(C))
+        self.W_O = _normal(generator, C, C, std=1 / math.sqrt(C))
+        self.W_in = _normal(generator, C, 4 * C, std=1 / math.sqrt(C))
+        self.W_out = _normal(generator, 4 * C, C, std=1 / math.sqrt(4 * C))
+
+    def forward(self, x: torch.Tensor, query_start: int, observe: Observer | None, layer: int) -> torch.Tensor:
+        """Blocks before the last need every position; the last may start at `query_start`."""
+        B, T, C = x.shape
+        H = self.n_heads
+        positions = torch.arange(T, device=x.device)
+        q, k, v = (self.norm_attention(x) @ self.W_QKV).split(C, dim=-1)  # (B, T, C) each
+        q, k, v = (t.view(B, T, H, C // H).transpose(1, 2) for t in (q, k, v))  # (B, H, T, D)
+        q = self.encoding.rotate(q[:, :, query_start:], positions[query_start:])
+        k = self.encoding.rotate(k, positions)
+        out = blocked_attention(q, k, v, query_start, self.encoding, self.weights_from_logits, observe, layer)
+        out = out.transpose(1, 2).reshape(B, T - query_start, C)  # (B, Tq, C)
+        x = x[:, query_start:] + out @ self.W_O
+        hidden = torch.nn.functional.gelu(self.norm_mlp(x) @ self.W_in)  # (B, Tq, 4C)
+        return x + hidden @ self.W_out
+
+
+class Transformer(nn.Module):
+    def __init__(self, config: RunConfig, generator: torch.Generator) -> None:
+        super().__init__()
+        V, C = config.task.vocab_size, config.model.d_model
+        self.config = config
+        self.embed = _normal(generator, V, C, std=1.0)
+        self.encoding = build_encoding(config.model, generator)
+        self.blocks = nn.ModuleList(Block(config, generator, self.encoding) for _ in range(config.model.n_layers))
+        self.norm_final = nn.LayerNorm(C)
+        self.W_U = _normal(generator, C, V, std=1 / math.sqrt(C))
+
+    @property
+    def n_layers(self) -> int:
+        return len(self.blocks)
+
+    def forward(self, tokens: torch.Tensor, query_start: int = 0, observe: Observer | None = None) -> torch.Tensor:
+        T = tokens.shape[1]
+        self.encoding.check_length(T)
+        x = self.embed[tokens]  # (B, T, C)
+        table = self.encoding.embed(torch.arange(T, device=tokens.device))
+        if table is not None:
+            x = x + table
+        for layer, block in enumerate(self.blocks):
+            last = layer == len(self.blocks) - 1
+            # the observer sees every query of every layer: only the last layer may skip queries
+            x = block(x, query_start if last and observe is None else 0, observe, layer)  # (B, T or Tq, C)
+        if observe is not None:
+            x = x[:, query_start:]
+        return self.norm_final(x) @ self.W_U  # (B, Tq, V)
+
+    def attend(self, tokens: torch.Tensor, query_start: int = 0) -> list[AttentionPattern]:
+        return patterns_of(self, tokens, query_start)
