@@ -1,0 +1,134 @@
+"""End to end: `streamlit run app.py` on a free port, driven by Debian's chromium through Playwright.
+
+Visits every page through the sidebar (one browser session, so the selected run follows), checks the
+plotly charts are drawn, trains a small run from the browser, and screenshots every page into
+`artifacts/screenshots/`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+playwright = pytest.importorskip("playwright.sync_api")
+
+ROOT = Path(__file__).resolve().parents[2]
+SHOTS = ROOT / "artifacts" / "screenshots"
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--disable-sync", "--no-first-run"]
+CHART = ".js-plotly-plot"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[str]:
+    port = free_port()
+    command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+               "--server.port", str(port), "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
+    process = subprocess.Popen(command, cwd=ROOT, env=os.environ.copy(),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                pass
+            assert process.poll() is None, "streamlit exited before it was healthy"
+            assert time.monotonic() < deadline, "streamlit was not healthy within 60 s"
+            time.sleep(0.5)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
+
+
+@pytest.fixture(scope="module")
+def page(server: str):
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"no chromium at {CHROMIUM}")
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        tab = browser.new_page(viewport={"width": 1400, "height": 2400})
+        tab.goto(server)
+        yield tab
+        browser.close()
+
+
+def settle(tab, timeout_ms: int = 180_000) -> None:
+    """Wait until the script run is over (the status widget says 'Running' while it runs)."""
+    tab.wait_for_timeout(500)
+    tab.wait_for_function(
+        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=timeout_ms
+    )
+    tab.wait_for_timeout(800)  # let plotly finish drawing
+
+
+def open_page(tab, title: str) -> None:
+    tab.locator('[data-testid="stSidebarNav"]').get_by_role("link", name=title).click()
+    settle(tab)
+
+
+def test_start_page_shows_claims_and_presets(page) -> None:
+    page.get_by_role("heading", name="The claims, and where to see them").wait_for(timeout=60_000)
+    settle(page)
+    assert page.get_by_role("button", name="RoPE", exact=True).is_visible()
+    page.screenshot(path=SHOTS / "start.png", full_page=True)
+
+
+@pytest.mark.parametrize("title, charts", [("Attention", 6), ("Carrier", 4), ("Dilution", 2)])
+def test_analysis_page_draws_charts_for_the_preset(page, title: str, charts: int) -> None:
+    open_page(page, title)
+    page.wait_for_selector(CHART, timeout=180_000)
+    assert page.locator(CHART).count() >= charts
+    assert not page.locator('[data-testid="stException"]').count()
+    page.screenshot(path=SHOTS / f"{title.lower()}-rope-preset.png", full_page=True)
+
+
+def test_learned_preset_pins(page) -> None:
+    open_page(page, "Start")
+    page.get_by_role("button", name="Learned (APE)").click()
+    settle(page)
+    open_page(page, "Attention")
+    page.wait_for_selector(CHART, timeout=180_000)
+    page.screenshot(path=SHOTS / "attention-learned-preset.png", full_page=True)
+    open_page(page, "Dilution")
+    page.wait_for_selector(CHART, timeout=180_000)
+    page.screenshot(path=SHOTS / "dilution-learned-preset.png", full_page=True)
+
+
+def test_train_a_small_run_from_the_browser(page) -> None:
+    open_page(page, "Train")
+    steps = page.get_by_role("spinbutton", name="Steps")
+    steps.fill("60")
+    steps.press("Tab")
+    page.get_by_role("button", name="Train", exact=True).click()
+    page.get_by_text(re.compile("steps/s|saved and selected")).first.wait_for(timeout=60_000)  # live progress
+    page.screenshot(path=SHOTS / "train-live.png", full_page=True)
+    page.get_by_text("saved and selected").wait_for(timeout=180_000)
+    settle(page)
+    page.screenshot(path=SHOTS / "train-done.png", full_page=True)
+    open_page(page, "Carrier")
+    page.wait_for_selector(CHART, timeout=180_000)
+    assert "60 steps" in page.locator('[data-testid="stMain"]').inner_text()
+    page.screenshot(path=SHOTS / "carrier-trained.png", full_page=True)
