@@ -1,0 +1,216 @@
+"""A shared training pool: a limit on concurrent trainings, a fair queue, identical requests merged.
+
+    pool = TrainingPool(store, max_concurrent=2)
+    ticket = pool.submit(config)       # stored already -> done at once; same config running -> shared
+    pool.status(ticket)                # JobStatus: state, queue position, progress, history, run id
+    pool.release(ticket)               # the requester is gone (Stop, or its browser session ended)
+
+Each request holds a ticket; a job runs while any ticket on it is held, and is cancelled (queued:
+dropped; running: stopped at the next step, nothing saved) when the last ticket is released. Worker
+threads take jobs first in, first out. Nothing here knows about a UI; threads never raise out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import os
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from lengen_core.config import RunConfig, with_changes
+from lengen_core.store import RunStore
+from lengen_core.training import Progress, Run, Training
+
+State = Literal["queued", "running", "done", "failed", "cancelled"]
+MAX_QUEUE = 200
+
+
+class QueueFull(RuntimeError):
+    """Too many trainings are waiting; the message says how many and what to do."""
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    run_id: str
+    state: State
+    position: int | None  # 1 = next to start; None unless queued
+    progress: Progress | None
+    history: dict[str, list[float]]
+    stored_run_id: str | None  # the run in the store once done (a stopped run's id has its steps)
+    from_store: bool  # the request was answered from the store without training
+    stopped: bool  # stopped by its requester before the end
+    error: str | None
+
+
+@dataclass
+class _Job:
+    config: RunConfig
+    tickets: set[int] = field(default_factory=set)
+    state: State = "queued"
+    progress: Progress | None = None
+    history: dict[str, list[float]] = field(default_factory=lambda: {"step": [], "loss": [], "accuracy": []})
+    stored_run_id: str | None = None
+    from_store: bool = False
+    stop: threading.Event = field(default_factory=threading.Event)
+    keep_partial: bool = False  # Stop keeps what was trained; a vanished requester does not
+    error: str | None = None
+
+
+class TrainingPool:
+    def __init__(
+        self,
+        store: RunStore,
+        max_concurrent: int | None = None,
+        device: str = "auto",
+        max_queue: int = MAX_QUEUE,
+        trainer: Callable[[RunConfig, str], Training] = Training,
+    ) -> None:
+        self.store = store
+        self.max_concurrent = max_concurrent or os.cpu_count() or 1
+        self.device = device
+        self.max_queue = max_queue
+        self._trainer = trainer
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        self._queue: deque[_Job] = deque()
+        self._jobs: dict[str, _Job] = {}  # active (queued or running) by run id
+        self._tickets: dict[int, _Job] = {}
+        self._numbers = itertools.count(1)
+        self._closed = False
+        self._workers = [
+            threading.Thread(target=self._work, name=f"lengen-train-{i}", daemon=True)
+            for i in range(self.max_concurrent)
+        ]
+        for worker in self._workers:
+            worker.start()
+
+    def submit(self, config: RunConfig) -> int:
+        """A ticket for this config's run: answered from the store, joined to a running job, or queued."""
+        run_id = config.run_id()
+        with self._lock:
+            ticket = next(self._numbers)
+            job = self._jobs.get(run_id)
+            if job is None and self.store.exists(run_id):
+                job = _Job(config, state="done", stored_run_id=run_id, from_store=True)
+            elif job is None:
+                if len(self._queue) >= self.max_queue:
+                    raise QueueFull(
+                        f"{len(self._queue)} trainings are already waiting (the limit is {self.max_queue}); "
+                        "try again in a minute or open a stored run"
+                    )
+                job = _Job(config)
+                self._jobs[run_id] = job
+                self._queue.append(job)
+                self._wake.notify()
+            job.tickets.add(ticket)
+            self._tickets[ticket] = job
+            return ticket
+
+    def status(self, ticket: int) -> JobStatus:
+        with self._lock:
+            job = self._job(ticket)
+            position = next((i + 1 for i, queued in enumerate(self._queue) if queued is job), None)
+            return JobStatus(
+                run_id=job.config.run_id(),
+                state=job.state,
+                position=position,
+                progress=job.progress,
+                history={key: list(values) for key, values in job.history.items()},
+                stored_run_id=job.stored_run_id,
+                from_store=job.from_store,
+                stopped=job.stop.is_set(),
+                error=job.error,
+            )
+
+    def stop(self, ticket: int) -> None:
+        """Stop now and keep the steps trained so far (as a run whose steps are the steps done)."""
+        with self._lock:
+            job = self._job(ticket)
+            job.keep_partial = True
+            job.stop.set()
+            if job.state == "queued":
+                self._drop(job)
+
+    def release(self, ticket: int) -> None:
+        """The requester is gone: cancel the job if no other requester holds it."""
+        with self._lock:
+            job = self._tickets.pop(ticket, None)
+            if job is None:
+                return
+            job.tickets.discard(ticket)
+            if not job.tickets and job.state in ("queued", "running"):
+                job.stop.set()
+                if job.state == "queued":
+                    self._drop(job)
+
+    def counts(self) -> dict[str, int]:
+        with self._lock:
+            running = sum(job.state == "running" for job in self._jobs.values())
+            return {"running": running, "queued": len(self._queue), "limit": self.max_concurrent}
+
+    def close(self, timeout: float = 5.0) -> None:
+        with self._lock:
+            self._closed = True
+            for job in self._jobs.values():
+                job.stop.set()
+            self._wake.notify_all()
+        for worker in self._workers:
+            worker.join(timeout)
+
+    def _job(self, ticket: int) -> _Job:
+        job = self._tickets.get(ticket)
+        if job is None:
+            raise KeyError(f"unknown or released ticket {ticket}")
+        return job
+
+    def _drop(self, job: _Job) -> None:
+        self._queue.remove(job)
+        job.state = "cancelled"
+        self._jobs.pop(job.config.run_id(), None)
+
+    def _work(self) -> None:
+        while True:
+            with self._lock:
+                while not self._queue and not self._closed:
+                    self._wake.wait()
+                if self._closed:
+                    return
+                job = self._queue.popleft()
+                job.state = "running"
+            self._train(job)
+
+    def _train(self, job: _Job) -> None:
+        try:
+            training = self._trainer(job.config, self.device)
+            for progress in training:
+                with self._lock:
+                    job.progress = progress
+                    for key, value in (("step", progress.step), ("loss", progress.loss), ("accuracy", progress.accuracy)):
+                        job.history[key].append(value)
+                if job.stop.is_set():
+                    break
+            run = training.finish()
+            state: State = "done"
+            if job.stop.is_set() and not job.keep_partial:
+                state, stored = "cancelled", None
+            else:
+                stored = self._save(job, run)
+        except Exception as error:  # reported in the status, never raised out of the thread
+            state, stored = "failed", None
+            with self._lock:
+                job.error = f"{type(error).__name__}: {' '.join(str(error).split())}"
+        with self._lock:
+            job.state, job.stored_run_id = state, stored
+            self._jobs.pop(job.config.run_id(), None)
+
+    def _save(self, job: _Job, run: Run) -> str:
+        """Save under the run's own id; a run stopped early gets its steps in its config (and id)."""
+        if run.steps < job.config.train.steps and not run.stopped_early:
+            run = dataclasses.replace(run, config=with_changes(run.config, steps=max(1, run.steps)))
+        if not self.store.exists(run.run_id):
+            self.store.save(run)
+        return run.run_id

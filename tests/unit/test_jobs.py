@@ -1,0 +1,144 @@
+"""The shared training pool: concurrency limit, FIFO queue positions, merging, cancellation."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from lengen_core.config import RunConfig, with_changes
+from lengen_core.jobs import QueueFull, TrainingPool
+from lengen_core.store import RunStore
+from lengen_core.training import Training
+
+
+class GatedTraining(Training):
+    """A real training whose steps wait for a gate, so tests decide when jobs progress."""
+
+    gates: dict[str, threading.Event] = {}
+    running = 0
+    most_running = 0
+    lock = threading.Lock()
+
+    def __iter__(self):
+        gate = self.gates.setdefault(self.config.run_id(), threading.Event())
+        with GatedTraining.lock:
+            GatedTraining.running += 1
+            GatedTraining.most_running = max(GatedTraining.most_running, GatedTraining.running)
+        try:
+            for progress in super().__iter__():
+                gate.wait(10)
+                yield progress
+        finally:
+            with GatedTraining.lock:
+                GatedTraining.running -= 1
+
+
+def config(seed: int, steps: int = 5) -> RunConfig:
+    return with_changes(RunConfig(), steps=steps, seed=seed)
+
+
+def wait_for(predicate, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+@pytest.fixture
+def pool(tmp_path):
+    GatedTraining.gates.clear()
+    GatedTraining.running = GatedTraining.most_running = 0
+    pool = TrainingPool(RunStore(tmp_path), max_concurrent=2, device="cpu", trainer=GatedTraining)
+    yield pool
+    for gate in GatedTraining.gates.values():
+        gate.set()
+    pool.close()
+
+
+def test_at_most_the_limit_runs_and_the_rest_queue_in_order(pool):
+    tickets = [pool.submit(config(seed)) for seed in range(5)]
+    wait_for(lambda: pool.counts()["running"] == 2)
+    assert [pool.status(t).position for t in tickets] == [None, None, 1, 2, 3]
+    assert [pool.status(t).state for t in tickets] == ["running", "running", "queued", "queued", "queued"]
+    for seed in range(5):
+        GatedTraining.gates.setdefault(config(seed).run_id(), threading.Event()).set()
+    wait_for(lambda: all(pool.status(t).state == "done" for t in tickets))
+    assert GatedTraining.most_running == 2
+    for ticket in tickets:
+        status = pool.status(ticket)
+        assert status.stored_run_id == status.run_id and pool.store.exists(status.run_id)
+        assert status.progress.step == 5 and status.history["step"] == [1, 2, 3, 4, 5]
+
+
+def test_identical_requests_share_one_job_and_a_stored_run_is_answered_at_once(pool):
+    first, second = pool.submit(config(7)), pool.submit(config(7))
+    GatedTraining.gates.setdefault(config(7).run_id(), threading.Event()).set()
+    wait_for(lambda: pool.status(first).state == "done")
+    assert pool.status(second).state == "done" and pool.status(second).stored_run_id == config(7).run_id()
+    later = pool.submit(config(7))
+    status = pool.status(later)
+    assert status.state == "done" and status.from_store and status.stored_run_id == config(7).run_id()
+
+
+def test_releasing_the_last_ticket_cancels_without_saving(pool):
+    shared = [pool.submit(config(1)), pool.submit(config(1))]
+    queued = pool.submit(config(2)), pool.submit(config(3))
+    wait_for(lambda: pool.status(shared[0]).state == "running")
+    pool.release(queued[1])  # queued, no other holder: dropped from the queue
+    assert pool.counts()["queued"] == 0 or pool.status(queued[0]).position == 1
+    pool.release(shared[0])  # another ticket still holds it: keeps running
+    assert pool.status(shared[1]).state == "running"
+    pool.release(shared[1])
+    GatedTraining.gates[config(1).run_id()].set()
+    wait_for(lambda: not pool.store.exists(config(1).run_id()) and pool.counts()["running"] <= 1)
+    GatedTraining.gates.setdefault(config(2).run_id(), threading.Event()).set()
+    wait_for(lambda: pool.status(queued[0]).state == "done")
+    assert not pool.store.exists(config(1).run_id())
+    assert not pool.store.exists(config(3).run_id())
+    with pytest.raises(KeyError):
+        pool.status(shared[1])
+
+
+def test_stop_keeps_the_steps_trained_so_far_as_their_own_run(pool):
+    ticket = pool.submit(config(4, steps=50))
+    gate = GatedTraining.gates.setdefault(config(4, steps=50).run_id(), threading.Event())
+    wait_for(lambda: pool.status(ticket).state == "running")
+    pool.stop(ticket)
+    gate.set()
+    wait_for(lambda: pool.status(ticket).state == "done")
+    status = pool.status(ticket)
+    assert status.stopped and status.stored_run_id != status.run_id
+    run = pool.store.load(status.stored_run_id)
+    assert run.steps == run.config.train.steps < 50
+
+
+def test_a_full_queue_is_a_clear_error(tmp_path):
+    pool = TrainingPool(RunStore(tmp_path), max_concurrent=1, device="cpu", max_queue=2, trainer=GatedTraining)
+    try:
+        tickets = [pool.submit(config(0))]
+        wait_for(lambda: pool.status(tickets[0]).state == "running")
+        tickets += [pool.submit(config(seed)) for seed in (1, 2)]
+        assert pool.counts() == {"running": 1, "queued": 2, "limit": 1}
+        with pytest.raises(QueueFull, match="2 trainings are already waiting"):
+            pool.submit(config(99))
+        assert pool.status(tickets[2]).position == 2
+    finally:
+        for gate in GatedTraining.gates.values():
+            gate.set()
+        pool.close()
+
+
+def test_a_failing_training_is_reported_not_raised(tmp_path):
+    def broken(config, device):
+        raise RuntimeError("out of\nmemory")
+
+    pool = TrainingPool(RunStore(tmp_path), max_concurrent=1, device="cpu", trainer=broken)
+    try:
+        ticket = pool.submit(config(5))
+        wait_for(lambda: pool.status(ticket).state == "failed")
+        assert pool.status(ticket).error == "RuntimeError: out of memory"
+        assert pool.counts()["running"] == 0
+    finally:
+        pool.close()
