@@ -199,7 +199,7 @@ class TrainingPool:
                 state, stored = "cancelled", None
             else:
                 stored = self._save(job, run)
-        except Exception as error:  # reported in the status, never raised out of the thread
+        except Exception as error:  # noqa: BLE001 — reported in the status, never raised out of the thread
             state, stored = "failed", None
             with self._lock:
                 job.error = f"{type(error).__name__}: {' '.join(str(error).split())}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import ClassVar
 
 import pytest
 
@@ -16,7 +17,7 @@ from lengen_core.training import Training
 class GatedTraining(Training):
     """A real training whose steps wait for a gate, so tests decide when jobs progress."""
 
-    gates: dict[str, threading.Event] = {}
+    gates: ClassVar[dict[str, threading.Event]] = {}
     running = 0
     most_running = 0
     lock = threading.Lock()
