@@ -1,0 +1,36 @@
+# lengen: the dashboard, served on port 8501.
+#   docker build -t lengen .                                   # CPU build of torch (default)
+#   docker build -t lengen-gpu --build-arg TORCH_VARIANT=cu128 .   # a CUDA 12.8 build of torch
+#   docker run -p 8501:8501 -v lengen-runs:/data lengen           # add --gpus all for the GPU image
+FROM python:3.11-slim
+
+ARG TORCH_VARIANT=cpu
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    LENGEN_HOME=/data
+
+RUN useradd --create-home --uid 10001 lengen \
+    && mkdir -p /data \
+    && chown lengen:lengen /data
+
+WORKDIR /app
+COPY requirements.txt .
+# torch first, from the index of the chosen variant; the rest from PyPI (torch==2.13.0 already satisfied).
+RUN pip install --index-url "https://download.pytorch.org/whl/${TORCH_VARIANT}" torch==2.13.0 \
+    && pip install -r requirements.txt
+
+COPY .streamlit/ .streamlit/
+COPY app.py ./
+COPY lengen_core/ lengen_core/
+COPY ui/ ui/
+COPY pages/ pages/
+COPY assets/ assets/
+
+USER lengen
+VOLUME ["/data"]
+EXPOSE 8501
+HEALTHCHECK --interval=30s --timeout=5s --start-period=40s --retries=3 \
+    CMD python -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8501/_stcore/health', timeout=4)"
+CMD ["streamlit", "run", "app.py", "--server.address=0.0.0.0", "--server.port=8501"]
