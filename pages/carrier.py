@@ -51,6 +51,7 @@ if recurrences.empty:
     st.info("No near-recurrences found in the searched range (none are computed for measured carriers).")
 else:
     chart(charts.recurrences(recurrences["offset"].tolist(), recurrences["gap"].tolist(), result.train_length),
-          "each cross is a far offset whose logit comes back within ln 4 of the target's: once a sequence is "
+          "each cross is a far offset where some token pair's logit comes back within ln 4 of the target's "
+          "(a negative gap: above it): once a sequence is "
           "longer than the first of them, accuracy is predicted to fall (see Dilution).",
           recurrences, "near-recurrences")

@@ -40,6 +40,7 @@ CLAIMS = [
 ]
 for claim, text, page in CLAIMS:
     if page is None:
-        st.markdown(f"**{claim}** {text}")
+        st.caption(f"**{claim}** {text}")
     else:
-        st.page_link(page, label=f"**{claim}** {text}", help=f"Open the page where {claim} is seen.")
+        title = page.removeprefix("pages/").removesuffix(".py").title()
+        st.page_link(page, label=f"**{claim}** {text} → {title}", help=f"Open the {title} page, where {claim} is seen.")

@@ -11,23 +11,26 @@ HEIGHT = 380
 MEASURED, PREDICTED, FITTED, REFERENCE = "#1f77b4", "#ff7f0e", "#2ca02c", "#7f7f7f"
 
 
-def _layout(figure: go.Figure, title: str, x: str, y: str, height: int = HEIGHT) -> go.Figure:
+def _layout(figure: go.Figure, title: str, x: str, y: str | None, height: int = HEIGHT) -> go.Figure:
     figure.update_layout(
-        title=title, xaxis_title=x, yaxis_title=y, height=height, margin=dict(l=60, r=20, t=50, b=90),
+        title=title, xaxis_title=x, height=height, margin=dict(l=60, r=20, t=50, b=90),
         legend=dict(orientation="h", yanchor="top", y=-0.22, x=0, xanchor="left"),
     )
+    if y is not None:
+        figure.update_yaxes(title_text=y)
     return figure
 
 
 def training_curve(history: pd.DataFrame, total_steps: int) -> go.Figure:
     figure = make_subplots(specs=[[{"secondary_y": True}]])
-    figure.add_scatter(x=history["step"], y=history["loss"], name="loss", line_color=MEASURED)
+    figure.add_scatter(x=history["step"], y=history["loss"], name="loss", line_color=MEASURED,
+                       mode="lines+markers", marker_size=3)
     figure.add_scatter(x=history["step"], y=history["accuracy"], name="accuracy", line_color=PREDICTED,
-                       secondary_y=True)
+                       mode="lines+markers", marker_size=3, secondary_y=True)
     figure.update_xaxes(range=[0, total_steps])
     figure.update_yaxes(title_text="cross-entropy loss", secondary_y=False, rangemode="tozero")
-    figure.update_yaxes(title_text="batch accuracy", secondary_y=True, range=[0, 1.05])
-    return _layout(figure, "Training", "step", "")
+    figure.update_yaxes(title_text="batch accuracy", secondary_y=True, range=[0, 1.05], dtick=0.2)
+    return _layout(figure, "Training", "step", None)
 
 
 def attention_map(weights: np.ndarray, pool: int, length: int, train_length: int) -> go.Figure:
@@ -93,13 +96,13 @@ def spectrum(frequencies: np.ndarray, amplitudes: np.ndarray, analytic: bool) ->
 
 
 def singular_values(values: np.ndarray, rank: int) -> go.Figure:
-    index = np.arange(1, len(values) + 1)
-    figure = go.Figure(go.Scatter(x=index, y=np.maximum(values, 1e-12), mode="markers+lines",
-                                  name="σ_i", line_color=MEASURED))
+    shown = values[values > 1e-10 * values.max()] if values.max() > 0 else values[:1]  # the rest is round-off
+    index = np.arange(1, len(shown) + 1)
+    figure = go.Figure(go.Scatter(x=index, y=shown, mode="markers+lines", name="σ_i", line_color=MEASURED))
     figure.add_vline(x=rank + 0.5, line=dict(color="red", dash="dash"),
                      annotation_text=f"effective rank {rank}")
     figure.update_yaxes(type="log")
-    return _layout(figure, "Singular values of S_tu = s(t − u)", "index i", "σ_i (log)")
+    return _layout(figure, "Singular values of S_tu = s(t − u) (above 1e-10·σ₁)", "index i", "σ_i (log)")
 
 
 def dilution(table: pd.DataFrame, fit_table: pd.DataFrame | None, chance: float,

@@ -82,6 +82,7 @@ def settle(tab, timeout_ms: int = 180_000) -> None:
         "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=timeout_ms
     )
     tab.wait_for_timeout(800)  # let plotly finish drawing
+    tab.mouse.move(0, 0)  # no tooltip left over in the screenshots
 
 
 def open_page(tab, title: str) -> None:
