@@ -1,0 +1,197 @@
+"""Shareable links and run archives: a config (and view settings) to and from a URL query string.
+
+    config_to_query(config)        -> {"encoding": "rope", "offset": "3", ..., "seed": "0"}
+    config_from_query(params)      -> RunConfig, or ConfigError naming the parameter at fault
+    run_id_from_query(params)      -> a safe run id or None, or StoreError / ConfigError
+    view_int(params, "samples", 64, 1024, 256)  -> a bounded view setting
+    run_archive(store, run_id)     -> the run's three files as zip bytes
+
+Query values arrive as strings (or lists of strings when a key repeats) from anyone who can paste
+a link, so everything here is strict: a number must look like a number before it is converted (no
+'1_000', 'nan', 'inf' or 4,000-digit integers reach `int`/`float`), a key given twice is an
+error rather than a guess, and every range is the core's own (`RunConfig.__post_init__`).
+
+Keys that are not config keys are ignored by `config_from_query`, not reported: the same query
+string carries `run` and each page's view settings, and links pick up tracking parameters.
+The main keys are always written; the rarely changed ones (batch size, rope base, ...) only when
+they differ from the defaults, so a link stays short and `config_from_query(config_to_query(c))`
+is `c` for every valid config.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import re
+import zipfile
+from collections.abc import Collection, Mapping, Sequence
+
+from lengen_core.config import ConfigError, RunConfig, with_changes
+from lengen_core.store import CONFIG_FILE, METRICS_FILE, WEIGHTS_FILE, RunStore, StoreError, check_run_id
+
+QueryParams = Mapping[str, "str | Sequence[str]"]
+
+# query key -> setting name in `with_changes`; the first block is always written.
+MAIN_KEYS = {
+    "task": "task", "encoding": "encoding", "attention": "attention", "offset": "offset",
+    "train_length": "train_length", "length_mode": "length_mode", "vocab": "vocab_size",
+    "d_model": "d_model", "layers": "n_layers", "heads": "n_heads", "steps": "steps",
+    "lr": "learning_rate", "seed": "seed",
+}
+EXTRA_KEYS = {
+    "max_positions": "max_positions", "rope_base": "rope_base", "batch": "batch_size",
+    "weight_decay": "weight_decay", "target_accuracy": "target_accuracy", "patience": "patience",
+    "keep_training": "keep_training",
+}
+CONFIG_KEYS = {**MAIN_KEYS, **EXTRA_KEYS}
+RUN_KEY = "run"
+MAX_VALUE_LENGTH = 64  # longer than any valid value; keeps hostile input out of messages too
+
+_INT = re.compile(r"[+-]?\d{1,18}")
+_FLOAT = re.compile(r"[+-]?(\d{1,20}(\.\d{0,20})?|\.\d{1,20})([eE][+-]?\d{1,4})?")
+_BOOL = {"true": True, "1": True, "false": False, "0": False}
+_DEFAULTS = RunConfig()
+
+
+def config_to_query(config: RunConfig) -> dict[str, str]:
+    """Flat string parameters that `config_from_query` turns back into exactly `config`."""
+    flat = _flat(config)
+    defaults = _flat(_DEFAULTS)
+    query = {key: _format(flat[name]) for key, name in MAIN_KEYS.items()}
+    query.update({key: _format(flat[name]) for key, name in EXTRA_KEYS.items() if flat[name] != defaults[name]})
+    return query
+
+
+def has_config(params: QueryParams) -> bool:
+    return any(key in params for key in CONFIG_KEYS)
+
+
+def config_from_query(params: QueryParams, base: RunConfig = _DEFAULTS) -> RunConfig:
+    """The config a link describes: `base` with the link's settings; `ConfigError` names what is wrong."""
+    changes = {}
+    for key, name in CONFIG_KEYS.items():
+        if key in params:
+            changes[name] = _parse(key, _single(params, key), type(_flat(base)[name]))
+    try:
+        return with_changes(base, **changes)
+    except ConfigError as error:
+        raise ConfigError(f"{_culprits(base, changes)}: {error}") from None
+
+
+def run_id_from_query(params: QueryParams) -> str | None:
+    """The `run` parameter, checked by the store's own rule; a path-like id raises `StoreError`."""
+    if RUN_KEY not in params:
+        return None
+    value = _single(params, RUN_KEY)
+    if len(value) > MAX_VALUE_LENGTH * 4:
+        raise StoreError(f"link parameter 'run' is too long ({len(value)} characters)")
+    try:
+        return check_run_id(value)
+    except StoreError as error:
+        raise StoreError(f"link parameter 'run': {error}") from None
+
+
+def view_int(params: QueryParams, name: str, low: int, high: int, default: int,
+             choices: Collection[int] | None = None) -> int:
+    """A whole-number view setting in [low, high] (and among `choices` if given), else `default`."""
+    if name not in params:
+        return default
+    value = _parse(name, _single(params, name), int)
+    if not low <= value <= high:
+        raise ConfigError(f"link parameter '{name}' is {value}: allowed {low} to {high}")
+    if choices is not None and value not in choices:
+        shown = ", ".join(map(str, sorted(choices)[:8])) + (", …" if len(choices) > 8 else "")
+        raise ConfigError(f"link parameter '{name}' is {value}: allowed {shown}")
+    return value
+
+
+def view_ints(params: QueryParams, name: str, low: int, high: int, default: Sequence[int],
+              max_count: int = 16) -> tuple[int, ...]:
+    """A comma-separated list of whole numbers in [low, high], at most `max_count`, without repeats."""
+    if name not in params:
+        return tuple(default)
+    raw = _single(params, name)
+    parts = raw.split(",")
+    if len(parts) > max_count:
+        raise ConfigError(f"link parameter '{name}' has {len(parts)} values: at most {max_count}")
+    values = tuple(dict.fromkeys(_parse(name, part, int) for part in parts))
+    bad = [v for v in values if not low <= v <= high]
+    if bad:
+        raise ConfigError(f"link parameter '{name}' has {bad[0]}: allowed {low} to {high}")
+    return values
+
+
+def run_archive(store: RunStore, run_id: str) -> bytes:
+    """The stored run's config, weights and metrics as one zip, the files at the top level."""
+    directory = store.run_dir(run_id)
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name in (CONFIG_FILE, WEIGHTS_FILE, METRICS_FILE):
+            path = directory / name
+            if not path.is_file():
+                raise StoreError(f"run {run_id} has no {name} in {store.root}")
+            archive.write(path, arcname=name)
+    return buffer.getvalue()
+
+
+def _flat(config: RunConfig) -> dict[str, object]:
+    data = config.to_dict()
+    return {name: value for section in ("task", "model", "train") for name, value in data[section].items()}
+
+
+def _format(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def _shown(value: str) -> str:
+    return repr(value if len(value) <= MAX_VALUE_LENGTH else value[:MAX_VALUE_LENGTH] + "…")
+
+
+def _single(params: QueryParams, key: str) -> str:
+    value = params[key]
+    if not isinstance(value, str):
+        values = list(value)
+        if len(values) != 1:
+            raise ConfigError(f"link parameter '{key}' is given {len(values)} times: give it once")
+        value = values[0]
+    if not isinstance(value, str):
+        raise ConfigError(f"link parameter '{key}' must be text, got {type(value).__name__}")
+    if not value.strip():
+        raise ConfigError(f"link parameter '{key}' is empty")
+    return value.strip()
+
+
+def _parse(key: str, value: str, kind: type) -> object:
+    if len(value) > MAX_VALUE_LENGTH:
+        raise ConfigError(f"link parameter '{key}' is too long ({len(value)} characters)")
+    if kind is bool:
+        if value.lower() not in _BOOL:
+            raise ConfigError(f"link parameter '{key}' must be true or false, got {_shown(value)}")
+        return _BOOL[value.lower()]
+    if kind is int:
+        if not _INT.fullmatch(value):
+            too_big = re.fullmatch(r"[+-]?\d+", value) is not None
+            raise ConfigError(f"link parameter '{key}' " + ("is far too large" if too_big else
+                              f"must be a whole number, got {_shown(value)}"))
+        return int(value)
+    if kind is float:
+        number = float(value) if _FLOAT.fullmatch(value) else math.nan
+        if not math.isfinite(number):
+            raise ConfigError(f"link parameter '{key}' must be a finite number, got {_shown(value)}")
+        return number
+    return value  # a choice: the core names the allowed values
+
+
+def _culprits(base: RunConfig, changes: dict[str, object]) -> str:
+    """The link parameters that cannot stand alone, or all of them when only their combination fails."""
+    names = {name: key for key, name in CONFIG_KEYS.items()}
+    alone = []
+    for name, value in changes.items():
+        try:
+            with_changes(base, **{name: value})
+        except ConfigError:
+            alone.append(names[name])
+    keys = alone or [names[name] for name in changes]
+    return "link parameter" + ("s " if len(keys) > 1 else " ") + ", ".join(f"'{k}'" for k in keys)
