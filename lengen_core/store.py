@@ -193,6 +193,11 @@ def _write_run(directory: Path, run: Run) -> None:
     metrics = {"format": FORMAT, "created": created, **{name: getattr(run, name) for name in _RUN_FIELDS}}
     _write_json(directory / CONFIG_FILE, run.config.to_dict())
     _write_json(directory / METRICS_FILE, metrics)
+    # mkdtemp and safetensors create owner-only modes; a stored run (and a shipped preset) is for
+    # every local user to read, e.g. the container's non-root user reading presets copied as root.
+    for name in (WEIGHTS_FILE, CONFIG_FILE, METRICS_FILE):
+        (directory / name).chmod(0o644)
+    directory.chmod(0o755)
     _fsync_dir(directory)
 
 

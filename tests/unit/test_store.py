@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -240,3 +241,12 @@ def test_load_onto_cuda_matches_cpu(store, run):
     with torch.no_grad():
         logits = on_gpu.model(tokens.cuda(), query_start=tokens.shape[1] - 1).cpu()  # (B, 1, V)
     torch.testing.assert_close(logits, _logits(run), rtol=1e-4, atol=1e-4)
+
+
+def test_a_stored_run_is_readable_by_every_local_user(tmp_path):
+    """The container's non-root user reads presets written by root; mkdtemp alone would give 0700."""
+    store = RunStore(tmp_path)
+    directory = store.save(train(with_changes(RunConfig(), steps=2), "cpu"))
+    assert stat.S_IMODE(directory.stat().st_mode) == 0o755
+    for name in ("config.json", "metrics.json", "weights.safetensors"):
+        assert stat.S_IMODE((directory / name).stat().st_mode) == 0o644
