@@ -4,9 +4,12 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from lengen_core.config import ConfigError
 from lengen_core.heatmap import MAX_HEATMAP_LENGTH
+from lengen_core.share import view_ints
 from ui import charts
 from ui.runs import allowed_lengths, heatmap
+from ui.state import show_view, view_number, view_setting
 from ui.widgets import chart, run_summary, selected_run
 
 st.title("Attention beyond the training length")
@@ -18,14 +21,33 @@ run_summary(run)
 L_train, k = run.config.task.train_length, run.config.task.offset
 candidates = [m * L_train for m in (1, 2, 4, 8, 16, 32, 64) if m * L_train <= MAX_HEATMAP_LENGTH]
 lengths = allowed_lengths(run.run_id, candidates)
+
+
+def linked_lengths(params: dict[str, list[str]]) -> list[int]:
+    chosen = view_ints(params, "lengths", 2, MAX_HEATMAP_LENGTH, lengths[:4], max_count=len(candidates))
+    if not set(chosen) <= set(lengths):
+        raise ConfigError(f"link parameter 'lengths' has {sorted(set(chosen) - set(lengths))}: this run allows {lengths}")
+    return list(chosen)
+
+
+# A run with another training length has other choices: drop what no longer fits before drawing.
+st.session_state["attention-lengths"] = [n for n in st.session_state.get("attention-lengths", lengths[:4]) if n in lengths]
+if st.session_state.get("attention-trace") not in lengths:
+    st.session_state.pop("attention-trace", None)
 left, right = st.columns([2, 1])
+with left:
+    view_setting("attention-lengths", "lengths", linked_lengths, lengths[:4])
+with right:
+    view_number("attention-trace", "trace", 2, MAX_HEATMAP_LENGTH, lengths[min(2, len(lengths) - 1)], lengths)
 shown = left.multiselect(
-    "Lengths (multiples of the training length)", lengths, default=lengths[:4],
+    "Lengths (multiples of the training length)", lengths, key="attention-lengths",
     format_func=lambda n: f"{n // L_train}× = {n}",
     help=f"Capped at {MAX_HEATMAP_LENGTH} tokens and at the end of a learned position table.",
 )
-trace_length = right.selectbox("Length for the zoom and the argmax trace", lengths, index=min(2, len(lengths) - 1),
+trace_length = right.selectbox("Length for the zoom and the argmax trace", lengths, key="attention-trace",
                                help="Zoom onto the last queries and keys, and trace j*(t) at this length.")
+show_view("lengths", ",".join(map(str, shown)) or None)
+show_view("trace", str(trace_length))
 
 columns = st.columns(2)
 for i, length in enumerate(shown):

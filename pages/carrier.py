@@ -5,6 +5,7 @@ import streamlit as st
 
 from ui import charts
 from ui.runs import carrier
+from ui.state import show_view, view_number
 from ui.widgets import chart, run_summary, selected_run
 
 st.title("The carrier kernel")
@@ -13,11 +14,14 @@ if run is None:
     st.stop()
 run_summary(run)
 
+SEARCH = [1 << p for p in range(10, 21)]
+view_number("carrier-search", "search", SEARCH[0], SEARCH[-1], 1 << 16, SEARCH)
 search = st.select_slider(
-    "Search near-recurrences up to offset", [1 << p for p in range(10, 21)], value=1 << 16,
+    "Search near-recurrences up to offset", SEARCH, key="carrier-search",
     format_func=lambda n: f"2^{n.bit_length() - 1} = {n:,}",
     help="Far offsets where a token pair's logit comes back near the target's; longer searches take longer.",
 )
+show_view("search", str(search))
 result = carrier(run.run_id, search)
 
 a, b, c, d = st.columns(4)

@@ -7,6 +7,7 @@ import streamlit as st
 from lengen_core.dilution import fit_dilution
 from ui import charts
 from ui.runs import allowed_lengths, carrier, evaluation, prediction
+from ui.state import show_view, view_number
 from ui.widgets import chart, run_summary, selected_run
 
 st.title("Accuracy against length: the dilution law")
@@ -16,14 +17,21 @@ if run is None:
 run_summary(run)
 task = run.config.task
 
+LONGEST, SAMPLES = [1 << p for p in range(6, 21)], [64, 128, 256, 512, 1024]
 left, right = st.columns([2, 1])
+with left:
+    view_number("dilution-longest", "longest", LONGEST[0], LONGEST[-1], 1 << 16, LONGEST)
+with right:
+    view_number("dilution-samples", "samples", SAMPLES[0], SAMPLES[-1], 256, SAMPLES)
 longest = left.select_slider(
-    "Longest test length", [1 << p for p in range(6, 21)], value=1 << 16,
+    "Longest test length", LONGEST, key="dilution-longest",
     format_func=lambda n: f"2^{n.bit_length() - 1} = {n:,}",
     help="Lengths double from the training length up to this one. 2^20 takes about 15 s on a CPU.",
 )
-samples = right.select_slider("Samples per length", [64, 128, 256, 512, 1024], value=256,
+samples = right.select_slider("Samples per length", SAMPLES, key="dilution-samples",
                               help="Random sequences per length: more samples narrow the Wilson band.")
+show_view("longest", str(longest))
+show_view("samples", str(samples))
 lengths = allowed_lengths(run.run_id, sorted({task.offset + 1, *(task.train_length << p for p in range(21))} - {0}))
 lengths = tuple(n for n in lengths if n <= longest)
 

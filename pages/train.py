@@ -1,95 +1,151 @@
-"""Train: choose a config, train in a background worker, watch it live, stop it, open the run."""
+"""Train: choose a config, queue it on the shared pool, watch it live, stop it, open the run."""
 
 import pandas as pd
 import streamlit as st
 
 from lengen_core.config import ConfigError, RunConfig, with_changes
-from lengen_core.store import RunStore
+from lengen_core.jobs import QueueFull
 from lengen_core.training import resolve_device
 from ui import charts
-from ui.state import select_run
+from ui.pool import hold, let_go, training_pool
+from ui.runs import stores
+from ui.state import linked_config, plain, select_run
 from ui.widgets import chart, selected_run
-from ui.worker import TrainingJob
 
-JOB_KEY, MESSAGE_KEY = "training_job", "training_message"
-default = RunConfig()
+TICKET_KEY, MESSAGE_KEY, PREFILLED_KEY = "training_ticket", "training_message", "_train_prefilled"
+FORM = {  # setting -> widget key; the widgets start from a link's config when one is waiting
+    "task": "train-task", "encoding": "train-encoding", "attention": "train-attention", "offset": "train-offset",
+    "train_length": "train-length", "length_mode": "train-length-mode", "vocab_size": "train-vocab",
+    "d_model": "train-d-model", "n_layers": "train-layers", "n_heads": "train-heads", "steps": "train-steps",
+    "learning_rate": "train-lr", "seed": "train-seed",
+}
+base = linked_config() or RunConfig()
+if st.session_state.get(PREFILLED_KEY) != base:
+    flat = {name: value for section in base.to_dict().values() for name, value in section.items()}
+    for name, key in FORM.items():
+        st.session_state[key] = flat[name]
+    st.session_state[PREFILLED_KEY] = base
+
+
+def ordinal(n: int) -> str:
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
+
 
 st.title("Train a run")
-st.caption(f"Device in use: **{resolve_device('auto')}**. The task: answer the token k places before the "
-           "last one (C2). Training stops early once the batch accuracy holds at 100%.")
+pool = training_pool()
+st.caption(f"Device in use: **{resolve_device(pool.device)}**. The task: answer the token k places before the "
+           "last one (C2), or shift the whole sequence by k. Training stops early once the batch accuracy "
+           f"holds at 100%. This server trains at most {pool.max_concurrent} runs at once; the rest wait in line.")
 
 with st.form("config"):
     left, middle, right = st.columns(3)
-    encoding = left.selectbox("Positional encoding", ["rope", "learned", "sinusoidal", "alibi", "nope"],
-                              help="rope: relative rotations (C1, C3); learned: a trained absolute table (C4).")
-    attention = left.selectbox("Attention", ["softmax", "linear"],
-                               help="linear: no softmax normalisation, the C7 control.")
-    offset = left.number_input("Offset k", 1, 511, default.task.offset, help="The answer is the token k places before the query.")
-    train_length = middle.number_input("Training length", 2, 512, default.task.train_length,
-                                       help="Length of the training sequences (the maximum when sampled).")
-    length_mode = middle.radio("Length mode", ["fixed", "sampled"], horizontal=True,
-                               help="sampled: each batch draws a length from k+1 to the training length.")
-    vocab_size = middle.number_input("Vocabulary V", 2, 64, default.task.vocab_size, help="Content tokens; chance is 1/V.")
-    d_model = right.number_input("Model width d_model", 4, 512, default.model.d_model, step=2,
-                                 help="Width of the head; must be even for the rotary pairs.")
-    steps = right.number_input("Steps", 1, 50_000, default.train.steps, help="Most optimisation steps (Adam).")
-    learning_rate = right.number_input("Learning rate", 1e-6, 1.0, default.train.learning_rate, format="%.4f",
-                                       help="Adam's step size.")
-    seed = right.number_input("Seed", 0, 2**31 - 1, default.train.seed, help="Every random stream derives from it.")
+    left.selectbox("Task", ["retrieval", "shift"], key=FORM["task"],
+                   help="retrieval: answer x[L−1−k] at the last position; shift: every position answers k back.")
+    left.selectbox("Positional encoding", ["rope", "learned", "sinusoidal", "alibi", "nope"], key=FORM["encoding"],
+                   help="rope: relative rotations (C1, C3); learned: a trained absolute table (C4).")
+    left.selectbox("Attention", ["softmax", "linear"], key=FORM["attention"],
+                   help="linear: no softmax normalisation, the C7 control.")
+    left.number_input("Offset k", 1, 511, key=FORM["offset"], help="The answer is the token k places before the query.")
+    middle.number_input("Training length", 2, 512, key=FORM["train_length"],
+                        help="Length of the training sequences (the maximum when sampled).")
+    middle.radio("Length mode", ["fixed", "sampled"], horizontal=True, key=FORM["length_mode"],
+                 help="sampled: each batch draws a length from k+1 to the training length.")
+    middle.number_input("Vocabulary V", 2, 64, key=FORM["vocab_size"], help="Content tokens; chance is 1/V.")
+    middle.number_input("Layers", 0, 8, key=FORM["n_layers"],
+                        help="0: the minimal single head of the science (one head); 1 or more: a transformer (C8).")
+    middle.number_input("Heads", 1, 16, key=FORM["n_heads"], help="Heads per layer; the minimal model (layers 0) has one.")
+    right.number_input("Model width d_model", 4, 512, step=2, key=FORM["d_model"],
+                       help="Width of the model; must be divisible by 2 × heads for the rotary pairs.")
+    right.number_input("Steps", 1, 50_000, key=FORM["steps"], help="Most optimisation steps (Adam).")
+    right.number_input("Learning rate", 1e-6, 1.0, format="%.4f", key=FORM["learning_rate"], help="Adam's step size.")
+    right.number_input("Seed", 0, 2**31 - 1, key=FORM["seed"], help="Every random stream derives from it.")
     submitted = st.form_submit_button("Train", type="primary", help="Start training, or open the stored run.")
+
+
+def request(config: RunConfig) -> None:
+    """Open the stored run at once, or take a ticket for it on the shared pool."""
+    if any(store.exists(config.run_id()) for store in stores()):
+        select_run(config.run_id())
+        text = f"This config and seed were already trained: opened the stored run `{config.run_id()}`."
+        st.session_state[MESSAGE_KEY] = ("success", text)
+    elif TICKET_KEY in st.session_state:
+        st.warning("Your earlier training is still running or waiting: stop it first.")
+    else:
+        try:
+            ticket = pool.submit(config)
+        except QueueFull as error:
+            st.error(f"The server is busy: {error}.")
+            return
+        st.session_state[TICKET_KEY] = ticket
+        hold(ticket)
+
 
 if submitted:
     try:
-        config = with_changes(default, encoding=encoding, attention=attention, offset=int(offset),
-                              train_length=int(train_length), length_mode=length_mode, vocab_size=int(vocab_size),
-                              d_model=int(d_model), steps=int(steps), learning_rate=float(learning_rate), seed=int(seed))
+        request(with_changes(base, **{name: st.session_state[key] for name, key in FORM.items()}))
     except ConfigError as error:
-        st.error(f"Cannot train this configuration: {error}")
-        config = None
-    if config is not None and RunStore().exists(config.run_id()):
-        select_run(config.run_id())
-        st.session_state[MESSAGE_KEY] = f"This config and seed were already trained: opened the stored run `{config.run_id()}`."
-    elif config is not None and JOB_KEY not in st.session_state:
-        st.session_state[JOB_KEY] = TrainingJob(config, RunStore()).start()
-    elif config is not None:
-        st.warning("A training is already running: stop it first.")
+        st.error(f"Cannot train this configuration: {plain(str(error))}")
 
 if MESSAGE_KEY in st.session_state:
-    st.success(st.session_state.pop(MESSAGE_KEY))
+    kind, text = st.session_state.pop(MESSAGE_KEY)
+    getattr(st, kind)(text)
+
+
+def finish(ticket: int, status) -> None:
+    """The job is over: release the ticket, select the run, say what happened, redraw the app."""
+    let_go(ticket)
+    del st.session_state[TICKET_KEY]
+    if status.state == "failed":
+        st.session_state[MESSAGE_KEY] = ("error", f"Training failed: {status.error}")
+    elif status.state == "cancelled" or status.stored_run_id is None:
+        st.session_state[MESSAGE_KEY] = ("info", "The training was cancelled before it started; nothing was saved.")
+    else:
+        select_run(status.stored_run_id)
+        verb = "This config and seed were already trained: opened" if status.from_store else (
+            "Stopped: saved and selected" if status.stopped else "Finished: saved and selected")
+        st.session_state[MESSAGE_KEY] = ("success", f"{verb} run `{status.stored_run_id}`. Open the other pages to see it.")
+    st.rerun()
 
 
 @st.fragment(run_every=0.5)
 def live_training() -> None:
-    job = st.session_state.get(JOB_KEY)
-    if job is None:
+    ticket = st.session_state.get(TICKET_KEY)
+    if ticket is None:
         return
-    snap = job.snapshot()
-    if snap.done:
-        del st.session_state[JOB_KEY]
-        if snap.error:
-            st.error(f"Training failed: {snap.error}")
-            return
-        select_run(snap.run_id)
-        verb = "Stopped" if snap.stopped else "Finished"
-        st.session_state[MESSAGE_KEY] = f"{verb}: saved and selected run `{snap.run_id}`. Open the other pages to see it."
-        st.rerun()
-    total = job.config.train.steps
-    if snap.progress is None:
+    try:
+        status = pool.status(ticket)
+    except KeyError:  # released by the server, e.g. after the session was away too long
+        del st.session_state[TICKET_KEY]
+        st.warning("This training was released by the server; press Train to ask again.")
+        return
+    if status.state not in ("queued", "running"):
+        finish(ticket, status)
+    counts = pool.counts()
+    total = status.progress.total_steps if status.progress else None
+    if status.state == "queued":
+        running = counts["running"]
+        st.info(f"Waiting: **{ordinal(status.position)} in line**; {running} training{'s' * (running != 1)} "
+                f"running (at most {counts['limit']} at once). It starts by itself; keep this tab open.",
+                icon=":material/hourglass_top:")
+    elif status.progress is None:
         st.progress(0.0, text="Starting…")
     else:
-        p = snap.progress
-        left = (total - p.step) / max(p.steps_per_second, 1e-9)
-        st.progress(p.step / total, text=f"step {p.step}/{total} · {p.steps_per_second:.0f} steps/s · "
-                                         f"at most {left:.0f} s left · loss {p.loss:.3f} · accuracy {p.accuracy:.2f}")
-    st.button("Stop", on_click=job.stop, help="Stop now; the run so far is saved with steps set to the steps done.")
-    st.plotly_chart(charts.training_curve(pd.DataFrame(snap.history), total), width="stretch", key="live-curve")
-    st.caption("**What to look for:** the loss falls and the batch accuracy climbs to 1; RoPE and learned "
-               "positions both fit the training length, the difference shows only at longer lengths.")
+        p = status.progress
+        left = (p.total_steps - p.step) / max(p.steps_per_second, 1e-9)
+        st.progress(p.step / p.total_steps, text=f"step {p.step}/{p.total_steps} · {p.steps_per_second:.0f} steps/s · "
+                                                 f"at most {left:.0f} s left · loss {p.loss:.3f} · accuracy {p.accuracy:.2f}")
+    st.button("Stop", on_click=pool.stop, args=(ticket,), key="stop-training",
+              help="Stop now; the run so far is saved with steps set to the steps done (a waiting request is dropped).")
+    if total is not None and status.history["step"]:
+        st.plotly_chart(charts.training_curve(pd.DataFrame(status.history), total), width="stretch",
+                        key="live-curve")
+        st.caption("**What to look for:** the loss falls and the batch accuracy climbs to 1; RoPE and learned "
+                   "positions both fit the training length, the difference shows only at longer lengths.")
 
 
 live_training()
 
-if JOB_KEY not in st.session_state and (run := selected_run()) is not None:
+if TICKET_KEY not in st.session_state and linked_config() is None and (run := selected_run()) is not None:
     st.subheader(f"Training of the selected run `{run.run_id}`")
     history = pd.DataFrame(run.history)
     chart(charts.training_curve(history, run.config.train.steps),

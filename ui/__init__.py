@@ -1,1 +1,1 @@
-"""The only Streamlit-aware helpers: state, cached wrappers, charts, the training worker, presets."""
+"""The only Streamlit-aware helpers: state and links, cached wrappers, charts, the shared training pool, presets."""

@@ -1,29 +1,134 @@
-"""Session state: the selected run id follows the person from page to page.
+"""Session state: the selected run follows the person from page to page, and the URL follows both.
 
-A first visit selects the RoPE preset. The sidebar shows the selected run and a selector of every
-preset and stored run.
+A first visit selects the RoPE preset. The sidebar shows the selected run, a selector of every
+preset and stored run, and the run as a download. The query string holds the selected run's
+config (`lengen_core.share`) and the page's view settings, so a pasted link opens the same run and
+view: a link's run is selected when it is stored here; otherwise the Train page opens with the
+link's config in its form. A bad link is a message at the top of the page and changes nothing.
+
+A link is applied once: the session remembers what it last wrote into the URL, and only query
+values it did not write count as a new link (page navigation clears the query string; that is not
+a new link either).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import Any
+
 import streamlit as st
 
-from lengen_core.store import RunStore
+from lengen_core.config import ConfigError, RunConfig
+from lengen_core.share import (
+    CONFIG_KEYS,
+    RUN_KEY,
+    config_from_query,
+    config_to_query,
+    has_config,
+    run_archive,
+    view_int,
+)
+from lengen_core.share import run_id_from_query as link_run_id
+from lengen_core.store import StoreError
 from ui.presets import DEFAULT_PRESET, preset_ids
-from ui.runs import run_label, stored_run_ids
+from ui.runs import load_run, run_label, stored_run_ids, stores
 
-RUN_KEY = "run_id"
+RUN_KEY_STATE = "run_id"
 PICKER_KEY = "_run_picker"
+LINK_CONFIG_KEY = "link_config"  # a linked config not trained here yet: the Train form starts from it
+WRITTEN_KEY = "_link_written"  # query values this session wrote last
+NOTICES_KEY = "_link_notices"  # messages about the link, shown at the top of the next page drawn
+SELECTION_KEYS = {*CONFIG_KEYS, RUN_KEY}
+TRAIN_PAGE = "pages/train.py"
 
 
 def selected_run_id() -> str | None:
-    if RUN_KEY not in st.session_state:
-        st.session_state[RUN_KEY] = preset_ids().get(DEFAULT_PRESET)
-    return st.session_state[RUN_KEY]
+    if RUN_KEY_STATE not in st.session_state:
+        st.session_state[RUN_KEY_STATE] = preset_ids().get(DEFAULT_PRESET)
+    return st.session_state[RUN_KEY_STATE]
 
 
 def select_run(run_id: str | None) -> None:
-    st.session_state[RUN_KEY] = run_id
+    st.session_state[RUN_KEY_STATE] = run_id
+    st.session_state.pop(LINK_CONFIG_KEY, None)
+
+
+def linked_config() -> RunConfig | None:
+    """The config of a link that is not trained here yet, if one is waiting."""
+    return st.session_state.get(LINK_CONFIG_KEY)
+
+
+def notify(message: str) -> None:
+    st.session_state.setdefault(NOTICES_KEY, []).append(message)
+
+
+def plain(text: str) -> str:
+    """Text shown verbatim by markdown elements: link values are anyone's text."""
+    return "".join("\\" + c if c in "\\`*_{}[]()<>#+-.!|~$:" else c for c in text)
+
+
+def _query() -> dict[str, list[str]]:
+    return {key: st.query_params.get_all(key) for key in st.query_params}
+
+
+def _written() -> dict[str, str]:
+    return st.session_state.setdefault(WRITTEN_KEY, {})
+
+
+def _is_new(params: dict[str, list[str]], keys: set[str]) -> bool:
+    """Does the URL carry values for `keys` that this session did not write?"""
+    ours = {key: [value] for key, value in _written().items() if key in keys}
+    theirs = {key: value for key, value in params.items() if key in keys}
+    return bool(theirs) and theirs != ours
+
+
+def _follow_link() -> None:
+    """Select the run a new link names, or queue its config for the Train page; report what fails."""
+    params = _query()
+    if not _is_new(params, SELECTION_KEYS):
+        return
+    _written().update({key: values[-1] for key, values in params.items() if key in SELECTION_KEYS})
+    try:
+        run_id = link_run_id(params)
+        config = config_from_query(params) if has_config(params) else None
+    except (ConfigError, StoreError) as error:
+        notify(f"This link cannot be opened: {error}. Nothing was changed.")
+        return
+    if config is not None:
+        run_id = config.run_id()
+    if any(store.exists(run_id) for store in stores()):
+        select_run(run_id)
+        return
+    if config is None:
+        notify(f"This link names the run {run_id!r}, which is not stored here. Nothing was changed.")
+        return
+    st.session_state[LINK_CONFIG_KEY] = config
+    notify("This link's run is not trained here yet: the form below holds its config and seed. "
+           "Press Train to train it (or change the settings first).")
+    st.switch_page(TRAIN_PAGE)
+
+
+def _show_in_link(params: dict[str, str], keys: set[str]) -> None:
+    """Make the URL's values for `keys` exactly `params`, and remember them as written."""
+    written = _written()
+    for key in keys - set(params):
+        written.pop(key, None)
+        if key in st.query_params:
+            del st.query_params[key]
+    for key, value in params.items():
+        written[key] = value
+        if st.query_params.get_all(key) != [value]:
+            st.query_params[key] = value
+
+
+def _link_of_selection() -> dict[str, str]:
+    config = linked_config()
+    if config is None and (run_id := selected_run_id()) is not None:
+        try:
+            config = load_run(run_id).config
+        except StoreError:
+            return {}
+    return {} if config is None else config_to_query(config)
 
 
 def _picked() -> None:
@@ -31,19 +136,63 @@ def _picked() -> None:
 
 
 def run_sidebar() -> None:
-    """The selected run and a selector of presets and stored runs, on every page."""
+    """Follow a new link, then show the selected run, a selector of runs and the run as a zip."""
+    _follow_link()
+    for message in st.session_state.pop(NOTICES_KEY, []):
+        st.warning(plain(message), icon=":material/link_off:")
     options = list(dict.fromkeys([*preset_ids().values(), *stored_run_ids()]))
     current = selected_run_id()
     if current is not None and current not in options:
         options.insert(0, current)
-    if not options:
+    if options:
+        if st.session_state.get(PICKER_KEY) != current:
+            st.session_state[PICKER_KEY] = current if current in options else options[0]
+        st.sidebar.selectbox(
+            "Selected run", options, key=PICKER_KEY, format_func=run_label, on_change=_picked,
+            help="Every page shows this run. Presets ship with the app; runs you train are added here.",
+        )
+        current = selected_run_id()
+        st.sidebar.caption(f"Run id: `{current}`")
+        _download(current)
+    else:
         st.sidebar.info("No run yet: train one on the Train page.")
+    st.sidebar.caption(f"Your runs are stored in `{stores()[0].root}`. The address bar holds a link to "
+                       "this run and view: copy it to share them.")
+    _show_in_link(_link_of_selection(), SELECTION_KEYS)
+
+
+def _download(run_id: str | None) -> None:
+    store = next((s for s in stores() if run_id is not None and s.exists(run_id)), None)
+    if store is None:
         return
-    if st.session_state.get(PICKER_KEY) != current:
-        st.session_state[PICKER_KEY] = current if current in options else options[0]
-    st.sidebar.selectbox(
-        "Selected run", options, key=PICKER_KEY, format_func=run_label, on_change=_picked,
-        help="Every page shows this run. Presets ship with the app; runs you train are added here.",
+    st.sidebar.download_button(
+        "Download this run (zip)", data=lambda: run_archive(store, run_id), file_name=f"{run_id}.zip",
+        mime="application/zip", on_click="ignore", icon=":material/download:", key="download-run",
+        help="config.json, weights.safetensors and metrics.json: load it with lengen_core.store.RunStore.",
     )
-    st.sidebar.caption(f"Run id: `{current}`")
-    st.sidebar.caption(f"Your runs are stored in `{RunStore().root}`")
+
+
+def view_setting(key: str, name: str, read: Callable[[dict[str, list[str]]], Any], default: Any) -> None:
+    """Before drawing the widget `key`: start it from a new link's `name`, else from `default`.
+
+    A bad value is a warning here, beside the control, and the widget keeps its value.
+    """
+    params = _query()
+    if _is_new(params, {name}):
+        _written()[name] = params[name][-1]
+        try:
+            st.session_state[key] = read(params)
+        except ConfigError as error:
+            st.warning(plain(f"{error}; kept {st.session_state.get(key, default)}."), icon=":material/link_off:")
+    if key not in st.session_state:
+        st.session_state[key] = default
+
+
+def view_number(key: str, name: str, low: int, high: int, default: int, choices: Sequence[int] | None = None) -> None:
+    """`view_setting` for a whole number in [low, high] (and among `choices`)."""
+    view_setting(key, name, lambda params: view_int(params, name, low, high, default, choices), default)
+
+
+def show_view(name: str, value: str | None) -> None:
+    """After drawing a widget: the URL shows its value (None: nothing to show)."""
+    _show_in_link({} if value is None else {name: value}, {name})

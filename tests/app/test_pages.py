@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,7 @@ from streamlit.testing.v1 import AppTest
 
 from lengen_core.config import RunConfig, with_changes
 from lengen_core.store import RunStore
+from ui.pool import training_pool
 from ui.presets import DEFAULT_PRESET, preset_ids
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
@@ -75,8 +77,12 @@ def train_from_page(steps: int) -> AppTest:
     inputs["Steps"].set_value(steps)
     app.button[0].click().run()
     assert_clean(app)
-    if "training_job" in app.session_state:  # not yet done when the first run ended
-        app.session_state["training_job"].join(timeout=120)
+    if "training_ticket" in app.session_state:  # not yet done when the first run ended
+        ticket, pool = app.session_state["training_ticket"], training_pool()
+        deadline = time.monotonic() + 120
+        while pool.status(ticket).state in ("queued", "running"):
+            assert time.monotonic() < deadline, "training did not finish in 120 s"
+            time.sleep(0.1)
         app.run()  # the polling fragment sees the job done, saves the selection and reruns the app
     assert_clean(app)
     return app

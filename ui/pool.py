@@ -1,0 +1,102 @@
+"""One training pool for the whole server process, and a watcher that releases the tickets of
+browser sessions that have ended (so a closed tab cancels its training unless someone else waits
+for the same run).
+
+`LENGEN_MAX_TRAININGS` limits concurrent trainings (default: the number of cores). Torch's
+intra-op threads are divided between them once, when the pool is made, so N trainings do not each
+start one thread per core and fight over them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+
+import streamlit as st
+import torch
+from streamlit import runtime
+from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+from lengen_core.jobs import TrainingPool
+from lengen_core.store import RunStore
+
+LIMIT_ENV = "LENGEN_MAX_TRAININGS"
+GRACE_SECONDS = 15.0  # a dropped websocket reconnects under the same session id within this
+
+
+def max_trainings() -> int:
+    cores = os.cpu_count() or 1
+    try:
+        limit = int(os.environ.get(LIMIT_ENV, cores))
+    except ValueError:
+        return cores
+    return limit if limit >= 1 else cores
+
+
+@st.cache_resource(show_spinner=False)
+def training_pool() -> TrainingPool:
+    limit = max_trainings()
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // limit))
+    return TrainingPool(RunStore(), max_concurrent=limit)
+
+
+class SessionWatcher:
+    """Releases a ticket once the browser session holding it has been gone for `grace` seconds."""
+
+    def __init__(self, period: float = 2.0, grace: float = GRACE_SECONDS) -> None:
+        self.period, self.grace = period, grace
+        self._lock = threading.Lock()
+        self._sessions: dict[tuple[TrainingPool, int], str] = {}  # (pool, ticket) -> session id
+        self._gone_since: dict[tuple[TrainingPool, int], float] = {}
+        threading.Thread(target=self._watch, name="lengen-session-watcher", daemon=True).start()
+
+    def watch(self, pool: TrainingPool, ticket: int, session_id: str) -> None:
+        with self._lock:
+            self._sessions[pool, ticket] = session_id
+
+    def forget(self, pool: TrainingPool, ticket: int) -> None:
+        with self._lock:
+            self._sessions.pop((pool, ticket), None)
+            self._gone_since.pop((pool, ticket), None)
+
+    def sweep(self, is_active, now: float) -> list[int]:
+        """Release the tickets of sessions inactive for longer than the grace; returns them."""
+        with self._lock:
+            held = dict(self._sessions)
+        released = []
+        for (pool, ticket), session_id in held.items():
+            if is_active(session_id):
+                self._gone_since.pop((pool, ticket), None)
+            elif now - self._gone_since.setdefault((pool, ticket), now) >= self.grace:
+                pool.release(ticket)
+                self.forget(pool, ticket)
+                released.append(ticket)
+        return released
+
+    def _watch(self) -> None:
+        while True:
+            time.sleep(self.period)
+            if runtime.exists():  # not under AppTest or a bare `python`: nothing to watch there
+                with contextlib.suppress(Exception):  # the watcher must outlive any one bad check
+                    self.sweep(runtime.get_instance().is_active_session, time.monotonic())
+
+
+@st.cache_resource(show_spinner=False)
+def session_watcher() -> SessionWatcher:
+    return SessionWatcher()
+
+
+def hold(ticket: int) -> None:
+    """Tie `ticket` to this browser session: it is released when the session ends."""
+    ctx = get_script_run_ctx(suppress_warning=True)
+    if ctx is not None:
+        session_watcher().watch(training_pool(), ticket, ctx.session_id)
+
+
+def let_go(ticket: int) -> None:
+    """This session is done with `ticket`."""
+    pool = training_pool()
+    session_watcher().forget(pool, ticket)
+    pool.release(ticket)
