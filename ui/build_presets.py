@@ -3,10 +3,32 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+
+import torch
 
 from lengen_core.store import RunStore
-from lengen_core.training import train
+from lengen_core.training import Run, train
 from ui.presets import PRESET_ROOT, PRESETS
+
+
+class _UnsharedWeights:
+    """A model seen through its state dict with every tensor copied.
+
+    The transformer's blocks hold the model's positional encoding as a submodule, so a learned table
+    appears three times in `state_dict()` sharing one storage, and safetensors refuses to save that.
+    The store only asks the model for `state_dict()`; copies load back into the one shared table.
+    """
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        self.model = model
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        return {name: tensor.detach().clone() for name, tensor in self.model.state_dict().items()}
+
+
+def savable(run: Run) -> Run:
+    return dataclasses.replace(run, model=_UnsharedWeights(run.model))
 
 
 def main() -> None:
@@ -22,7 +44,7 @@ def main() -> None:
         if store.exists(run_id):
             store.delete(run_id)
         run = train(config, device="cpu")  # CPU: the same weights on every machine that rebuilds them
-        store.save(run)
+        store.save(savable(run))
         print(f"{label}: {run_id} trained in {run.train_seconds:.1f}s, {run.steps} steps, "
               f"train accuracy {run.train_accuracy:.3f}")
 

@@ -18,8 +18,23 @@ PRESETS: dict[str, RunConfig] = {
     "RoPE": with_changes(RunConfig(), encoding="rope", attention="softmax", seed=PRESET_SEED),
     "Learned (APE)": with_changes(RunConfig(), encoding="learned", attention="softmax", seed=PRESET_SEED),
     "RoPE + linear attention": with_changes(RunConfig(), encoding="rope", attention="linear", seed=PRESET_SEED),
+    # C8: the same story in a 2-layer, 2-head transformer trained on the full-sequence shift task.
+    "Transformer RoPE": with_changes(RunConfig(), task="shift", n_layers=2, n_heads=2, encoding="rope",
+                                     seed=PRESET_SEED),
+    "Transformer learned": with_changes(RunConfig(), task="shift", n_layers=2, n_heads=2, encoding="learned",
+                                        seed=PRESET_SEED),
 }
 DEFAULT_PRESET = "RoPE"
+
+
+def single_head_presets() -> dict[str, str]:
+    """label -> run id of the minimal-head presets (the single-head pages' and Compare's defaults)."""
+    return {label: PRESETS[label].run_id() for label in PRESETS if PRESETS[label].model.n_layers == 0}
+
+
+def transformer_presets() -> dict[str, str]:
+    """label -> run id of the multi-layer presets (the Transformer page's)."""
+    return {label: PRESETS[label].run_id() for label in PRESETS if PRESETS[label].model.n_layers > 0}
 
 
 def preset_ids() -> dict[str, str]:
