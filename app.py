@@ -11,6 +11,9 @@ page = st.navigation([
     st.Page("pages/attention.py", title="Attention", icon=":material/grid_on:"),
     st.Page("pages/carrier.py", title="Carrier", icon=":material/ssid_chart:"),
     st.Page("pages/dilution.py", title="Dilution", icon=":material/trending_down:"),
+    st.Page("pages/compare.py", title="Compare", icon=":material/compare_arrows:"),
+    st.Page("pages/transformer.py", title="Transformer", icon=":material/stacks:"),
+    st.Page("pages/theory.py", title="Theory", icon=":material/functions:"),
 ])
 run_sidebar()  # the selected run, shown and switchable on every page
 page.run()

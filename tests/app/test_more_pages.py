@@ -1,0 +1,91 @@
+"""Compare, Theory and Transformer render without an exception, and the equivariance check tells
+RoPE (a difference at round-off) from a learned table (a difference of whole logits)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from ui.presets import DEFAULT_PRESET, preset_ids
+
+APP = str(Path(__file__).resolve().parents[2] / "app.py")
+PAGES = ["pages/compare.py", "pages/theory.py", "pages/transformer.py"]
+DEFAULT = object()
+
+
+def open_page(page: str, run_id: object = DEFAULT) -> AppTest:
+    app = AppTest.from_file(APP, default_timeout=300)
+    if run_id is not DEFAULT:
+        app.session_state["run_id"] = run_id
+    app.run()
+    app.switch_page(page).run()
+    assert not app.exception, [e.value for e in app.exception]
+    assert not app.error, [e.value for e in app.error]
+    return app
+
+
+def metric(app: AppTest, label: str) -> str:
+    return next(m.value for m in app.metric if m.label == label)
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_page_renders_with_no_run(page: str) -> None:
+    open_page(page, run_id=None)
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_page_renders_with_a_run_missing_from_the_store(page: str) -> None:
+    open_page(page, run_id="rope-softmax-retrieval-s0-000000000000")
+
+
+def test_compare_overlays_the_three_single_head_presets() -> None:
+    app = open_page("pages/compare.py")
+    assert len(app.multiselect[0].value) == 3
+    assert len(app.get("plotly_chart")) == 3
+    numbers = app.dataframe[0].value
+    assert list(numbers["encoding"]) == ["rope", "learned", "rope"]
+    assert numbers.loc[0, "carrier argmax"] == 3
+    assert numbers.loc[0, "accuracy at 4×"] > 0.9
+    assert numbers.loc[1, "accuracy at 4×"] < 0.3
+
+
+def test_compare_with_no_run_picked_says_so() -> None:
+    app = open_page("pages/compare.py")
+    app.multiselect[0].set_value([]).run()
+    assert any("at least one run" in i.value for i in app.info)
+
+
+@pytest.mark.parametrize("label, holds", [(DEFAULT_PRESET, True), ("Learned (APE)", False),
+                                          ("Transformer RoPE", True), ("Transformer learned", False)])
+def test_theory_equivariance_check(label: str, holds: bool) -> None:
+    app = open_page("pages/theory.py", preset_ids()[label])
+    worst = float(metric(app, "Largest difference over the shifts"))
+    if holds:
+        assert worst < 1e-3
+        assert metric(app, "Logit depends on t − u alone") == "yes"
+    else:
+        assert worst > 0.1
+        assert metric(app, "Logit depends on t − u alone") == "no"
+    assert app.get("plotly_chart")
+
+
+def test_transformer_page_offers_presets_for_a_single_head_run() -> None:
+    app = open_page("pages/transformer.py")
+    assert any("minimal single head" in i.value for i in app.info)
+    app.button(key="open-Transformer RoPE").click().run()
+    assert app.session_state["run_id"] == preset_ids()["Transformer RoPE"]
+    assert not app.exception, [e.value for e in app.exception]
+    assert len(app.get("plotly_chart")) >= 6
+
+
+@pytest.mark.parametrize("label, carrier, pinned", [("Transformer RoPE", True, False),
+                                                    ("Transformer learned", True, True)])
+def test_transformer_page_finds_carrier_and_pinned_heads(label: str, carrier: bool, pinned: bool) -> None:
+    app = open_page("pages/transformer.py", preset_ids()[label])
+    assert len(app.get("plotly_chart")) >= 6
+    assert (metric(app, "Carrier heads") != "none") == carrier
+    assert (metric(app, "Pinned heads") != "none") == pinned
+    heads_table = next(d.value for d in app.dataframe if "argmax_offset" in d.value.columns)
+    assert (heads_table["argmax_offset"] == 3).any()

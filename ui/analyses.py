@@ -1,0 +1,108 @@
+"""Cached analyses for the Compare, Theory and Transformer pages, keyed by run id and arguments.
+
+Like `ui.runs`, every function reads the shared model and returns plain data; none changes it.
+`comparison` puts a single-head run and a transformer run into the same shape, so the Compare page
+overlays them without asking which is which.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import streamlit as st
+import torch
+
+from lengen_core.dilution import fit_dilution
+from lengen_core.evaluate import sequence_tokens
+from lengen_core.heads import HeadReport, analyse_heads
+from lengen_core.sequence import MAX_SEQUENCE_LENGTH, SequenceReport, evaluate_sequence
+from ui.equivariance import ShiftCheck, check_equivariance
+from ui.runs import allowed_lengths, carrier, evaluation, load_run, prediction
+
+CARRIER_SEARCH = 1 << 16  # the Carrier page's default, so the two pages share the cached carrier
+
+
+@st.cache_data(show_spinner="Evaluating every position…", max_entries=64)
+def sequence_evaluation(run_id: str, lengths: tuple[int, ...], samples: int = 64) -> list[SequenceReport]:
+    run = load_run(run_id)
+    return evaluate_sequence(run.model, run.config, list(lengths), samples=samples)
+
+
+@st.cache_data(show_spinner="Measuring every head…", max_entries=32)
+def heads(run_id: str) -> list[HeadReport]:
+    run = load_run(run_id)
+    return analyse_heads(run.model, run.config)
+
+
+@st.cache_data(show_spinner="Recording attention…", max_entries=64)
+def head_attention(run_id: str, length: int, layer: int, head: int, samples: int = 16) -> np.ndarray:
+    """Mean |attention weight| of one head over random sequences: (T, T), queries × keys."""
+    run = load_run(run_id)
+    tokens = sequence_tokens(5, length, samples, run.config.task.vocab_size)  # (S, T)
+    with torch.no_grad():
+        pattern = run.model.attend(tokens, 0)[layer]
+    return pattern.weights[:, head].abs().mean(dim=0).double().numpy()  # (T, T)
+
+
+@st.cache_data(show_spinner="Shifting positions…", max_entries=64)
+def equivariance(run_id: str, t: int, u: int) -> list[ShiftCheck]:
+    return check_equivariance(load_run(run_id).model, t, u)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One run, measured the same way whatever its model."""
+
+    run_id: str
+    lengths: tuple[int, ...]
+    accuracy: tuple[float, ...]  # at the query (retrieval) or over positions t ≥ k (shift)
+    target_mass: tuple[float, ...]  # of the head (the carrier head of a transformer)
+    predicted_mass: tuple[float, ...] | None  # from the weights; single-head runs only
+    carrier_offsets: np.ndarray
+    carrier_values: np.ndarray
+    carrier_source: str
+    toeplitz_fraction: float
+    carrier_argmax: int
+    m_out: float | None
+
+
+def length_multiples(run_id: str, multiples: tuple[int, ...]) -> tuple[int, ...]:
+    """m × the training length for each m, where the run's encoding allows it."""
+    train_length = load_run(run_id).config.task.train_length
+    return tuple(allowed_lengths(run_id, [m * train_length for m in multiples]))
+
+
+def _multiples(run_id: str, longest: int) -> tuple[int, ...]:
+    run = load_run(run_id)
+    task = run.config.task
+    if run.config.model.n_layers > 0:  # full-sequence evaluation: a forward pass over every position
+        longest = min(longest, 16 * task.train_length, MAX_SEQUENCE_LENGTH)
+    candidates = sorted({task.train_length << p for p in range(21)} | {task.offset + 1})
+    return tuple(n for n in allowed_lengths(run_id, candidates) if n <= longest)
+
+
+@st.cache_data(show_spinner="Comparing…", max_entries=64)
+def comparison(run_id: str, longest: int, samples: int) -> Comparison:
+    run = load_run(run_id)
+    task = run.config.task
+    lengths = _multiples(run_id, longest)
+    if run.config.model.n_layers == 0:
+        reports = evaluation(run_id, lengths, samples)
+        predicted = tuple(p.target_mass for p in prediction(run_id, lengths))
+        found = carrier(run_id, CARRIER_SEARCH)
+        offsets, values, source = found.offsets, found.values, found.source
+        toeplitz, argmax = found.toeplitz_fraction, found.argmax_offset
+    else:
+        reports = sequence_evaluation(run_id, lengths, samples)
+        predicted = None
+        best = max(heads(run_id), key=lambda h: (h.is_carrier, h.target_weight))
+        offsets, values, source = np.arange(len(best.carrier)), best.carrier, f"measured, head L{best.layer}H{best.head}"
+        toeplitz, argmax = best.toeplitz_fraction, best.argmax_offset
+    mass = tuple(r.target_mass for r in reports)
+    fit = fit_dilution(lengths, mass, task.train_length, task.vocab_size)
+    return Comparison(
+        run_id=run_id, lengths=lengths, accuracy=tuple(r.accuracy for r in reports), target_mass=mass,
+        predicted_mass=predicted, carrier_offsets=offsets, carrier_values=values, carrier_source=source,
+        toeplitz_fraction=toeplitz, carrier_argmax=argmax, m_out=None if fit is None else fit.m_out,
+    )

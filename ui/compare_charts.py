@@ -1,0 +1,61 @@
+"""Plotly builders for the Compare page: several runs on one chart, one colour per run.
+
+Plain data in, a figure out: each builder takes a long table with a `run` column (the legend label).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.colors import qualitative
+
+from ui.charts import REFERENCE, _layout
+
+PALETTE = qualitative.D3
+
+
+def colours(runs: list[str]) -> dict[str, str]:
+    return {run: PALETTE[i % len(PALETTE)] for i, run in enumerate(runs)}
+
+
+def accuracy_overlay(table: pd.DataFrame, chance: float) -> go.Figure:
+    """Accuracy against length (log x) per run, with the chance line."""
+    figure = go.Figure()
+    for run, colour in colours(list(dict.fromkeys(table["run"]))).items():
+        rows = table[table["run"] == run]
+        figure.add_scatter(x=rows["length"], y=rows["accuracy"], mode="markers+lines", name=run, line_color=colour)
+    figure.add_hline(y=chance, line=dict(color=REFERENCE, dash="dash"), annotation_text=f"chance 1/V = {chance:.3f}")
+    figure.update_xaxes(type="log")
+    figure.update_yaxes(range=[0, 1.05])
+    return _layout(figure, "Accuracy against length", "test length L (log)", "accuracy", height=420)
+
+
+def mass_overlay(table: pd.DataFrame) -> go.Figure:
+    """Measured target mass (solid) and the prediction from the weights (dashed, same colour)."""
+    figure = go.Figure()
+    for run, colour in colours(list(dict.fromkeys(table["run"]))).items():
+        rows = table[table["run"] == run]
+        figure.add_scatter(x=rows["length"], y=rows["target_mass"], mode="markers+lines", name=run,
+                           line_color=colour, legendgroup=run)
+        if rows["predicted_mass"].notna().any():
+            figure.add_scatter(x=rows["length"], y=rows["predicted_mass"], mode="lines", name=f"{run} (predicted)",
+                               line=dict(color=colour, dash="dash"), legendgroup=run)
+    figure.update_xaxes(type="log")
+    figure.update_yaxes(range=[0, 1.05])
+    return _layout(figure, "Target mass p against length (dashed: predicted from the weights)",
+                   "test length L (log)", "target mass p", height=420)
+
+
+def carrier_overlay(table: pd.DataFrame, train_lengths: list[int], offsets: list[int]) -> go.Figure:
+    """s(Δ) per run, each shifted to mean 0 so their shapes compare; training ranges shaded, k marked."""
+    figure = go.Figure()
+    for run, colour in colours(list(dict.fromkeys(table["run"]))).items():
+        rows = table[table["run"] == run]
+        figure.add_scatter(x=rows["offset"], y=rows["s_centred"], mode="lines+markers", name=run,
+                           line_color=colour, marker_size=3)
+    figure.add_vrect(x0=-0.5, x1=max(train_lengths) - 0.5, fillcolor=REFERENCE, opacity=0.12, line_width=0,
+                     annotation_text="training range", annotation_position="bottom right")
+    for k in sorted(set(offsets)):
+        figure.add_vline(x=k, line=dict(color="red", dash="dash"), annotation_text=f"k = {k}",
+                         annotation_position="top right")
+    return _layout(figure, "Carriers s(Δ), each minus its mean", "offset Δ = t − u", "s(Δ) − mean", height=420)

@@ -1,0 +1,27 @@
+"""Plotly builder for the Theory page's equivariance check."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from ui.charts import MEASURED, REFERENCE, _layout
+
+FLOOR = 1e-12  # an exact zero (the unshifted pair) drawn at the bottom of the log axis
+
+
+def equivariance(table: pd.DataFrame, tolerance: float) -> go.Figure:
+    """Max |Δ logit| against the shift s, both on log axes; shifts beyond a position table are left out."""
+    shown = table[(table["shift"] > 0) & table["max_abs_difference"].notna()]
+    figure = go.Figure(go.Scatter(
+        x=shown["shift"], y=np.maximum(shown["max_abs_difference"], FLOOR), mode="markers+lines",
+        name="max |logit(t+s, u+s) − logit(t, u)|", marker=dict(size=9, color=MEASURED),
+    ))
+    figure.add_hline(y=tolerance, line=dict(color="red", dash="dash"), annotation_text=f"tolerance {tolerance:g}")
+    figure.add_hline(y=float(table["logit_scale"].iloc[0]), line=dict(color=REFERENCE, dash="dot"),
+                     annotation_text="largest |logit| itself", annotation_position="bottom right")
+    figure.update_xaxes(type="log")
+    figure.update_yaxes(type="log", exponentformat="power")
+    return _layout(figure, "Equivariance: the same pair of tokens shifted by s", "shift s (log)",
+                   "max abs difference (log)", height=400)
