@@ -183,7 +183,8 @@ def view_setting(key: str, name: str, read: Callable[[dict[str, list[str]]], Any
         try:
             st.session_state[key] = read(params)
         except ConfigError as error:
-            st.warning(plain(f"{error}; kept {st.session_state.get(key, default)}."), icon=":material/link_off:")
+            message = f"{error}; kept {st.session_state.get(key, default)}."
+            st.warning(plain(message[:1].upper() + message[1:]), icon=":material/link_off:")
     if key not in st.session_state:
         st.session_state[key] = default
 

@@ -2,19 +2,12 @@
 
 Visits every page through the sidebar (one browser session, so the selected run follows), checks the
 plotly charts are drawn, trains a small run from the browser, and screenshots every page into
-`artifacts/screenshots/`.
+`artifacts/screenshots/`. The server fixture is in conftest.py.
 """
 
 from __future__ import annotations
 
-import os
 import re
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,38 +21,6 @@ CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
         "--disable-sync", "--no-first-run"]
 CHART = ".js-plotly-plot"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[str]:
-    port = free_port()
-    command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
-               "--server.port", str(port), "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
-    process = subprocess.Popen(command, cwd=ROOT, env=os.environ.copy(),
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                pass
-            assert process.poll() is None, "streamlit exited before it was healthy"
-            assert time.monotonic() < deadline, "streamlit was not healthy within 60 s"
-            time.sleep(0.5)
-        yield url
-    finally:
-        process.terminate()
-        process.wait(timeout=20)
 
 
 @pytest.fixture(scope="module")
