@@ -40,12 +40,6 @@ curves = pd.concat([
                   "predicted_mass": r.predicted_mass if r.predicted_mass is not None else [None] * len(r.lengths)})
     for i, r in results.items()
 ], ignore_index=True)
-carriers = pd.concat([
-    pd.DataFrame({"run": labels[i], "offset": r.carrier_offsets, "s": r.carrier_values,
-                  "s_centred": r.carrier_values - r.carrier_values.mean(), "source": r.carrier_source})
-    for i, r in results.items()
-], ignore_index=True)
-
 chance = min(1 / c.task.vocab_size for c in configs.values())
 chart(compare_charts.accuracy_overlay(curves, chance),
       "RoPE with softmax stays near 1 far past its training length; learned positions and linear attention "
@@ -53,8 +47,20 @@ chart(compare_charts.accuracy_overlay(curves, chance),
 chart(compare_charts.mass_overlay(curves),
       "the weight on the target key decays smoothly with length (dilution, C6); the dashed prediction, made from "
       "the weights alone, should track its solid curve.", curves, "compare-mass")
+window = 4 * max(c.task.train_length for c in configs.values())  # Δ shown: up to 4 × the longest training
+scaled = st.toggle("Scale each carrier to its peak", value=True,
+                   help="On: each carrier minus its mean, divided by its largest |value|, so shapes compare. "
+                        "Off: in nats, minus the mean (RoPE's carrier is far larger than the others).")
+carriers = pd.concat([
+    pd.DataFrame({"run": labels[i], "offset": r.carrier_offsets, "s": r.carrier_values, "source": r.carrier_source})
+    .query("offset < @window") for i, r in results.items()
+], ignore_index=True)
+centred = carriers["s"] - carriers.groupby("run")["s"].transform("mean")
+carriers["shown"] = centred / centred.abs().groupby(carriers["run"]).transform("max") if scaled else centred
 chart(compare_charts.carrier_overlay(carriers, [c.task.train_length for c in configs.values()],
-                                     [c.task.offset for c in configs.values()]),
+                                     [c.task.offset for c in configs.values()],
+                                     "Carriers s(Δ), each scaled to its peak" if scaled else "Carriers s(Δ), each minus its mean",
+                                     "s(Δ) / peak" if scaled else "s(Δ) − mean (nats)"),
       "an aligned carrier peaks at k inside the shaded training range; RoPE's carrier is read from the weights "
       "at every Δ, the others are measured from recorded logits.", carriers, "compare-carriers")
 
@@ -65,19 +71,21 @@ for run_id, result in results.items():
     four = dict(zip(result.lengths, result.accuracy, strict=True)).get(4 * config.task.train_length)
     rows.append({
         "run": labels[run_id], "encoding": config.model.encoding, "attention": config.model.attention,
-        "layers × heads": f"{config.model.n_layers}×{config.model.n_heads}", "offset k": config.task.offset,
-        "train length": config.task.train_length, "seed": config.train.seed,
-        "accuracy at 4×": four, "Toeplitz fraction": result.toeplitz_fraction,
-        "carrier argmax": result.carrier_argmax, "m_out": result.m_out, "carrier source": result.carrier_source,
+        "layers×heads": f"{config.model.n_layers}×{config.model.n_heads}", "k": config.task.offset,
+        "L_train": config.task.train_length, "seed": config.train.seed,
+        "accuracy at 4×": four, "Toeplitz": result.toeplitz_fraction,
+        "argmax Δ": result.carrier_argmax, "m_out": result.m_out, "carrier": result.carrier_source,
     })
 numbers = pd.DataFrame(rows)
 st.dataframe(numbers, hide_index=True, width="stretch", column_config={
     "accuracy at 4×": st.column_config.NumberColumn(format="%.2f", help="Accuracy at 4 × the training length."),
-    "Toeplitz fraction": st.column_config.NumberColumn(format="%.3f", help="1 means the logit depends on t − u alone."),
+    "Toeplitz": st.column_config.NumberColumn(format="%.3f", help="Toeplitz fraction: 1 means the logit depends on "
+                                                                  "t − u alone."),
     "m_out": st.column_config.NumberColumn(format="%.2f", help="Fitted effective margin of the dilution law."),
-    "carrier argmax": st.column_config.NumberColumn(help="Where s(Δ) peaks in the training range; k when aligned."),
+    "argmax Δ": st.column_config.NumberColumn(help="Where the carrier s(Δ) peaks in the training range; k when aligned."),
+    "carrier": st.column_config.TextColumn(help="analytic: read from the weights; measured: mean recorded logits."),
 })
-st.caption("**What to look for:** Toeplitz fraction ≈ 1 and carrier argmax = k for RoPE; a learned table "
-           "falls below 1 and its accuracy at 4× is near chance. A layers × heads of 0×1 is the single head.")
+st.caption("**What to look for:** Toeplitz ≈ 1 and argmax Δ = k for RoPE; a learned table "
+           "falls below 1 and its accuracy at 4× is near chance. A layers×heads of 0×1 is the single head.")
 st.download_button("Download key numbers (CSV)", numbers.to_csv(index=False).encode(), "compare-numbers.csv",
                    "text/csv", help="The table above, one row per run.")

@@ -41,13 +41,17 @@ L_train, k, chance = task.train_length, task.offset, 1 / task.vocab_size
 reports = heads(run.run_id)
 carriers = pd.concat([pd.DataFrame({"layer": h.layer, "head": h.head, "offset": range(len(h.carrier)), "s": h.carrier,
                                     "is_carrier": h.is_carrier, "pinned_key": h.pinned_key}) for h in reports])
+carrier_heads = [f"L{h.layer}H{h.head}" for h in reports if h.is_carrier]
+pinned_heads = [f"L{h.layer}H{h.head}" for h in reports if h.pinned_key is not None]
 a, b, c = st.columns(3)
-a.metric("Carrier heads", ", ".join(f"L{h.layer}H{h.head}" for h in reports if h.is_carrier) or "none",
+a.metric("Carrier heads", f"{len(carrier_heads)} of {len(reports)}",
          help=f"Heads whose carrier peaks at k = {k} with mean weight ≥ 0.5 on the target key.")
-b.metric("Pinned heads", ", ".join(f"L{h.layer}H{h.head}" for h in reports if h.pinned_key is not None) or "none",
+b.metric("Pinned heads", f"{len(pinned_heads)} of {len(reports)}",
          help="Heads whose queries beyond the training length mostly attend to one key inside it (C4).")
 c.metric("Best Toeplitz fraction", f"{max(h.toeplitz_fraction for h in reports):.3f}",
          help="1 means the head's mean logit depends on t − u alone.")
+st.caption(f"Carrier heads: {', '.join(carrier_heads) or 'none'} · pinned heads: {', '.join(pinned_heads) or 'none'} "
+           "(L = layer, H = head, from 0).")
 chart(transformer_charts.head_grid(carriers, model.n_layers, model.n_heads, k),
       f"a red panel is a carrier head: its s(Δ) peaks on the dashed line k = {k}; purple panels are pinned to an "
       "absolute key. With RoPE a later-layer head carries the offset; with a learned table heads pin.",
@@ -62,26 +66,26 @@ best = max(range(len(reports)), key=lambda i: (reports[i].is_carrier, reports[i]
 picked = st.selectbox("Head", range(len(reports)), index=best, format_func=lambda i: names[i],
                       help="Layer and head; the carrier head with the most weight on the target is picked first.")
 head = reports[picked]
-left, right = st.columns([1, 2])
-with left:
+st.dataframe(table, hide_index=True, column_config={
+    "toeplitz_fraction": st.column_config.NumberColumn(format="%.3f"),
+    "target_weight": st.column_config.NumberColumn(format="%.3f"),
+    "pinned_share": st.column_config.NumberColumn(format="%.2f")})
+st.caption("**What to look for:** a carrier head has argmax_offset = k, a Toeplitz fraction near 1 and most of its "
+           "weight on the target; a pinned head sends most queries beyond training to pinned_key.")
+columns = st.columns(3)
+with columns[0]:
     chart(charts.carrier_curve(np.arange(len(head.carrier)), head.carrier, L_train, k),
           f"measured from recorded logits over the training range; a carrier head peaks at k = {k}.",
           pd.DataFrame({"offset": range(len(head.carrier)), "s": head.carrier}), "head-carrier")
-with right:
-    st.dataframe(table, hide_index=True, column_config={
-        "toeplitz_fraction": st.column_config.NumberColumn(format="%.3f"),
-        "target_weight": st.column_config.NumberColumn(format="%.3f"),
-        "pinned_share": st.column_config.NumberColumn(format="%.2f")})
-    st.caption("**What to look for:** a carrier head has argmax_offset = k, a Toeplitz fraction near 1 and most of "
-               "its weight on the target; a pinned head sends most queries beyond training to pinned_key.")
-maps = st.columns(2)
-for column, length in zip(maps, length_multiples(run.run_id, (1, 4)), strict=False):
+looks = {1: f"inside training a carrier head draws a bright line k = {k} left of the diagonal.",
+         4: "past the dashed training length the line goes on for a relative rule; a pinned head lights one "
+            "column instead. Mean |weight| over 16 sequences."}
+for column, (multiple, length) in zip(columns[1:], zip((1, 4), length_multiples(run.run_id, (1, 4)), strict=False),
+                                      strict=False):
     weights = head_attention(run.run_id, length, head.layer, head.head)
     with column:
         chart(transformer_charts.head_attention(weights, length, L_train, f"{names[picked]} at L = {length}"),
-              f"a relative rule is a bright diagonal k = {k} left of the main one at every query; past the dashed "
-              "training length a pinned head lights one column instead. Mean |weight| over 16 sequences.",
-              pd.DataFrame(weights).rename_axis("query").reset_index(), f"head-attention-{length}")
+              looks[multiple], pd.DataFrame(weights).rename_axis("query").reset_index(), f"head-attention-{length}")
 
 st.subheader("Accuracy by position and by length")
 samples = st.select_slider("Samples per length", [16, 32, 64, 128, 256], value=64,

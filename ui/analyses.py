@@ -78,7 +78,7 @@ def _multiples(run_id: str, longest: int) -> tuple[int, ...]:
     task = run.config.task
     if run.config.model.n_layers > 0:  # full-sequence evaluation: a forward pass over every position
         longest = min(longest, 16 * task.train_length, MAX_SEQUENCE_LENGTH)
-    candidates = sorted({task.train_length << p for p in range(21)} | {task.offset + 1})
+    candidates = [task.train_length << p for p in range(21)]
     return tuple(n for n in allowed_lengths(run_id, candidates) if n <= longest)
 
 

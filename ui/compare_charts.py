@@ -18,6 +18,14 @@ def colours(runs: list[str]) -> dict[str, str]:
     return {run: PALETTE[i % len(PALETTE)] for i, run in enumerate(runs)}
 
 
+def length_axis(figure: go.Figure, lengths: pd.Series) -> None:
+    """Log x with a label at each tested length (they double), not plotly's 2-and-5 minor labels."""
+    ticks = sorted(set(lengths))
+    if len(ticks) > 12:
+        ticks = ticks[:: -(-len(ticks) // 12)]
+    figure.update_xaxes(type="log", tickvals=ticks, ticktext=[f"{n:,}" for n in ticks])
+
+
 def accuracy_overlay(table: pd.DataFrame, chance: float) -> go.Figure:
     """Accuracy against length (log x) per run, with the chance line."""
     figure = go.Figure()
@@ -25,7 +33,7 @@ def accuracy_overlay(table: pd.DataFrame, chance: float) -> go.Figure:
         rows = table[table["run"] == run]
         figure.add_scatter(x=rows["length"], y=rows["accuracy"], mode="markers+lines", name=run, line_color=colour)
     figure.add_hline(y=chance, line=dict(color=REFERENCE, dash="dash"), annotation_text=f"chance 1/V = {chance:.3f}")
-    figure.update_xaxes(type="log")
+    length_axis(figure, table["length"])
     figure.update_yaxes(range=[0, 1.05])
     return _layout(figure, "Accuracy against length", "test length L (log)", "accuracy", height=420)
 
@@ -40,22 +48,23 @@ def mass_overlay(table: pd.DataFrame) -> go.Figure:
         if rows["predicted_mass"].notna().any():
             figure.add_scatter(x=rows["length"], y=rows["predicted_mass"], mode="lines", name=f"{run} (predicted)",
                                line=dict(color=colour, dash="dash"), legendgroup=run)
-    figure.update_xaxes(type="log")
+    length_axis(figure, table["length"])
     figure.update_yaxes(range=[0, 1.05])
     return _layout(figure, "Target mass p against length (dashed: predicted from the weights)",
                    "test length L (log)", "target mass p", height=420)
 
 
-def carrier_overlay(table: pd.DataFrame, train_lengths: list[int], offsets: list[int]) -> go.Figure:
-    """s(Δ) per run, each shifted to mean 0 so their shapes compare; training ranges shaded, k marked."""
+def carrier_overlay(table: pd.DataFrame, train_lengths: list[int], offsets: list[int], title: str,
+                    y_title: str) -> go.Figure:
+    """s(Δ) per run (column `shown`); training ranges shaded, k marked."""
     figure = go.Figure()
     for run, colour in colours(list(dict.fromkeys(table["run"]))).items():
         rows = table[table["run"] == run]
-        figure.add_scatter(x=rows["offset"], y=rows["s_centred"], mode="lines+markers", name=run,
+        figure.add_scatter(x=rows["offset"], y=rows["shown"], mode="lines+markers", name=run,
                            line_color=colour, marker_size=3)
     figure.add_vrect(x0=-0.5, x1=max(train_lengths) - 0.5, fillcolor=REFERENCE, opacity=0.12, line_width=0,
                      annotation_text="training range", annotation_position="bottom right")
     for k in sorted(set(offsets)):
         figure.add_vline(x=k, line=dict(color="red", dash="dash"), annotation_text=f"k = {k}",
                          annotation_position="top right")
-    return _layout(figure, "Carriers s(Δ), each minus its mean", "offset Δ = t − u", "s(Δ) − mean", height=420)
+    return _layout(figure, title, "offset Δ = t − u", y_title, height=420)

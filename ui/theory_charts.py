@@ -18,10 +18,15 @@ def equivariance(table: pd.DataFrame, tolerance: float) -> go.Figure:
         x=shown["shift"], y=np.maximum(shown["max_abs_difference"], FLOOR), mode="markers+lines",
         name="max |logit(t+s, u+s) − logit(t, u)|", marker=dict(size=9, color=MEASURED),
     ))
-    figure.add_hline(y=tolerance, line=dict(color="red", dash="dash"), annotation_text=f"tolerance {tolerance:g}")
-    figure.add_hline(y=float(table["logit_scale"].iloc[0]), line=dict(color=REFERENCE, dash="dot"),
-                     annotation_text="largest |logit| itself", annotation_position="bottom right")
-    figure.update_xaxes(type="log")
-    figure.update_yaxes(type="log", exponentformat="power")
+    scale = float(table["logit_scale"].iloc[0])
+    figure.add_hline(y=tolerance, line=dict(color="red", dash="dash"), annotation_text=f"tolerance {tolerance:g}",
+                     annotation_position="top left")
+    figure.add_hline(y=scale, line=dict(color=REFERENCE, dash="dot"), annotation_text="largest |logit| itself",
+                     annotation_position="top right")
+    values = np.maximum(shown["max_abs_difference"].to_numpy(), FLOOR)
+    low = min([tolerance, *values]) / 30
+    high = max([scale, *values]) * 30
+    figure.update_xaxes(type="log", dtick=1)
+    figure.update_yaxes(type="log", exponentformat="power", range=[np.log10(low), np.log10(high)])
     return _layout(figure, "Equivariance: the same pair of tokens shifted by s", "shift s (log)",
                    "max abs difference (log)", height=400)

@@ -8,6 +8,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ui.charts import FITTED, MEASURED, PREDICTED, REFERENCE, _layout
+from ui.compare_charts import length_axis
 
 CARRIER_HEAD, PINNED_HEAD, OTHER_HEAD = "#d62728", "#9467bd", MEASURED
 
@@ -43,23 +44,24 @@ def head_attention(weights: np.ndarray, length: int, train_length: int, title: s
         for line in (dict(x0=train_length - 0.5, x1=train_length - 0.5, y0=-0.5, y1=length - 0.5),
                      dict(y0=train_length - 0.5, y1=train_length - 0.5, x0=-0.5, x1=length - 0.5)):
             figure.add_shape(type="line", line=dict(color="white", dash="dash", width=1.5), **line)
-    figure.update_yaxes(autorange="reversed", scaleanchor="x")
+    figure.update_xaxes(range=[-0.5, length - 0.5], constrain="domain")
+    figure.update_yaxes(range=[length - 0.5, -0.5], scaleanchor="x", constrain="domain")
     return _layout(figure, title, "key position u", "query position t", height=420)
 
 
 def accuracy_by_position(table: pd.DataFrame, train_length: int, chance: float) -> go.Figure:
     figure = go.Figure()
     palette = [MEASURED, PREDICTED, FITTED, "#d62728", "#9467bd", "#8c564b"]
-    for i, length in enumerate(sorted(table["length"].unique())):
+    for i, length in reversed(list(enumerate(sorted(table["length"].unique())))):  # the shortest drawn on top
         rows = table[table["length"] == length]
         figure.add_scatter(x=rows["position"], y=rows["accuracy"], mode="lines", name=f"L = {length}",
                            line_color=palette[i % len(palette)])
-    figure.add_vline(x=train_length - 0.5, line=dict(color=REFERENCE, dash="dash"), annotation_text="training length")
+    figure.add_vline(x=train_length - 0.5, line=dict(color=REFERENCE, dash="dash"), annotation_text="training length",
+                     annotation_position="bottom right")
     figure.add_hline(y=chance, line=dict(color=REFERENCE, dash="dot"), annotation_text=f"chance {chance:.3f}",
                      annotation_position="bottom right")
-    figure.update_xaxes(type="log")
     figure.update_yaxes(range=[0, 1.05])
-    return _layout(figure, "Accuracy by position", "position t (log)", "accuracy")
+    return _layout(figure, "Accuracy by position", "position t", "accuracy")
 
 
 def accuracy_by_length(table: pd.DataFrame, chance: float) -> go.Figure:
@@ -71,6 +73,6 @@ def accuracy_by_length(table: pd.DataFrame, chance: float) -> go.Figure:
     figure.add_scatter(x=table["length"], y=table["target_mass"], mode="markers", name="carrier head's target mass",
                        marker=dict(color=FITTED, symbol="diamond-open", size=9))
     figure.add_hline(y=chance, line=dict(color=REFERENCE, dash="dot"), annotation_text=f"chance {chance:.3f}")
-    figure.update_xaxes(type="log")
+    length_axis(figure, table["length"])
     figure.update_yaxes(range=[0, 1.05])
     return _layout(figure, "Accuracy by length", "test length L (log)", "")

@@ -1,0 +1,93 @@
+"""End to end for the Compare, Transformer and Theory pages: `streamlit run app.py` (the server
+fixture in conftest.py) driven by Debian's chromium; charts drawn, screenshots in
+`artifacts/screenshots/`. One browser session, so the selected run follows from page to page.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+playwright = pytest.importorskip("playwright.sync_api")
+
+SHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--disable-sync", "--no-first-run"]
+CHART = ".js-plotly-plot"
+MAIN = '[data-testid="stMain"]'
+
+
+@pytest.fixture(scope="module")
+def tab(server: str):
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"no chromium at {CHROMIUM}")
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        page = browser.new_page(viewport={"width": 1400, "height": 4000})
+        page.goto(server)
+        page.get_by_role("heading", name="The claims, and where to see them").wait_for(timeout=120_000)
+        yield page
+        browser.close()
+
+
+def settle(page, timeout_ms: int = 240_000) -> None:
+    """Wait until the script run is over, then for plotly to draw; no tooltip left in the screenshot."""
+    page.wait_for_timeout(500)
+    page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=timeout_ms)
+    page.wait_for_timeout(1_000)
+    page.mouse.move(0, 0)
+
+
+def open_page(page, title: str) -> None:
+    page.locator('[data-testid="stSidebarNav"]').get_by_role("link", name=title).click()
+    settle(page)
+
+
+def charts_drawn(page, at_least: int) -> None:
+    page.wait_for_function(f"() => document.querySelectorAll('{CHART}').length >= {at_least}", timeout=240_000)
+    assert not page.locator('[data-testid="stException"]').count()
+
+
+def test_start_page_has_its_picture(tab) -> None:
+    settle(tab)
+    charts_drawn(tab, 1)
+    tab.screenshot(path=SHOTS / "start-picture.png", full_page=True)
+
+
+def test_compare_overlays_the_presets(tab) -> None:
+    open_page(tab, "Compare")
+    charts_drawn(tab, 3)
+    assert "Key numbers" in tab.locator(MAIN).inner_text()
+    tab.screenshot(path=SHOTS / "compare-presets.png", full_page=True)
+
+
+def test_theory_checks_equivariance_of_the_rope_preset(tab) -> None:
+    open_page(tab, "Theory")
+    charts_drawn(tab, 1)
+    tab.locator(".katex").first.wait_for(timeout=30_000)  # the derivations are typeset
+    assert "yes" in tab.locator('[data-testid="stMetric"]').nth(1).inner_text()
+    tab.screenshot(path=SHOTS / "theory-rope-preset.png", full_page=True)
+
+
+def test_transformer_page_for_both_presets(tab) -> None:
+    open_page(tab, "Transformer")
+    assert "minimal single head" in tab.locator(MAIN).inner_text()
+    tab.get_by_role("button", name="Open Transformer RoPE").first.click()
+    tab.get_by_text("rope encoding, softmax attention").wait_for(timeout=120_000)  # the run summary
+    settle(tab)
+    charts_drawn(tab, 7)
+    tab.screenshot(path=SHOTS / "transformer-rope-preset.png", full_page=True)
+    tab.get_by_role("button", name="Open Transformer learned").first.click()
+    tab.get_by_text("learned encoding, softmax attention").wait_for(timeout=120_000)  # the run summary
+    settle(tab)
+    charts_drawn(tab, 7)
+    assert "0 of" not in tab.locator('[data-testid="stMetric"]').nth(1).inner_text()  # pinned heads
+    tab.screenshot(path=SHOTS / "transformer-learned-preset.png", full_page=True)
+    open_page(tab, "Theory")
+    charts_drawn(tab, 1)
+    assert "no" in tab.locator('[data-testid="stMetric"]').nth(1).inner_text()
+    tab.screenshot(path=SHOTS / "theory-transformer-learned.png", full_page=True)
