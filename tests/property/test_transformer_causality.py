@@ -1,0 +1,71 @@
+"""Causality of the transformer (SCIENCE.md §3, C8): for every encoding and both attentions, any
+depth and number of heads, the output at position t ignores the tokens after t, in every layer.
+
+The single-head model has the same property test in test_encodings.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import get_args
+
+import pytest
+import torch
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from lengen_core.config import AttentionName, EncodingName, RunConfig, with_changes
+from lengen_core.model import build_model
+from lengen_core.transformer import Transformer
+
+ENCODINGS = get_args(EncodingName)
+ATTENTIONS = get_args(AttentionName)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def single_cpu_thread() -> Iterator[None]:
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny tensors: a second thread only slows things down under load
+    yield
+    torch.set_num_threads(previous)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    encoding=st.sampled_from(ENCODINGS),
+    attention=st.sampled_from(ATTENTIONS),
+    n_layers=st.integers(1, 3),
+    n_heads=st.sampled_from([1, 2, 4]),
+    length=st.integers(2, 48),
+    seed=st.integers(0, 2**31 - 1),
+    data=st.data(),
+)
+@example(encoding="learned", attention="softmax", n_layers=2, n_heads=2, length=48, seed=0, data=None)
+@example(encoding="alibi", attention="linear", n_layers=3, n_heads=4, length=2, seed=1, data=None)
+def test_every_encoding_and_attention_gives_a_causal_transformer(
+    encoding, attention, n_layers, n_heads, length, seed, data
+):
+    config = with_changes(
+        RunConfig(), task="shift", encoding=encoding, attention=attention, n_layers=n_layers, n_heads=n_heads,
+        d_model=16, max_positions=48,
+    )
+    model = build_model(config, torch.Generator().manual_seed(seed)).eval()
+    assert isinstance(model, Transformer) and model.n_layers == n_layers
+    V = config.task.vocab_size
+    t = 0 if data is None else data.draw(st.integers(0, length - 2), label="query")
+    generator = torch.Generator().manual_seed(seed + 1)
+    tokens = torch.randint(V, (3, length), generator=generator)
+    changed = tokens.clone()
+    changed[:, t + 1 :] = (tokens[:, t + 1 :] + torch.randint(1, V, (3, length - t - 1), generator=generator)) % V
+    assert (changed[:, t + 1 :] != tokens[:, t + 1 :]).all()
+    with torch.no_grad():
+        out, out_changed = model(tokens), model(changed)  # (B, T, V)
+        patterns, patterns_changed = model.attend(tokens), model.attend(changed)
+    torch.testing.assert_close(out_changed[:, : t + 1], out[:, : t + 1], rtol=0, atol=0)
+    above_diagonal = torch.triu(torch.ones(length, length, dtype=torch.bool), diagonal=1)
+    for before, after in zip(patterns, patterns_changed, strict=True):
+        assert (before.weights[:, :, above_diagonal] == 0).all()
+        # every layer's queries up to t, against keys up to t, are untouched by later tokens
+        past = (slice(None), slice(None), slice(0, t + 1), slice(0, t + 1))  # queries and keys ≤ t
+        torch.testing.assert_close(after.logits[past], before.logits[past], rtol=0, atol=0)
+    assert not torch.equal(out_changed[:, t + 1 :], out[:, t + 1 :])  # later queries do see the change
