@@ -98,7 +98,7 @@ def finish(ticket: int, status) -> None:
     if status.state == "failed":
         st.session_state[MESSAGE_KEY] = ("error", f"Training failed: {status.error}")
     elif status.state == "cancelled" or status.stored_run_id is None:
-        st.session_state[MESSAGE_KEY] = ("info", "The training was cancelled before it started; nothing was saved.")
+        st.session_state[MESSAGE_KEY] = ("info", "The training was cancelled and nothing was saved; press Train to ask again.")
     else:
         select_run(status.stored_run_id)
         verb = "This config and seed were already trained: opened" if status.from_store else (

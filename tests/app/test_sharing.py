@@ -159,7 +159,7 @@ def test_the_train_page_shows_the_queue_position_and_can_leave_the_queue(busy_po
     assert "2nd in line" in texts(app.info) and "1 training running" in texts(app.info)
     app.button(key="stop-training").click().run()  # leaves the queue; the others are untouched
     assert_no_exception(app)
-    assert "cancelled before it started" in texts(app.info)
+    assert "was cancelled" in texts(app.info)
     assert "training_ticket" not in app.session_state
     assert [busy_pool.status(t).state for t in (first, second)] == ["running", "queued"]
 
