@@ -53,6 +53,14 @@ def check_lengths(config: RunConfig, model: torch.nn.Module, lengths: Sequence[i
         model.encoding.check_length(length)
 
 
+def check_sampling(samples: int, seed: int) -> None:
+    """Sequences per length and the evaluation seed, within the limits."""
+    if isinstance(samples, bool) or not isinstance(samples, int) or not 1 <= samples <= MAX_EVAL_SAMPLES:
+        raise LengthError(f"samples {samples!r} is out of range: allowed 1 to {MAX_EVAL_SAMPLES}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**31:
+        raise LengthError(f"evaluation seed {seed!r} is out of range: allowed 0 to {2**31 - 1}")
+
+
 def wilson_interval(successes: int, trials: int, z: float = 1.96) -> tuple[float, float]:
     if trials == 0:
         return 0.0, 1.0
@@ -205,10 +213,7 @@ def evaluate(
     seed: int = 12_345,
 ) -> list[LengthReport]:
     """Accuracy, target mass and argmax key of the last query at each length."""
-    if isinstance(samples, bool) or not isinstance(samples, int) or not 1 <= samples <= MAX_EVAL_SAMPLES:
-        raise LengthError(f"samples {samples!r} is out of range: allowed 1 to {MAX_EVAL_SAMPLES}")
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**31:
-        raise LengthError(f"evaluation seed {seed!r} is out of range: allowed 0 to {2**31 - 1}")
+    check_sampling(samples, seed)
     check_lengths(config, model, lengths)
     reports = []
     for length in lengths:

@@ -31,7 +31,7 @@ class HeadReport:
     argmax_offset: int
     toeplitz_fraction: float
     effective_rank: int
-    target_weight: float  # mean attention weight on key t − k over queries t ≥ k
+    target_weight: float  # mean share |w_k| / Σ|w| on key t − k over queries t ≥ k
     is_carrier: bool
     pinned_key: int | None  # beyond the training length: the key most queries attend to, if pinned
     pinned_share: float
@@ -67,7 +67,9 @@ def analyse_heads(model: torch.nn.Module, config: RunConfig, samples: int = 256,
     rows = []
     for pattern in _patterns(model, config, L, samples, seed):
         mean_logits = pattern.logits.mean(dim=0).double().cpu().numpy()  # (H, T, T)
-        target = pattern.weights.abs()[:, :, t, t - k].mean(dim=(0, 2)).cpu()  # (H,)
+        queries = pattern.weights.abs()[:, :, t]  # (S, H, q, T); |w| so linear attention counts too
+        share = queries[..., t - k].diagonal(dim1=2, dim2=3) / queries.sum(dim=-1)  # (S, H, q)
+        target = share.mean(dim=(0, 2)).cpu()  # (H,)
         for head in range(mean_logits.shape[0]):
             matrix = mean_logits[head]
             carrier = np.array([np.diagonal(matrix, -d).mean() for d in range(L)])

@@ -94,6 +94,8 @@ class TrainingPool:
         with self._lock:
             ticket = next(self._numbers)
             job = self._jobs.get(run_id)
+            if job is not None and job.stop.is_set() and not job.keep_partial:
+                job = None  # being cancelled (its last holder left): a fresh request trains anew
             if job is None and self.store.exists(run_id):
                 job = _Job(config, state="done", stored_run_id=run_id, from_store=True)
             elif job is None:
@@ -170,7 +172,8 @@ class TrainingPool:
     def _drop(self, job: _Job) -> None:
         self._queue.remove(job)
         job.state = "cancelled"
-        self._jobs.pop(job.config.run_id(), None)
+        if self._jobs.get(job.config.run_id()) is job:
+            del self._jobs[job.config.run_id()]
 
     def _work(self) -> None:
         while True:
@@ -205,7 +208,8 @@ class TrainingPool:
                 job.error = f"{type(error).__name__}: {' '.join(str(error).split())}"
         with self._lock:
             job.state, job.stored_run_id = state, stored
-            self._jobs.pop(job.config.run_id(), None)
+            if self._jobs.get(job.config.run_id()) is job:  # a fresh request may have replaced it
+                del self._jobs[job.config.run_id()]
 
     def _save(self, job: _Job, run: Run) -> str:
         """Save under the run's own id; a run stopped early gets its steps in its config (and id)."""

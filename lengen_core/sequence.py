@@ -19,7 +19,7 @@ import torch
 
 from lengen_core.config import RunConfig
 from lengen_core.encodings import LengthError
-from lengen_core.evaluate import check_lengths, sequence_tokens, wilson_interval
+from lengen_core.evaluate import check_lengths, check_sampling, sequence_tokens, wilson_interval
 from lengen_core.tasks import query_start, targets_of
 
 MAX_SEQUENCE_LENGTH = 8_192
@@ -37,7 +37,7 @@ class SequenceReport:
     accuracy_beyond: float | None  # positions t ≥ L_train; None when the length is within training
     positions: np.ndarray  # first position of each bin
     accuracy_by_position: np.ndarray  # mean accuracy in each bin
-    target_mass: float  # carrier head: mean attention weight on key t - k
+    target_mass: float  # carrier head: mean share |w_k| / Σ|w| of attention on key t - k
     argmax_key: int  # carrier head: most common argmax key of the last query
     carrier_layer: int
     carrier_head: int
@@ -54,9 +54,12 @@ class _TargetWeights:
         self.last_argmax: dict[int, torch.Tensor] = {}
 
     def __call__(self, layer: int, start: int, logits: torch.Tensor, weights: torch.Tensor) -> None:
-        t = torch.arange(max(start, self.first), start + weights.shape[2], device=weights.device)
-        picked = weights.abs()[:, :, t - start, t - self.offset]  # (B, H, q); |w| for linear attention
-        self.mass[layer] += picked.sum(dim=(0, 2)).cpu()
+        low, high = max(start, self.first), start + weights.shape[2]
+        if low < high:  # a block may end before the first supervised query
+            t = torch.arange(low, high, device=weights.device)
+            rows = weights.abs()[:, :, t - start]  # (B, H, q, T); |w| so linear attention counts too
+            share = rows[..., t - self.offset].diagonal(dim1=2, dim2=3) / rows.sum(dim=-1)  # (B, H, q)
+            self.mass[layer] += share.sum(dim=(0, 2)).cpu()
         if start + weights.shape[2] == self.length:
             self.last_argmax[layer] = weights[:, :, -1].abs().argmax(dim=-1).T.cpu()  # (H, B)
 
@@ -65,6 +68,7 @@ class _TargetWeights:
 def evaluate_sequence(
     model: torch.nn.Module, config: RunConfig, lengths: Sequence[int], samples: int = 128, seed: int = 12_345
 ) -> list[SequenceReport]:
+    check_sampling(samples, seed)
     check_lengths(config, model, lengths)
     too_long = [n for n in lengths if n > MAX_SEQUENCE_LENGTH]
     if too_long:

@@ -137,7 +137,7 @@ class Plain:
 
     hits: torch.Tensor  # (S, Tq) bool
     ties: torch.Tensor  # (S, Tq) bool: top two readout logits within TIE
-    mass: torch.Tensor  # (layers, H): mean |weight| on key t − k over supervised queries (as the core does)
+    mass: torch.Tensor  # (layers, H): mean share |w_k|/Σ|w| on key t − k over supervised queries
     last_keys: torch.Tensor  # (layers, H, S): argmax key of the last query
     last_clear: torch.Tensor  # (layers, H): every sample's last-query argmax is clear
 
@@ -154,7 +154,8 @@ def plain_evaluation(run: Run, length: int, samples: int, seed: int) -> Plain:
     mass, keys, clear = [], [], []
     for pattern in run.model.attend(tokens, 0):  # (S, H, T, T) every layer
         weights = pattern.weights.abs()
-        mass.append(weights[:, :, t, t - task.offset].mean(dim=(0, 2)))  # (H,)
+        rows = weights[:, :, t]  # (S, H, q, T)
+        mass.append((weights[:, :, t, t - task.offset] / rows.sum(dim=-1)).mean(dim=(0, 2)))  # (H,)
         last = weights[:, :, -1]  # (S, H, T)
         best = last.topk(min(2, length), dim=-1).values  # (S, H, 2)
         keys.append(last.argmax(dim=-1).T)  # (H, S)
@@ -213,10 +214,6 @@ def test_blocked_evaluation_equals_the_plain_one(
     run = briefly_trained(shape, encoding, attention_name)
     config = run.config
     first = query_start(config.task, length)
-    if shape == "transformer":
-        # The transformer's observer sees blocks from query 0; a first block that ends before the
-        # first supervised query crashes (pinned by the strict xfail below).
-        queries = max(queries, first)
     plain_report = evaluate_sequence(run.model, config, [length], samples=samples, seed=seed)[0]
     with blocks_of(queries, batch=min(batch, samples), heads=config.model.n_heads, length=length):
         blocked_report = evaluate_sequence(run.model, config, [length], samples=samples, seed=seed)[0]
@@ -235,12 +232,6 @@ def test_a_transformer_first_block_that_reaches_the_first_supervised_query() -> 
     assert blocked.argmax_key == plain.argmax_key
 
 
-@pytest.mark.xfail(
-    strict=True, raises=RuntimeError,
-    reason="core bug: sequence._TargetWeights calls torch.arange(max(start, first), start + q) for a "
-    "transformer block that ends before the first supervised query (start + q < first): "
-    "'upper bound and lower bound inconsistent with step sign'",
-)
 def test_a_transformer_block_that_ends_before_the_first_supervised_query() -> None:
     run = briefly_trained("transformer", "rope", "softmax")
     plain = evaluate_sequence(run.model, run.config, [64], samples=4, seed=5)[0]
@@ -265,11 +256,6 @@ def test_sequence_evaluation_of_retrieval_equals_the_last_query_evaluation(encod
         assert f.argmax_key == q.argmax_key
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="core bug: with linear attention sequence._TargetWeights reports the raw |w[t, t-k]| "
-    "(measured 2.8 to 11 on shift runs), not |w_k| / Σ|w| as evaluate.LinearAccumulator does",
-)
 def test_linear_target_mass_is_the_same_fraction_in_both_evaluations() -> None:
     run = briefly_trained("minimal", "rope", "linear", task="retrieval")
     full = evaluate_sequence(run.model, run.config, [16, 64], samples=64, seed=3)

@@ -447,12 +447,6 @@ def test_heads_of_a_bad_run_id_is_a_user_error(run_id: str, fragment: str) -> No
     assert_user_error(run_cli("heads", run_id, "--json"), fragment)
 
 
-@pytest.mark.xfail(
-    strict=True, raises=RuntimeError,
-    reason="core bug: sequence._TargetWeights crashes (torch.arange bounds) when a transformer's first "
-    "query block ends before the first supervised query, which for retrieval is L-1: the default "
-    "evaluate of any retrieval transformer run raises at length 256 with 256 samples",
-)
 def test_evaluate_a_retrieval_transformer_at_the_default_lengths() -> None:
     run_id = train_quick("--layers", "1")["run_id"]
     rows = ok_json("evaluate", run_id, "--json")["lengths"]
@@ -466,11 +460,6 @@ BAD_SHIFT_EVALUATE = {
 }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="core bug: evaluate_sequence does not check samples and seed as evaluate does: samples 0 "
-    "says 'torch.cat(): expected a non-empty list of Tensors'; samples 5000 and seed -5 are accepted",
-)
 @pytest.mark.parametrize("argv, fragments", BAD_SHIFT_EVALUATE.values(), ids=BAD_SHIFT_EVALUATE.keys())
 def test_bad_shift_evaluate_input_is_refused_like_for_retrieval(argv: tuple[str, ...], fragments: tuple[str, ...]):
     run_id = train_quick("--task", "shift")["run_id"]  # the minimal head on shift: evaluated by evaluate_sequence too

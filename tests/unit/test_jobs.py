@@ -92,7 +92,7 @@ def test_releasing_the_last_ticket_cancels_without_saving(pool):
     pool.release(shared[0])  # another ticket still holds it: keeps running
     assert pool.status(shared[1]).state == "running"
     pool.release(shared[1])
-    GatedTraining.gates[config(1).run_id()].set()
+    GatedTraining.gates.setdefault(config(1).run_id(), threading.Event()).set()
     wait_for(lambda: not pool.store.exists(config(1).run_id()) and pool.counts()["running"] <= 1)
     GatedTraining.gates.setdefault(config(2).run_id(), threading.Event()).set()
     wait_for(lambda: pool.status(queued[0]).state == "done")
@@ -143,3 +143,14 @@ def test_a_failing_training_is_reported_not_raised(tmp_path):
         assert pool.counts()["running"] == 0
     finally:
         pool.close()
+
+
+def test_asking_again_while_a_released_job_winds_down_trains_anew(pool):
+    first = pool.submit(config(8))
+    wait_for(lambda: pool.status(first).state == "running")
+    pool.release(first)  # stop flag set; the loop has not seen it yet (its gate is closed)
+    again = pool.submit(config(8))
+    assert pool.status(again).state in ("queued", "running")
+    GatedTraining.gates.setdefault(config(8).run_id(), threading.Event()).set()
+    wait_for(lambda: pool.status(again).state == "done")
+    assert pool.store.exists(config(8).run_id())
