@@ -1,0 +1,152 @@
+"""Load: a class presses Train at once. N browser sessions (Playwright contexts in one chromium)
+open the app on loopback within a few seconds of each other and each starts its own training.
+
+Recorded in artifacts/load_test.json: how many finished, the median and worst wait from click to
+the finished message, page-load times, the health endpoint's latency throughout, the server's peak
+memory. Asserted: every session gets its run, none shows an exception, the server stays responsive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from lengen_core.config import RunConfig, with_changes
+from lengen_core.share import config_to_query
+from lengen_core.store import RunStore
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+playwright = pytest.importorskip("playwright.async_api")
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = "/usr/bin/chromium"
+SESSIONS = int(os.environ.get("LENGEN_LOAD_SESSIONS", "20"))
+STEPS = 60
+
+
+def peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+class HealthProbe(threading.Thread):
+    """Polls /_stcore/health once a second and keeps the latencies (None = failed)."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(daemon=True)
+        self.url, self.latencies, self.done = url, [], threading.Event()
+
+    def run(self) -> None:
+        while not self.done.is_set():
+            start = time.monotonic()
+            try:
+                with urllib.request.urlopen(f"{self.url}/_stcore/health", timeout=10):
+                    self.latencies.append(time.monotonic() - start)
+            except OSError:
+                self.latencies.append(None)
+            self.done.wait(1.0)
+
+
+async def one_session(browser, url: str, index: int, start_at: float) -> dict:
+    config = with_changes(RunConfig(), steps=STEPS, seed=1000 + index)
+    link = f"{url}/train?{urllib.parse.urlencode(config_to_query(config))}"
+    await asyncio.sleep(max(0.0, start_at - time.monotonic()))
+    context = await browser.new_context(viewport={"width": 1200, "height": 1600})
+    page = await context.new_page()
+    opened = time.monotonic()
+    await page.goto(link)
+    button = page.get_by_role("button", name="Train", exact=True)
+    await button.wait_for(timeout=180_000)
+    loaded = time.monotonic()
+    await button.click()
+    clicked = time.monotonic()
+    await page.get_by_text("Finished: saved and selected").wait_for(timeout=900_000)
+    finished = time.monotonic()
+    exceptions = await page.locator("[data-testid='stException']").count()
+    await context.close()
+    return {"session": index, "run_id": config.run_id(), "page_load_s": loaded - opened,
+            "wait_s": finished - clicked, "exceptions": exceptions}
+
+
+async def run_class(url: str) -> list[dict]:
+    async with playwright.async_playwright() as p:
+        browser = await p.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-dev-shm-usage"])
+        start = time.monotonic() + 1.0
+        # Everyone within ~5 s of each other, as a class does.
+        results = await asyncio.gather(
+            *(one_session(browser, url, i, start + 5.0 * i / SESSIONS) for i in range(SESSIONS)),
+            return_exceptions=True)
+        await browser.close()
+        return results
+
+
+def test_a_class_of_sessions_each_gets_its_run(tmp_path):
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"no chromium at {CHROMIUM}")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "LENGEN_HOME": str(tmp_path)}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port)],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    probe = HealthProbe(url)
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).close()
+                break
+            except OSError:
+                assert server.poll() is None and time.monotonic() < deadline, "server not healthy"
+                time.sleep(0.5)
+        probe.start()
+        began = time.monotonic()
+        results = asyncio.run(run_class(url))
+        elapsed = time.monotonic() - began
+        peak = peak_rss_mb(server.pid)
+    finally:
+        probe.done.set()
+        server.terminate()
+        server.wait(timeout=30)
+
+    failures = [r for r in results if isinstance(r, BaseException)]
+    finished = [r for r in results if isinstance(r, dict)]
+    waits = sorted(r["wait_s"] for r in finished)
+    latencies = [x for x in probe.latencies if x is not None]
+    report = {
+        "sessions": SESSIONS, "steps_per_run": STEPS, "cores": os.cpu_count(), "finished": len(finished),
+        "failures": [repr(f)[:300] for f in failures],
+        "median_wait_s": statistics.median(waits) if waits else None, "worst_wait_s": max(waits, default=None),
+        "median_page_load_s": statistics.median(r["page_load_s"] for r in finished) if finished else None,
+        "worst_page_load_s": max((r["page_load_s"] for r in finished), default=None),
+        "health_checks": len(probe.latencies), "health_failures": probe.latencies.count(None),
+        "worst_health_latency_s": max(latencies, default=None), "server_peak_rss_mb": peak,
+        "total_s": elapsed, "sessions_detail": finished,
+    }
+    out = ROOT / "artifacts"
+    out.mkdir(exist_ok=True)
+    (out / "load_test.json").write_text(json.dumps(report, indent=2))
+
+    assert not failures, report["failures"]
+    assert len(finished) == SESSIONS
+    assert all(r["exceptions"] == 0 for r in finished)
+    stored = {s.run_id for s in RunStore(tmp_path).list_runs()}
+    assert {r["run_id"] for r in finished} <= stored  # nothing lost
+    assert report["health_failures"] == 0 and report["worst_health_latency_s"] < 5.0
