@@ -17,7 +17,7 @@ def chart(figure: go.Figure, look_for: str, data: pd.DataFrame, name: str) -> No
     st.plotly_chart(figure, width="stretch", key=f"chart-{name}")
     st.caption(f"**What to look for:** {look_for}")
     st.download_button(
-        f"Download data (CSV)", data.to_csv(index=False).encode(), file_name=f"{name}.csv",
+        "Download data (CSV)", data.to_csv(index=False).encode(), file_name=f"{name}.csv",
         mime="text/csv", key=f"csv-{name}", help="The numbers behind this chart, one row per point.",
     )
 
