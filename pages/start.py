@@ -18,17 +18,7 @@ st.markdown(
     "walk through the pages in the sidebar."
 )
 
-LENGTHS = tuple(16 << p for p in range(9))  # 16 … 4096, the end of the learned table
-curves = pd.concat([
-    pd.DataFrame({"run": label, "length": LENGTHS, "accuracy": [r.accuracy for r in evaluation(run_id, LENGTHS, 128)]})
-    for label, run_id in single_head_presets().items()
-])
-chance = 1 / PRESETS["RoPE"].task.vocab_size
-chart(compare_charts.accuracy_overlay(curves, chance).update_layout(title="The three presets: accuracy against length",
-                                                                  height=360),
-      "at the training length 16 RoPE and learned positions are perfect (linear attention fits less well); only "
-      "RoPE with softmax attention stays near 1 at 2–4× and decays slowly after, the other two fall to chance "
-      "at once (C1, C7).", curves, "start-accuracy")
+picture = st.container()  # drawn at the end, so the presets and claims below can be clicked while it computes
 
 st.subheader("Presets")
 for group, presets in (("Single head, retrieval task", single_head_presets()),
@@ -62,3 +52,16 @@ for claim, text, page in CLAIMS:
     else:
         title = page.removeprefix("pages/").removesuffix(".py").title()
         st.page_link(page, label=f"**{claim}** {text} → {title}", help=f"Open the {title} page, where {claim} is seen.")
+
+LENGTHS = tuple(16 << p for p in range(9))  # 16 … 4096, the end of the learned table
+with picture:  # its spinner shows where the picture will be
+    curves = pd.concat([
+        pd.DataFrame({"run": label, "length": LENGTHS,
+                      "accuracy": [r.accuracy for r in evaluation(run_id, LENGTHS, 128)]})
+        for label, run_id in single_head_presets().items()
+    ])
+    figure = compare_charts.accuracy_overlay(curves, 1 / PRESETS["RoPE"].task.vocab_size)
+    chart(figure.update_layout(title="The three presets: accuracy against length", height=360),
+          "at the training length 16 RoPE and learned positions are perfect (linear attention fits less well); only "
+          "RoPE with softmax attention stays near 1 at 2–4× and decays slowly after, the other two fall to chance "
+          "at once (C1, C7).", curves, "start-accuracy")

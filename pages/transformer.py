@@ -10,6 +10,8 @@ from ui.presets import transformer_presets
 from ui.state import select_run
 from ui.widgets import chart, run_summary, selected_run
 
+MULTIPLES = (1, 2, 4, 8, 16)  # test lengths, × the training length
+
 st.title("From one head to a transformer")
 st.markdown("A 2-layer, 2-head transformer trained on the **shift** task (every position t ≥ k answers the token "
             "k places back). Does one of its heads learn the same carrier as the single head, and does it carry "
@@ -90,7 +92,7 @@ for column, (multiple, length) in zip(columns[1:], zip((1, 4), length_multiples(
 st.subheader("Accuracy by position and by length")
 samples = st.select_slider("Samples per length", [16, 32, 64, 128, 256], value=64,
                            help="Random sequences per length; every position of each is scored.")
-lengths = length_multiples(run.run_id, (1, 2, 4, 8, 16))
+lengths = length_multiples(run.run_id, MULTIPLES)
 evaluated = sequence_evaluation(run.run_id, lengths, samples)
 by_length = pd.DataFrame([{"length": r.length, "accuracy": r.accuracy, "accuracy_beyond": r.accuracy_beyond,
                            "target_mass": r.target_mass, "carrier_head": f"L{r.carrier_layer}H{r.carrier_head}"}
@@ -111,9 +113,10 @@ st.subheader("RoPE against learned positions")
 story = pd.concat([
     pd.DataFrame({"run": label, "length": [r.length for r in curve], "accuracy": [r.accuracy_beyond for r in curve]})
     for label, run_id in transformer_presets().items()
-    for curve in [sequence_evaluation(run_id, length_multiples(run_id, (2, 4, 8, 16)), samples)]
-])
-chart(compare_charts.accuracy_overlay(story, chance),
+    for curve in [sequence_evaluation(run_id, length_multiples(run_id, MULTIPLES), samples)]  # selected run's: cached
+]).dropna()  # no positions beyond training at 1×
+beyond = compare_charts.accuracy_overlay(story, chance).update_layout(title="Accuracy beyond the training length")
+chart(beyond,
       "on positions beyond the training length the RoPE transformer stays far above chance while the learned one "
       "sits on the chance line: C1 holds in the transformer (C8).", story, "transformer-story")
 preset_buttons(st)
