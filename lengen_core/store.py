@@ -186,7 +186,9 @@ def _is_run_id(name: object) -> TypeGuard[str]:
 
 
 def _write_run(directory: Path, run: Run) -> None:
-    weights = {name: tensor.detach().cpu().contiguous() for name, tensor in run.model.state_dict().items()}
+    # clone: a transformer's blocks share the learned position table, and safetensors refuses tensors
+    # that share memory; each name gets its own copy, and loading writes them all back into one table
+    weights = {name: tensor.detach().cpu().clone().contiguous() for name, tensor in run.model.state_dict().items()}
     save_file(weights, directory / WEIGHTS_FILE)
     _fsync_file(directory / WEIGHTS_FILE)
     created = datetime.now(UTC).isoformat()

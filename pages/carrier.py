@@ -6,13 +6,14 @@ import streamlit as st
 from ui import charts
 from ui.runs import carrier
 from ui.state import show_view, view_number
-from ui.widgets import chart, run_summary, selected_run
+from ui.widgets import chart, require_single_head, run_summary, selected_run
 
 st.title("The carrier kernel")
 run = selected_run()
 if run is None:
     st.stop()
 run_summary(run)
+require_single_head(run)
 
 SEARCH = [1 << p for p in range(10, 21)]
 view_number("carrier-search", "search", SEARCH[0], SEARCH[-1], 1 << 16, SEARCH)

@@ -8,13 +8,14 @@ from lengen_core.dilution import fit_dilution
 from ui import charts
 from ui.runs import allowed_lengths, carrier, evaluation, prediction
 from ui.state import show_view, view_number
-from ui.widgets import chart, run_summary, selected_run
+from ui.widgets import chart, require_single_head, run_summary, selected_run
 
 st.title("Accuracy against length: the dilution law")
 run = selected_run()
 if run is None:
     st.stop()
 run_summary(run)
+require_single_head(run)
 task = run.config.task
 
 LONGEST, SAMPLES = [1 << p for p in range(6, 21)], [64, 128, 256, 512, 1024]

@@ -35,6 +35,17 @@ def selected_run() -> Run | None:
         return None
 
 
+def require_single_head(run: Run) -> None:
+    """Stop the page with a pointer to Transformer for runs its core calls do not read (C8 runs)."""
+    if run.config.model.n_layers == 0 and run.config.task.task == "retrieval":
+        return
+    st.info("This page reads the single attention head on the retrieval task. This run is a "
+            f"{run.config.model.n_layers}-layer model on the {run.config.task.task} task: its per-head "
+            "carriers and its accuracy by length are on the Transformer page.")
+    st.page_link("pages/transformer.py", label="Open the Transformer page", icon=":material/hub:")
+    st.stop()
+
+
 def run_summary(run: Run) -> None:
     task, model = run.config.task, run.config.model
     st.caption(

@@ -89,3 +89,9 @@ def test_transformer_page_finds_carrier_and_pinned_heads(label: str, carrier: bo
     assert (not metric(app, "Pinned heads").startswith("0 ")) == pinned
     heads_table = next(d.value for d in app.dataframe if "argmax_offset" in d.value.columns)
     assert (heads_table["argmax_offset"] == 3).any()
+
+
+@pytest.mark.parametrize("page", ["pages/carrier.py", "pages/dilution.py"])
+def test_single_head_pages_point_a_transformer_run_to_the_transformer_page(page: str) -> None:
+    app = open_page(page, preset_ids()["Transformer RoPE"])
+    assert any("Transformer page" in info.value for info in app.info)

@@ -250,3 +250,14 @@ def test_a_stored_run_is_readable_by_every_local_user(tmp_path):
     assert stat.S_IMODE(directory.stat().st_mode) == 0o755
     for name in ("config.json", "metrics.json", "weights.safetensors"):
         assert stat.S_IMODE((directory / name).stat().st_mode) == 0o644
+
+
+def test_a_learned_transformer_whose_blocks_share_the_table_round_trips(tmp_path):
+    config = with_changes(RunConfig(), task="shift", encoding="learned", n_layers=2, n_heads=2, steps=2,
+                          max_positions=64)
+    run = train(config, "cpu")
+    store = RunStore(tmp_path)
+    store.save(run)
+    loaded = store.load(run.run_id)
+    assert torch.equal(loaded.model.encoding.table, run.model.encoding.table)
+    assert loaded.model.blocks[1].encoding.table is loaded.model.encoding.table
