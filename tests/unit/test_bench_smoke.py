@@ -1,0 +1,63 @@
+"""Smoke test of the benchmark (bench/): its lengen parts run at tiny sizes and write the JSON it promises.
+
+No timing is asserted (timings belong to `python -m bench`, never to tests): only that every part
+ran, every figure is a positive number and the report was written. The peer (TransformerLens, in
+bench/.venv-peer) is never needed: it is left out with --no-peer, so the test runs the same with or
+without that environment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+LENGEN_PARTS = ["training", "evaluation", "long", "prediction", "scaling", "profile"]
+
+pytestmark = pytest.mark.slow
+
+
+def run_bench(out: Path, *args: str) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "bench", "--quick", "--threads", "1", "--out", str(out), *args]
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+                          check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "## Targets" in done.stdout
+    return json.loads((out / "latest.json").read_text())
+
+
+def positive(value) -> bool:
+    return isinstance(value, (int, float)) and value > 0
+
+
+def test_quick_lengen_parts_write_every_figure(tmp_path: Path) -> None:
+    results = run_bench(tmp_path, "--no-peer", "--parts", *LENGEN_PARTS)
+
+    assert {"meta", "training", "evaluation", "evaluation_long", "prediction", "scaling", "profiles",
+            "targets"} <= set(results)
+    meta = results["meta"]
+    assert positive(meta["machine"]["torch_threads"]) and meta["versions"]["torch"]
+    training = results["training"]["rope"]["lengen"]
+    assert positive(training["steps_per_second"])
+    assert all(positive(run["seconds"]) for run in training["runs"])
+    evaluation = results["evaluation"]["rope"]
+    assert [row["length"] for row in evaluation["lengen"]] == [16, 64]
+    assert all(positive(row["seconds"]) and 0 <= row["accuracy"] <= 1 for row in evaluation["lengen"])
+    assert "peer skipped" in evaluation["peer_error"]
+    for row in results["evaluation_long"]:
+        assert positive(row["seconds"]) and positive(row["peak_rss_bytes"])
+        assert row["peak_rss_bytes"] >= row["baseline_rss_bytes"]
+    assert positive(results["prediction"]["seconds"]) and len(results["prediction"]["lengths"]) == 20
+    scaling = results["scaling"]
+    assert all(positive(row["seconds"]) for row in scaling["evaluation"])
+    assert all(positive(row["steps_per_second"]) for rows in scaling["training"].values() for row in rows)
+    assert all(profile["top_by_own_time"] for profile in results["profiles"].values())
+    assert (tmp_path / "profile_evaluation.prof").is_file() and (tmp_path / "latest.md").is_file()
+    assert {target["status"] for target in results["targets"].values()} <= {"met", "missed", "not measured"}
+
