@@ -2,6 +2,7 @@
 
 import streamlit as st
 
+import ui.pool
 from ui.state import run_sidebar
 
 st.set_page_config(page_title="lengen", layout="wide")
@@ -15,5 +16,6 @@ page = st.navigation([
     st.Page("pages/transformer.py", title="Transformer", icon=":material/stacks:"),
     st.Page("pages/theory.py", title="Theory", icon=":material/functions:"),
 ])
+ui.pool.training_pool()  # the training workers start now, before anyone presses Train
 run_sidebar()  # the selected run, shown and switchable on every page
 page.run()

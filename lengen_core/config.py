@@ -34,6 +34,8 @@ MAX_STEPS = 50_000
 MAX_BATCH_SIZE = 4_096
 MAX_EVAL_LENGTH = 1 << 20
 MAX_EVAL_SAMPLES = 4_096
+MAX_SWEEP_LENGTHS = 64  # lengths in one evaluation or prediction request
+MAX_SWEEP_TOKENS = 1 << 31  # samples × the sum of the lengths in one evaluation request (~1 min of 2 cores)
 
 
 class ConfigError(ValueError):

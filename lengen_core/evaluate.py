@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
-from lengen_core.config import MAX_EVAL_LENGTH, MAX_EVAL_SAMPLES, RunConfig
+from lengen_core.config import MAX_EVAL_LENGTH, MAX_EVAL_SAMPLES, MAX_SWEEP_LENGTHS, MAX_SWEEP_TOKENS, RunConfig
 from lengen_core.encodings import LengthError
 
 TOKEN_BLOCK = 4_096
@@ -51,6 +51,18 @@ def check_lengths(config: RunConfig, model: torch.nn.Module, lengths: Sequence[i
         if length > MAX_EVAL_LENGTH:
             raise LengthError(f"length {length} is beyond the evaluation limit of {MAX_EVAL_LENGTH} tokens")
         model.encoding.check_length(length)
+
+
+def check_sweep(lengths: Sequence[int], samples: int = 1) -> None:
+    """One request's size: at most `MAX_SWEEP_LENGTHS` lengths and `MAX_SWEEP_TOKENS` tokens in all."""
+    if len(lengths) > MAX_SWEEP_LENGTHS:
+        raise LengthError(f"{len(lengths)} lengths in one request; the limit is {MAX_SWEEP_LENGTHS}")
+    tokens = samples * sum(lengths)
+    if tokens > MAX_SWEEP_TOKENS:
+        raise LengthError(
+            f"{samples} samples at these lengths make {tokens:,} tokens in one request; the limit is "
+            f"{MAX_SWEEP_TOKENS:,} (samples × the sum of the lengths): use fewer samples or shorter lengths"
+        )
 
 
 def check_sampling(samples: int, seed: int) -> None:
@@ -215,6 +227,7 @@ def evaluate(
     """Accuracy, target mass and argmax key of the last query at each length."""
     check_sampling(samples, seed)
     check_lengths(config, model, lengths)
+    check_sweep(lengths, samples)
     reports = []
     for length in lengths:
         start = time.perf_counter()

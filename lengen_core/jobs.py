@@ -7,19 +7,27 @@
 
 Each request holds a ticket; a job runs while any ticket on it is held, and is cancelled (queued:
 dropped; running: stopped at the next step, nothing saved) when the last ticket is released. Worker
-threads take jobs first in, first out. Nothing here knows about a UI; threads never raise out.
+threads take jobs first in, first out. With `isolate=True` (the server's choice) each worker runs
+its trainings in a child process of its own (`TrainingProcess`), so serving pages and training never
+compete for one interpreter's lock. Nothing here knows about a UI; threads never raise out.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
+import multiprocessing
 import os
 import threading
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Literal
+
+import torch
 
 from lengen_core.config import RunConfig, with_changes
 from lengen_core.store import RunStore
@@ -68,9 +76,12 @@ class TrainingPool:
         device: str = "auto",
         max_queue: int = MAX_QUEUE,
         trainer: Callable[[RunConfig, str], Training] = Training,
+        isolate: bool = False,
     ) -> None:
         self.store = store
         self.max_concurrent = max_concurrent or os.cpu_count() or 1
+        self.isolate = isolate  # each training in a child process (a server); else in a worker thread
+        self.threads = max(1, (os.cpu_count() or 1) // self.max_concurrent)  # torch threads per child
         self.device = device
         self.max_queue = max_queue
         self._trainer = trainer
@@ -81,8 +92,9 @@ class TrainingPool:
         self._tickets: dict[int, _Job] = {}
         self._numbers = itertools.count(1)
         self._closed = False
+        self._children: list[TrainingProcess] = []
         self._workers = [
-            threading.Thread(target=self._work, name=f"lengen-train-{i}", daemon=True)
+            threading.Thread(target=self._work, args=(i,), name=f"lengen-train-{i}", daemon=True)
             for i in range(self.max_concurrent)
         ]
         for worker in self._workers:
@@ -100,9 +112,10 @@ class TrainingPool:
                 job = _Job(config, state="done", stored_run_id=run_id, from_store=True)
             elif job is None:
                 if len(self._queue) >= self.max_queue:
+                    waiting = len(self._queue)
                     raise QueueFull(
-                        f"{len(self._queue)} trainings are already waiting (the limit is {self.max_queue}); "
-                        "try again in a minute or open a stored run"
+                        f"{waiting} training{' is' if waiting == 1 else 's are'} already waiting (the limit is "
+                        f"{self.max_queue}); try again in a minute or open a stored run"
                     )
                 job = _Job(config)
                 self._jobs[run_id] = job
@@ -154,6 +167,11 @@ class TrainingPool:
             running = sum(job.state == "running" for job in self._jobs.values())
             return {"running": running, "queued": len(self._queue), "limit": self.max_concurrent}
 
+    def training_pids(self) -> list[int]:
+        """The process ids of this pool's live training processes (isolated pools only)."""
+        with self._lock:
+            return [child.pid for child in self._children if child.pid is not None]
+
     def close(self, timeout: float = 5.0) -> None:
         with self._lock:
             self._closed = True
@@ -175,33 +193,34 @@ class TrainingPool:
         if self._jobs.get(job.config.run_id()) is job:
             del self._jobs[job.config.run_id()]
 
-    def _work(self) -> None:
-        while True:
+    def _work(self, index: int) -> None:
+        child = None
+        if self.isolate:
+            child = TrainingProcess(self.store, self.device, self.threads)
             with self._lock:
-                while not self._queue and not self._closed:
-                    self._wake.wait()
-                if self._closed:
-                    return
-                job = self._queue.popleft()
-                job.state = "running"
-            self._train(job)
-
-    def _train(self, job: _Job) -> None:
+                self._children.append(child)
+            if index == 0:
+                child.start()  # one child is ready before the first request; the rest start when needed
         try:
-            training = self._trainer(job.config, self.device)
-            for progress in training:
+            while True:
                 with self._lock:
-                    job.progress = progress
-                    for key, value in (("step", progress.step), ("loss", progress.loss), ("accuracy", progress.accuracy)):
-                        job.history[key].append(value)
-                if job.stop.is_set():
-                    break
-            run = training.finish()
-            state: State = "done"
-            if job.stop.is_set() and not job.keep_partial:
-                state, stored = "cancelled", None
+                    while not self._queue and not self._closed:
+                        self._wake.wait()
+                    if self._closed:
+                        return
+                    job = self._queue.popleft()
+                    job.state = "running"
+                self._train(job, child)
+        finally:
+            if child is not None:
+                child.close()
+
+    def _train(self, job: _Job, child: TrainingProcess | None) -> None:
+        try:
+            if child is None:
+                state, stored = self._train_here(job)
             else:
-                stored = self._save(job, run)
+                state, stored = child.train(job.config, self._report(job), job.stop, lambda: self._keep(job))
         except Exception as error:  # noqa: BLE001 — reported in the status, never raised out of the thread
             state, stored = "failed", None
             with self._lock:
@@ -211,10 +230,160 @@ class TrainingPool:
             if self._jobs.get(job.config.run_id()) is job:  # a fresh request may have replaced it
                 del self._jobs[job.config.run_id()]
 
-    def _save(self, job: _Job, run: Run) -> str:
-        """Save under the run's own id; a run stopped early gets its steps in its config (and id)."""
-        if run.steps < job.config.train.steps and not run.stopped_early:
-            run = dataclasses.replace(run, config=with_changes(run.config, steps=max(1, run.steps)))
-        if not self.store.exists(run.run_id):
-            self.store.save(run)
-        return run.run_id
+    def _report(self, job: _Job) -> Callable[[Progress], None]:
+        def report(progress: Progress) -> None:
+            with self._lock:
+                job.progress = progress
+                for key, value in (("step", progress.step), ("loss", progress.loss), ("accuracy", progress.accuracy)):
+                    job.history[key].append(value)
+
+        return report
+
+    def _keep(self, job: _Job) -> bool:
+        """A stopped job is saved when its requester pressed Stop, not when it went away."""
+        with self._lock:
+            return job.keep_partial
+
+    def _train_here(self, job: _Job) -> tuple[State, str | None]:
+        training = self._trainer(job.config, self.device)
+        report = self._report(job)
+        for progress in training:
+            report(progress)
+            if job.stop.is_set():
+                break
+        run = training.finish()
+        if job.stop.is_set() and not self._keep(job):
+            return "cancelled", None
+        return "done", save_run(self.store, run)
+
+
+def save_run(store: RunStore, run: Run) -> str:
+    """Save under the run's own id; a run stopped early gets its steps in its config (and id)."""
+    if run.steps < run.config.train.steps and not run.stopped_early:
+        run = dataclasses.replace(run, config=with_changes(run.config, steps=max(1, run.steps)))
+    if not store.exists(run.run_id):
+        store.save(run)
+    return run.run_id
+
+
+class TrainingProcess:
+    """One training at a time in a child process of its own (spawned), reused from job to job.
+
+    Serving and training then never share a Python interpreter: a busy server does not slow the
+    training through the GIL, and a training that crashes (out of memory, a kill) takes down
+    only its child, which is replaced for the next job. The child saves the run in the store
+    itself (atomically), so only progress and the run id cross the pipe.
+    """
+
+    def __init__(self, store: RunStore, device: str, threads: int) -> None:
+        self.store, self.device, self.threads = store, device, threads
+        self._process: multiprocessing.process.BaseProcess | None = None
+        self._conn: Connection | None = None
+
+    def start(self) -> None:
+        if self._process is not None and self._process.is_alive():
+            return
+        context = multiprocessing.get_context("spawn")  # no fork of a threaded server holding torch
+        parent, child = context.Pipe()
+        self._process = context.Process(
+            target=_child_main, args=(child, str(self.store.root), self.device, self.threads),
+            name="lengen-training", daemon=True,
+        )
+        self._process.start()
+        child.close()
+        self._conn = parent
+
+    @property
+    def pid(self) -> int | None:
+        process = self._process
+        return process.pid if process is not None and process.is_alive() else None
+
+    def train(
+        self, config: RunConfig, report: Callable[[Progress], None], stop: threading.Event, keep: Callable[[], bool]
+    ) -> tuple[State, str | None]:
+        self.start()
+        assert self._conn is not None and self._process is not None
+        conn, process = self._conn, self._process
+        conn.send(("train", config))
+        stop_sent = False
+        while True:
+            if stop.is_set() and not stop_sent:
+                conn.send(("stop", None))
+                stop_sent = True
+            try:
+                if not conn.poll(0.05):
+                    if not process.is_alive():
+                        raise EOFError
+                    continue
+                kind, payload = conn.recv()
+            except (EOFError, OSError):
+                self.close()
+                raise ChildProcessError(
+                    f"the training process ended unexpectedly (exit code {process.exitcode}); nothing was saved"
+                ) from None
+            if kind == "progress":
+                report(payload)
+            elif kind == "stopped":
+                conn.send(("save" if keep() else "discard", None))
+            elif kind == "cancelled":
+                return "cancelled", None
+            elif kind == "done":
+                return "done", payload
+            else:  # "failed"
+                raise TrainingFailed(payload)
+
+    def close(self, timeout: float = 5.0) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(OSError):
+                self._conn.send(("exit", None))
+            self._conn.close()
+        if self._process is not None:
+            self._process.join(timeout)
+            if self._process.is_alive():
+                self._process.kill()
+                self._process.join(timeout)
+        self._process = self._conn = None
+
+
+class TrainingFailed(RuntimeError):
+    """The training raised in its child process; the message is the child's error, on one line."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+def _child_main(conn: Connection, root: str, device: str, threads: int) -> None:
+    """The child's loop: ("train", config) -> progress per step, then done / cancelled / failed."""
+    torch.set_num_threads(threads)
+    store = RunStore(Path(root))
+    while True:
+        try:
+            kind, payload = conn.recv()
+        except (EOFError, OSError):
+            return  # the server is gone
+        if kind == "exit":
+            return
+        if kind != "train":
+            continue  # a stop that arrived after its training had ended
+        try:
+            training = Training(payload, device)
+            stopped = False
+            for progress in training:
+                conn.send(("progress", progress))
+                while conn.poll():
+                    stopped = stopped or conn.recv()[0] == "stop"
+                if stopped:
+                    break
+            run = training.finish()
+            if stopped:
+                conn.send(("stopped", None))
+                while (verdict := conn.recv()[0]) == "stop":
+                    pass
+                if verdict != "save":
+                    conn.send(("cancelled", None))
+                    continue
+            conn.send(("done", save_run(store, run)))
+        except (EOFError, BrokenPipeError):
+            return
+        except Exception as error:  # noqa: BLE001 — sent to the server, which reports it in the status
+            conn.send(("failed", f"{type(error).__name__}: {' '.join(str(error).split())}"))

@@ -19,7 +19,7 @@ import torch
 
 from lengen_core.config import RunConfig
 from lengen_core.encodings import LengthError
-from lengen_core.evaluate import check_lengths, check_sampling, sequence_tokens, wilson_interval
+from lengen_core.evaluate import check_lengths, check_sampling, check_sweep, sequence_tokens, wilson_interval
 from lengen_core.tasks import query_start, targets_of
 
 MAX_SEQUENCE_LENGTH = 8_192
@@ -70,6 +70,7 @@ def evaluate_sequence(
 ) -> list[SequenceReport]:
     check_sampling(samples, seed)
     check_lengths(config, model, lengths)
+    check_sweep(lengths, samples)
     too_long = [n for n in lengths if n > MAX_SEQUENCE_LENGTH]
     if too_long:
         raise LengthError(

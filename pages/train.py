@@ -7,12 +7,13 @@ from lengen_core.config import ConfigError, RunConfig, with_changes
 from lengen_core.jobs import QueueFull
 from lengen_core.training import resolve_device
 from ui import charts
-from ui.pool import hold, let_go, training_pool
+from ui.live import MESSAGE_KEY, TICKET_KEY, live_training
+from ui.pool import hold, training_pool
 from ui.runs import stores
 from ui.state import linked_config, plain, select_run
 from ui.widgets import chart, selected_run
 
-TICKET_KEY, MESSAGE_KEY, PREFILLED_KEY = "training_ticket", "training_message", "_train_prefilled"
+PREFILLED_KEY = "_train_prefilled"
 FORM = {  # setting -> widget key; the widgets start from a link's config when one is waiting
     "task": "train-task", "encoding": "train-encoding", "attention": "train-attention", "offset": "train-offset",
     "train_length": "train-length", "length_mode": "train-length-mode", "vocab_size": "train-vocab",
@@ -25,10 +26,6 @@ if st.session_state.get(PREFILLED_KEY) != base:
     for name, key in FORM.items():
         st.session_state[key] = flat[name]
     st.session_state[PREFILLED_KEY] = base
-
-
-def ordinal(n: int) -> str:
-    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
 
 
 st.title("Train a run")
@@ -91,59 +88,7 @@ if MESSAGE_KEY in st.session_state:
     getattr(st, kind)(text)
 
 
-def finish(ticket: int, status) -> None:
-    """The job is over: release the ticket, select the run, say what happened, redraw the app."""
-    let_go(ticket)
-    del st.session_state[TICKET_KEY]
-    if status.state == "failed":
-        st.session_state[MESSAGE_KEY] = ("error", f"Training failed: {status.error}")
-    elif status.state == "cancelled" or status.stored_run_id is None:
-        st.session_state[MESSAGE_KEY] = ("info", "The training was cancelled and nothing was saved; press Train to ask again.")
-    else:
-        select_run(status.stored_run_id)
-        verb = "This config and seed were already trained: opened" if status.from_store else (
-            "Stopped: saved and selected" if status.stopped else "Finished: saved and selected")
-        st.session_state[MESSAGE_KEY] = ("success", f"{verb} run `{status.stored_run_id}`. Open the other pages to see it.")
-    st.rerun()
-
-
-@st.fragment(run_every=0.5)
-def live_training() -> None:
-    ticket = st.session_state.get(TICKET_KEY)
-    if ticket is None:
-        return
-    try:
-        status = pool.status(ticket)
-    except KeyError:  # released by the server, e.g. after the session was away too long
-        del st.session_state[TICKET_KEY]
-        st.warning("This training was released by the server; press Train to ask again.")
-        return
-    if status.state not in ("queued", "running"):
-        finish(ticket, status)
-    counts = pool.counts()
-    total = status.progress.total_steps if status.progress else None
-    if status.state == "queued":
-        running = counts["running"]
-        st.info(f"Waiting: **{ordinal(status.position)} in line**; {running} training{'s' * (running != 1)} "
-                f"running (at most {counts['limit']} at once). It starts by itself; keep this tab open.",
-                icon=":material/hourglass_top:")
-    elif status.progress is None:
-        st.progress(0.0, text="Starting…")
-    else:
-        p = status.progress
-        left = (p.total_steps - p.step) / max(p.steps_per_second, 1e-9)
-        st.progress(p.step / p.total_steps, text=f"step {p.step}/{p.total_steps} · {p.steps_per_second:.0f} steps/s · "
-                                                 f"at most {left:.0f} s left · loss {p.loss:.3f} · accuracy {p.accuracy:.2f}")
-    st.button("Stop", on_click=pool.stop, args=(ticket,), key="stop-training",
-              help="Stop now; the run so far is saved with steps set to the steps done (a waiting request is dropped).")
-    if total is not None and status.history["step"]:
-        st.plotly_chart(charts.training_curve(pd.DataFrame(status.history), total), width="stretch",
-                        key="live-curve")
-        st.caption("**What to look for:** the loss falls and the batch accuracy climbs to 1; RoPE and learned "
-                   "positions both fit the training length, the difference shows only at longer lengths.")
-
-
-live_training()
+live_training(pool)
 
 if TICKET_KEY not in st.session_state and linked_config() is None and (run := selected_run()) is not None:
     st.subheader(f"Training of the selected run `{run.run_id}`")

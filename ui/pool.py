@@ -2,9 +2,9 @@
 browser sessions that have ended (so a closed tab cancels its training unless someone else waits
 for the same run).
 
-`LENGEN_MAX_TRAININGS` limits concurrent trainings (default: the number of cores). Torch's
-intra-op threads are divided between them once, when the pool is made, so N trainings do not each
-start one thread per core and fight over them.
+`LENGEN_MAX_TRAININGS` limits concurrent trainings (default: the number of cores). Each runs in a
+child process of its own (the server's interpreter stays free to serve pages), and torch's intra-op
+threads are divided between them, so N trainings do not each start one thread per core.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import threading
 import time
 
 import streamlit as st
-import torch
 from streamlit import runtime
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
@@ -37,9 +36,7 @@ def max_trainings() -> int:
 
 @st.cache_resource(show_spinner=False)
 def training_pool() -> TrainingPool:
-    limit = max_trainings()
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // limit))
-    return TrainingPool(RunStore(), max_concurrent=limit)
+    return TrainingPool(RunStore(), max_concurrent=max_trainings(), isolate=True)
 
 
 class SessionWatcher:

@@ -139,9 +139,10 @@ class BlockedTraining(Training):
 
 
 @pytest.fixture
-def busy_pool(monkeypatch, tmp_path) -> Iterator[TrainingPool]:
+def busy_pool(monkeypatch, tmp_path, request) -> Iterator[TrainingPool]:
     BlockedTraining.gate.clear()
-    pool = TrainingPool(RunStore(tmp_path), max_concurrent=1, device="cpu", trainer=BlockedTraining)
+    max_queue = getattr(request, "param", 200)
+    pool = TrainingPool(RunStore(tmp_path), max_concurrent=1, device="cpu", max_queue=max_queue, trainer=BlockedTraining)
     monkeypatch.setattr("ui.pool.training_pool", lambda: pool)
     yield pool
     BlockedTraining.gate.set()
@@ -162,6 +163,25 @@ def test_the_train_page_shows_the_queue_position_and_can_leave_the_queue(busy_po
     assert "was cancelled" in texts(app.info)
     assert "training_ticket" not in app.session_state
     assert [busy_pool.status(t).state for t in (first, second)] == ["running", "queued"]
+
+
+@pytest.mark.parametrize("busy_pool", [1], indirect=True)
+def test_a_full_queue_says_so_and_keeps_the_form(busy_pool) -> None:
+    running = busy_pool.submit(with_changes(RunConfig(), steps=3, seed=106))
+    deadline = time.monotonic() + 30
+    while busy_pool.status(running).state != "running":
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    busy_pool.submit(with_changes(RunConfig(), steps=3, seed=107))  # waiting: the queue (of 1) is full
+    app = open_link({}, page="pages/train.py")
+    app.number_input(key="train-steps").set_value(3)
+    app.number_input(key="train-seed").set_value(108)
+    app.button[0].click().run()
+    assert_no_exception(app)
+    assert "The server is busy: 1 training is already waiting (the limit is 1); try again" in texts(app.error)
+    assert "training_ticket" not in app.session_state
+    assert app.number_input(key="train-seed").value == 108  # what was typed is still there
+    assert busy_pool.counts() == {"running": 1, "queued": 1, "limit": 1}
 
 
 def test_identical_requests_join_one_job(busy_pool) -> None:

@@ -66,7 +66,7 @@ async def one_session(browser, url: str, index: int, start_at: float) -> dict:
     config = with_changes(RunConfig(), steps=STEPS, seed=1000 + index)
     link = f"{url}/train?{urllib.parse.urlencode(config_to_query(config))}"
     await asyncio.sleep(max(0.0, start_at - time.monotonic()))
-    context = await browser.new_context(viewport={"width": 1200, "height": 1600})
+    context = await browser.new_context(viewport={"width": 1024, "height": 900})
     page = await context.new_page()
     opened = time.monotonic()
     await page.goto(link, wait_until="commit", timeout=180_000)  # 20 pages load at once on 2 cores
@@ -81,6 +81,39 @@ async def one_session(browser, url: str, index: int, start_at: float) -> dict:
     await context.close()
     return {"session": index, "run_id": config.run_id(), "page_load_s": loaded - opened,
             "wait_s": finished - clicked, "exceptions": exceptions}
+
+
+def run_class_apart(url: str) -> list[dict]:
+    """Run the browsers from a thread of their own at a lower priority (Linux niceness is per thread
+    and inherited by the browser processes it starts): in a class the browsers run on the students'
+    machines, here they share the server's cores, and the server must not queue behind them."""
+    results: list = []
+
+    def browse() -> None:
+        os.nice(10)
+        results.extend(asyncio.run(run_class(url)))
+
+    thread = threading.Thread(target=browse, name="browsers")
+    thread.start()
+    thread.join()
+    return results
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process and its waited-for children (the training processes)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def child_cpu_seconds(pid: int) -> float:
+    total = 0.0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            try:
+                total += cpu_seconds(int(child))
+            except OSError:
+                pass
+    return total
 
 
 async def run_class(url: str) -> list[dict]:
@@ -120,9 +153,10 @@ def test_a_class_of_sessions_each_gets_its_run(tmp_path):
                 time.sleep(0.5)
         probe.start()
         began = time.monotonic()
-        results = asyncio.run(run_class(url))
+        results = run_class_apart(url)
         elapsed = time.monotonic() - began
         peak = peak_rss_mb(server.pid)
+        server_cpu, training_cpu = cpu_seconds(server.pid), child_cpu_seconds(server.pid)
     finally:
         probe.done.set()
         server.terminate()
@@ -140,6 +174,7 @@ def test_a_class_of_sessions_each_gets_its_run(tmp_path):
         "worst_page_load_s": max((r["page_load_s"] for r in finished), default=None),
         "health_checks": len(probe.latencies), "health_failures": probe.latencies.count(None),
         "worst_health_latency_s": max(latencies, default=None), "server_peak_rss_mb": peak,
+        "server_cpu_s": server_cpu, "training_processes_cpu_s": training_cpu,
         "total_s": elapsed, "sessions_detail": finished,
     }
     out = ROOT / "artifacts"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 from typing import ClassVar
@@ -154,3 +156,54 @@ def test_asking_again_while_a_released_job_winds_down_trains_anew(pool):
     GatedTraining.gates.setdefault(config(8).run_id(), threading.Event()).set()
     wait_for(lambda: pool.status(again).state == "done")
     assert pool.store.exists(config(8).run_id())
+
+
+# Isolated trainings (the server's mode): each worker trains in a child process of its own.
+
+
+@pytest.fixture
+def isolated(tmp_path):
+    pool = TrainingPool(RunStore(tmp_path), max_concurrent=1, device="cpu", isolate=True)
+    yield pool
+    pool.close()
+
+
+def long_config(seed: int) -> RunConfig:
+    return with_changes(RunConfig(), steps=50_000, seed=seed, keep_training=True)
+
+
+def test_an_isolated_training_streams_progress_and_saves_in_the_child(isolated):
+    ticket = isolated.submit(config(21, steps=12))
+    wait_for(lambda: isolated.status(ticket).state == "done", timeout=120)
+    status = isolated.status(ticket)
+    assert status.history["step"] == list(range(1, 13))
+    assert status.progress is not None and status.progress.finished
+    assert isolated.store.load(status.stored_run_id).steps == 12
+
+
+def test_an_isolated_training_stops_and_keeps_or_cancels_and_drops(isolated):
+    kept = isolated.submit(long_config(22))
+    wait_for(lambda: (isolated.status(kept).progress or 0) and isolated.status(kept).progress.step >= 3, timeout=120)
+    isolated.stop(kept)
+    wait_for(lambda: isolated.status(kept).state == "done", timeout=60)
+    stored = isolated.status(kept).stored_run_id
+    assert stored != long_config(22).run_id() and isolated.store.load(stored).steps >= 3
+
+    dropped = isolated.submit(long_config(23))
+    wait_for(lambda: isolated.status(dropped).progress is not None, timeout=60)
+    isolated.release(dropped)
+    wait_for(lambda: isolated.counts()["running"] == 0, timeout=60)
+    assert [s.run_id for s in isolated.store.list_runs()] == [stored]
+
+
+def test_a_killed_training_process_fails_its_job_and_the_next_job_gets_a_fresh_one(isolated):
+    ticket = isolated.submit(long_config(24))
+    wait_for(lambda: isolated.status(ticket).progress is not None, timeout=120)
+    (pid,) = isolated.training_pids()
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: isolated.status(ticket).state == "failed", timeout=60)
+    assert "training process ended unexpectedly" in isolated.status(ticket).error
+    assert "nothing was saved" in isolated.status(ticket).error
+    again = isolated.submit(config(25, steps=4))
+    wait_for(lambda: isolated.status(again).state == "done", timeout=120)
+    assert isolated.store.exists(config(25, steps=4).run_id())

@@ -141,3 +141,18 @@ def test_learned_positions_beyond_the_table_are_a_length_error(learned):
     assert report.length == limit
     with pytest.raises(LengthError, match=f"length {limit + 1} is beyond the learned position table.*up to {limit}"):
         evaluate(learned.model, learned.config, [L_TRAIN, limit + 1], samples=8)
+
+
+def test_a_sweep_too_large_is_refused_before_any_work(rope):
+    from lengen_core.config import MAX_SWEEP_LENGTHS, MAX_SWEEP_TOKENS
+    from lengen_core.sequence import evaluate_sequence
+
+    many = list(range(OFFSET + 1, OFFSET + 2 + MAX_SWEEP_LENGTHS))
+    with pytest.raises(LengthError, match=f"{len(many)} lengths in one request; the limit is {MAX_SWEEP_LENGTHS}"):
+        evaluate(rope.model, rope.config, many, samples=1)
+    with pytest.raises(LengthError, match=f"the limit is {MAX_SWEEP_TOKENS:,} .*use fewer samples"):
+        evaluate(rope.model, rope.config, [1 << 20, 1 << 20], samples=1024)  # 2^31 + 2^31 tokens
+    with pytest.raises(LengthError, match="lengths in one request"):
+        evaluate_sequence(rope.model, rope.config, many, samples=1)
+    (report,) = evaluate(rope.model, rope.config, [L_TRAIN], samples=4)  # a small sweep still runs
+    assert report.length == L_TRAIN

@@ -1,0 +1,88 @@
+"""The live view of a training on the shared pool: place in line, progress, curve, Stop.
+
+A waiting request refreshes every `WAITING_SECONDS` (its place in line changes slowly, and a class
+of waiting tabs should not cost the server a rerun each half second); a running one every
+`LIVE_SECONDS`. The interval is set when the page is drawn, so the move from waiting to running
+redraws the page once to switch to the faster one.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from lengen_core.jobs import JobStatus, TrainingPool
+from ui import charts
+from ui.pool import let_go
+from ui.state import select_run
+
+TICKET_KEY, MESSAGE_KEY = "training_ticket", "training_message"
+LIVE_SECONDS, WAITING_SECONDS = 0.5, 2.0
+
+
+def ordinal(n: int) -> str:
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
+
+
+def live_training(pool: TrainingPool) -> None:
+    """Show this session's training, if it has one, refreshing by itself until it ends."""
+    ticket = st.session_state.get(TICKET_KEY)
+    if ticket is None:
+        return
+    try:
+        waiting = pool.status(ticket).state == "queued"
+    except KeyError:
+        waiting = False  # the fragment says what happened
+    st.fragment(run_every=WAITING_SECONDS if waiting else LIVE_SECONDS)(_live)(pool, waiting)
+
+
+def _live(pool: TrainingPool, drawn_waiting: bool) -> None:
+    ticket = st.session_state.get(TICKET_KEY)
+    if ticket is None:
+        return
+    try:
+        status = pool.status(ticket)
+    except KeyError:  # released by the server, e.g. after the session was away too long
+        del st.session_state[TICKET_KEY]
+        st.warning("This training was released by the server; press Train to ask again.")
+        return
+    if status.state not in ("queued", "running"):
+        _finish(ticket, status)
+    if drawn_waiting and status.state != "queued":
+        st.rerun()  # it started: redraw with the live interval
+    if status.state == "queued":
+        counts = pool.counts()
+        running = counts["running"]
+        st.info(f"Waiting: **{ordinal(status.position)} in line**; {running} training{'s' * (running != 1)} "
+                f"running (at most {counts['limit']} at once). It starts by itself; keep this tab open.",
+                icon=":material/hourglass_top:")
+    elif status.progress is None:
+        st.progress(0.0, text="Starting…")
+    else:
+        p = status.progress
+        left = (p.total_steps - p.step) / max(p.steps_per_second, 1e-9)
+        st.progress(p.step / p.total_steps, text=f"step {p.step}/{p.total_steps} · {p.steps_per_second:.0f} steps/s · "
+                                                 f"at most {left:.0f} s left · loss {p.loss:.3f} · accuracy {p.accuracy:.2f}")
+    st.button("Stop", on_click=pool.stop, args=(ticket,), key="stop-training",
+              help="Stop now; the run so far is saved with steps set to the steps done (a waiting request is dropped).")
+    if status.progress is not None and status.history["step"]:
+        st.plotly_chart(charts.training_curve(pd.DataFrame(status.history), status.progress.total_steps),
+                        width="stretch", key="live-curve")
+        st.caption("**What to look for:** the loss falls and the batch accuracy climbs to 1; RoPE and learned "
+                   "positions both fit the training length, the difference shows only at longer lengths.")
+
+
+def _finish(ticket: int, status: JobStatus) -> None:
+    """The job is over: release the ticket, select the run, say what happened, redraw the app."""
+    let_go(ticket)
+    del st.session_state[TICKET_KEY]
+    if status.state == "failed":
+        st.session_state[MESSAGE_KEY] = ("error", f"Training failed: {status.error}")
+    elif status.state == "cancelled" or status.stored_run_id is None:
+        st.session_state[MESSAGE_KEY] = ("info", "The training was cancelled and nothing was saved; press Train to ask again.")
+    else:
+        select_run(status.stored_run_id)
+        verb = "This config and seed were already trained: opened" if status.from_store else (
+            "Stopped: saved and selected" if status.stopped else "Finished: saved and selected")
+        st.session_state[MESSAGE_KEY] = ("success", f"{verb} run `{status.stored_run_id}`. Open the other pages to see it.")
+    st.rerun()
