@@ -14,6 +14,12 @@ have every logit T_ab(u) (for RoPE T_ab(u) = s_ab(t − u), the per-token carrie
 f = g = exp for softmax (the normaliser cancels in the comparison); for linear attention f is the
 identity and g = |·|.
 
+Cost (issue 6: 20 lengths up to 2^20 in about a second on two cores). Every length's sums come from
+one sweep over Δ in float32 blocks of KEY_CHUNK keys (RoPE: one GEMM per block, the rotation taken
+in float64); the square and mass sums are read off the cross sums; the readout's argmax is counted
+against each target's best rival, never through a (V, V, K, V) score tensor. Same inputs, same
+draws, same answer; tests/unit/test_prediction_speed_equivalence.py holds each piece to its plain form.
+
 Fitted law (two-zone): 1/p(n) = 1/p(L_train) + (n − L_train)·e^{−m_out}, least squares on the
 measured points with n ≥ L_train, reporting m_out and R²; accuracy follows from the uniform-floor
 vote model A(n) = ∫ φ(z) Φ(z + c)^{V−1} dz with c = e^{m_out}·√(V/(n−1)).
@@ -29,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from lengen_core.carrier import carrier_values, token_coefficients
+from lengen_core.carrier import CarrierBlocks, carrier_values, token_coefficients
 from lengen_core.config import RunConfig
 
 HERMITE_NODES, HERMITE_WEIGHTS = np.polynomial.hermite.hermgauss(48)
@@ -58,15 +64,18 @@ class _KeyStatistics:
     target_positional: torch.Tensor  # (V,) RP[u*] (zero without additive positions)
 
 
-def _softmax_transform(logits: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
-    """exp(logit − shift_a): the per-query-token shift cancels in every ratio and keeps float32 finite."""
-    return torch.exp((logits - shift.view(-1, *[1] * (logits.dim() - 1))).clamp(max=LOGIT_HEADROOM))
+def _softmax_transform(logits: torch.Tensor, below_headroom: bool = False) -> torch.Tensor:
+    """exp(logit − shift_a), in place on logits already shifted: the per-query-token shift cancels in
+    every ratio and keeps float32 finite (the clamp is skipped where a bound shows it does nothing)."""
+    return (logits if below_headroom else logits.clamp_(max=LOGIT_HEADROOM)).exp_()
 
 
-TRANSFORMS = {  # attention -> (vote transform f, mass transform g), each (logits (V, ...), shift (V,))
-    "softmax": (_softmax_transform, _softmax_transform),
-    "linear": (lambda logits, shift: logits, lambda logits, shift: logits.abs()),
+TRANSFORMS = {  # attention -> (vote transform f, mass transform g) of logits − shift_a; f may work in place
+    "softmax": (_softmax_transform, None),  # g = f: the mass sums are the vote sums
+    "linear": (lambda logits, below_headroom=False: logits, torch.abs),
 }
+
+KEY_CHUNK = 4_096  # keys per block: a (V, V, chunk) float32 block (4 MiB at V = 16) stays in cache between passes
 
 
 def _logit_table(model: torch.nn.Module, query: torch.Tensor, last: int, positions: torch.Tensor) -> torch.Tensor:
@@ -76,24 +85,72 @@ def _logit_table(model: torch.nn.Module, query: torch.Tensor, last: int, positio
     return table if bias is None else table + bias[0]
 
 
-def _table_by_offset(model: torch.nn.Module, last: int):
-    """Δ ↦ logits (V, V, c) of the query at `last` against keys at last − Δ, float32 on the CPU.
+def _target_logits(model: torch.nn.Module, last: int, offset: int) -> torch.Tensor:
+    """Logits (V_a, V_c) of the query at `last` against the key at last − offset, float32 on the CPU."""
+    if getattr(model.encoding, "rotary", False):
+        coefficients, frequencies = token_coefficients(model).cpu(), model.encoding.frequencies.cpu()
+        return carrier_values(coefficients, frequencies, torch.tensor([offset]))[..., 0].float()
+    query = model.query_table(last)
+    return _logit_table(model, query, last, torch.tensor([last - offset], device=query.device))[..., 0].float().cpu()
 
-    RoPE uses its per-token carriers s_ab(Δ) (one GEMM over frequencies, float64 angles) instead of
-    rotating V keys per position; other encodings go through the model's tables.
+
+def _shifted_blocks(model: torch.nn.Module, last: int, shift: torch.Tensor):
+    """(begin, end) ↦ logits − shift_a (V, V, end − begin) of the query at `last` against the keys at
+    last − Δ, Δ = begin … end−1: float32 on the CPU, blocks at most KEY_CHUNK long.
+
+    RoPE uses its per-token carriers s_ab(Δ) (carrier.CarrierBlocks: float64 angles, one float32 GEMM
+    per block) instead of rotating V keys per position; other encodings go through the model's tables.
     """
     if getattr(model.encoding, "rotary", False):
-        coefficients = token_coefficients(model).cpu()  # (V, V, D/2)
-        frequencies = model.encoding.frequencies.cpu()
-        return lambda deltas: carrier_values(coefficients, frequencies, deltas).float()
+        coefficients, frequencies = token_coefficients(model).cpu(), model.encoding.frequencies.cpu()
+        return CarrierBlocks(coefficients, frequencies, KEY_CHUNK, shift)
     query = model.query_table(last)
     device = query.device
-    return lambda deltas: _logit_table(model, query, last, (last - deltas).to(device)).float().cpu()
+
+    def block(begin: int, end: int) -> torch.Tensor:
+        positions = (last - torch.arange(begin, end)).to(device)
+        return _logit_table(model, query, last, positions).float().cpu() - shift.view(-1, 1, 1)
+
+    return block
+
+
+@dataclass
+class _RunningSums:
+    """Float64 sums over the keys swept so far; the rest of _KeyStatistics follows from them."""
+
+    vote: torch.Tensor  # (V, V) Σ f
+    cross: torch.Tensor  # (V, V, V) Σ f_ab·f_ab'; its diagonal is Σ f²
+    positional: torch.Tensor  # (V, V) Σ mean_b f · RP[u]
+    mass: torch.Tensor  # (V,) Σ mean_b g (only when g ≠ f)
+    mass_square: torch.Tensor  # (V,) Σ (mean_b g)² (only when g ≠ f)
+
+    def add(self, f: torch.Tensor, g: torch.Tensor | None, readout: torch.Tensor | None) -> None:
+        self.vote += f.sum(-1).double()
+        self.cross += torch.bmm(f, f.transpose(1, 2)).double()  # (V_a, V_b, V_b')
+        if readout is not None:
+            self.positional += (f.mean(1) @ readout).double()
+        if g is not None:
+            g_mean = g.mean(1).double()  # (V_a, c): mean over key tokens
+            self.mass += g_mean.sum(-1)
+            self.mass_square += (g_mean * g_mean).sum(-1)
+
+    def statistics(self, same_mass: bool, **targets: torch.Tensor) -> _KeyStatistics:
+        V = self.vote.shape[0]
+        square = self.cross.diagonal(dim1=1, dim2=2).clone()  # (V, V)
+        if same_mass:  # g = f: Σ_u (mean_b g)² = Σ_bb' X_abb' / V²
+            mass, mass_square = self.vote.mean(1), self.cross.sum(dim=(1, 2)) / V**2
+        else:
+            mass, mass_square = self.mass.clone(), self.mass_square.clone()
+        return _KeyStatistics(
+            vote_sum=self.vote.clone(), vote_square_sum=square, vote_cross_sum=self.cross.clone(),
+            positional_readout=self.positional.clone(), mass_mean=mass, mass_variance=square.mean(1) - mass_square,
+            **targets,
+        )
 
 
 @torch.no_grad()
 def _key_statistics(
-    model: torch.nn.Module, config: RunConfig, length: int, snapshots: Sequence[int], chunk: int = 1 << 13
+    model: torch.nn.Module, config: RunConfig, length: int, snapshots: Sequence[int]
 ) -> dict[int, _KeyStatistics]:
     """One sweep over the keys of the last query at `length`, by offset Δ = 0 … length-1.
 
@@ -102,36 +159,32 @@ def _key_statistics(
     """
     vote, mass = TRANSFORMS[config.model.attention]
     V, last, k = config.task.vocab_size, length - 1, config.task.offset
-    table_of = _table_by_offset(model, last)
-    target = table_of(torch.tensor([k]))[..., 0]  # (V_a, V_c)
-    target_positions = torch.tensor([last - k], device=model.embed.device)
+    target = _target_logits(model, last, k)  # (V_a, V_c)
     shift = target.max(dim=1).values if config.model.attention == "softmax" else torch.zeros(V)
-    _, positional = model.readout_tables(target_positions)
+    shifted_target = target - shift[:, None]
+    _, positional = model.readout_tables(torch.tensor([last - k], device=model.embed.device))
+    targets = {
+        "target_vote": vote(shifted_target.clone()).double(),
+        "target_mass": (vote if mass is None else mass)(shifted_target.clone()).double(),
+        "target_positional": torch.zeros(V, dtype=torch.float64) if positional is None else positional[0].double().cpu(),
+    }
     zeros = lambda *shape: torch.zeros(*shape, dtype=torch.float64)
-    stats = _KeyStatistics(
-        vote_sum=zeros(V, V), vote_square_sum=zeros(V, V), vote_cross_sum=zeros(V, V, V),
-        positional_readout=zeros(V, V), mass_mean=zeros(V), mass_variance=zeros(V),
-        target_vote=vote(target, shift).double(), target_mass=mass(target, shift).double(),
-        target_positional=zeros(V) if positional is None else positional[0].double().cpu(),
-    )
-    bounds = sorted({*range(0, length, chunk), *snapshots, length})
+    sums = _RunningSums(zeros(V, V), zeros(V, V, V), zeros(V, V), zeros(V), zeros(V))
+    blocks = _shifted_blocks(model, last, shift)
+    below_headroom = getattr(blocks, "upper_bound", math.inf) <= LOGIT_HEADROOM - 1.0  # 1 nat for float32 rounding
+    bounds = sorted({*range(0, length, KEY_CHUNK), *snapshots, length})
     taken: dict[int, _KeyStatistics] = {}
     for begin, end in itertools.pairwise(bounds):
-        deltas = torch.tensor([d for d in range(begin, end) if d != k], dtype=torch.long)
-        if len(deltas):
-            table = table_of(deltas)  # (V, V, c)
-            f, g = vote(table, shift), mass(table, shift)
-            stats.vote_sum += f.sum(-1).double()
-            stats.vote_square_sum += (f * f).sum(-1).double()
-            stats.vote_cross_sum += torch.einsum("abc,aec->abe", f, f).double()
-            _, readout = model.readout_tables((last - deltas).to(model.embed.device))  # (c, V) or None
-            if readout is not None:
-                stats.positional_readout += (f.mean(1) @ readout.float().cpu()).double()
-            g_mean = g.mean(1).double()  # (V_a, c): mean over key tokens
-            stats.mass_mean += g_mean.sum(-1)
-            stats.mass_variance += (g * g).sum(-1).double().mean(1) - (g_mean * g_mean).sum(-1)
+        f = vote(blocks(begin, end), below_headroom)  # (V, V, c)
+        if begin <= k < end:
+            f[..., k - begin] = 0.0  # the target key is not one of the others (f(0) = g(0) = 0)
+        readout = None
+        if positional is not None:
+            _, readout = model.readout_tables((last - torch.arange(begin, end)).to(model.embed.device))
+            readout = readout.float().cpu()  # (c, V)
+        sums.add(f, None if mass is None else mass(f), readout)
         if end in snapshots:
-            taken[end] = _KeyStatistics(**{name: value.clone() for name, value in vars(stats).items()})
+            taken[end] = sums.statistics(mass is None, **targets)
     return taken
 
 
@@ -147,12 +200,68 @@ def _predicted_mass(stats: _KeyStatistics) -> float:
 GAUSSIAN_DRAWS = 4_096
 
 
-def _predicted_accuracy(stats: _KeyStatistics, readout: torch.Tensor, positional: bool, seed: int = 0) -> float:
+def _standard_draws(vocab_size: int, seed: int = 0) -> torch.Tensor:
+    """The (K, V) standard normal draws every accuracy estimate shares: the same inputs, the same answer."""
+    stream = torch.Generator().manual_seed(seed)
+    return torch.randn(GAUSSIAN_DRAWS, vocab_size, generator=stream, dtype=torch.float64)
+
+
+def _best_rival(centre: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+    """max_{y≠c} centre[a, c, y] + noise[a, y, k]: (V_a, V_c, K), a running maximum over y, K innermost."""
+    V = centre.shape[-1]
+    rivals = centre.clone()
+    rivals.diagonal(dim1=1, dim2=2).fill_(-math.inf)  # (V_a, V_c, V_y): y = c is no rival
+    best = rivals[:, :, 0, None] + noise[:, None, 0, :]  # (V_a, V_c, K)
+    candidate = torch.empty_like(best)
+    for y in range(1, V):
+        torch.add(rivals[:, :, y, None], noise[:, None, y, :], out=candidate)
+        torch.maximum(best, candidate, out=best)
+    return best
+
+
+def _best_shared_rival(rival_centre: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+    """The same when the rivals' centres do not depend on c (rival_centre (V_a, V_y)): per draw the
+    best score is every c's best rival but its own, whose best rival is the second best."""
+    V = rival_centre.shape[-1]
+    scores = rival_centre[:, :, None] + noise  # (V_a, V_y, K)
+    top, first = scores.max(dim=1, keepdim=True)  # (V_a, 1, K)
+    runner_up = scores.scatter_(1, first, -math.inf).amax(dim=1, keepdim=True)  # (V_a, 1, K)
+    return top.expand(-1, V, -1).scatter(1, first, runner_up)  # (V_a, V_c, K)
+
+
+DRAW_BLOCK = 1_024  # draws per pass: the (V, V, block) float64 buffers stay in cache
+
+
+def _argmax_hits(centre: torch.Tensor, noise: torch.Tensor) -> int:
+    """How many (a, c, k) have argmax_y (centre[a, c, y] + noise[a, y, k]) = c; noise (V_a, V_y, K).
+
+    Equal to counting torch.argmax over the (V_a, V_c, K, V_y) scores, without building them: the
+    target against its best rival, then an exact tie-break for the rare draws where the two are
+    equal (argmax takes the first maximum).
+    """
+    V = centre.shape[-1]
+    others = ~torch.eye(V, dtype=torch.bool)
+    rival_centre = centre[:, (torch.arange(V) + 1) % V, torch.arange(V)]  # (V_a, V_y): token y against c = y+1
+    shared = torch.equal(centre[:, others], rival_centre[:, None, :].expand(-1, V, -1)[:, others])  # e.g. ideal readout
+    own_centre = centre.diagonal(dim1=1, dim2=2)[:, :, None]  # (V_a, V_c, 1)
+    hits = 0
+    for begin in range(0, noise.shape[-1], DRAW_BLOCK):
+        block = noise[:, :, begin : begin + DRAW_BLOCK]  # (V_a, V_y, k)
+        best = _best_shared_rival(rival_centre, block) if shared else _best_rival(centre, block)
+        own = own_centre + block  # (V_a, V_c, k)
+        hits += int((own > best).sum())
+        a, c, k = (own == best).nonzero().unbind(1)
+        if len(a):
+            hits += int(((centre[a, c] + block[a, :, k]).argmax(-1) == c).sum())
+    return hits
+
+
+def _predicted_accuracy(stats: _KeyStatistics, readout: torch.Tensor, positional: bool, draws: torch.Tensor) -> float:
     """P(the readout's argmax is the target), the readout scores taken as Gaussian over random tokens.
 
     Scores S_y = Σ_u f(T_{a x_u}(u)) (R[x_u, y] + RP[u, y]) + target term; R the token readout (V, V).
     Per query token a the key part has mean Σ_b F1_ab/V · R[b] and covariance
-    Σ_b F2_ab/V · R[b]R[b]ᵀ − Σ_bb' X_abb'/V² · R[b]R[b']ᵀ; draw it and count argmax = c.
+    Σ_b F2_ab/V · R[b]R[b]ᵀ − Σ_bb' X_abb'/V² · R[b]R[b']ᵀ; draw it (draws (K, V)) and count argmax = c.
     """
     V = readout.shape[0]
     mean = stats.vote_sum / V @ readout  # (V_a, V_y)
@@ -162,13 +271,10 @@ def _predicted_accuracy(stats: _KeyStatistics, readout: torch.Tensor, positional
     jitter = 1e-9 * covariance.diagonal(dim1=1, dim2=2).abs().amax(dim=1).clamp_min(1e-300)
     values, vectors = torch.linalg.eigh(covariance + jitter[:, None, None] * torch.eye(V, dtype=torch.float64))
     root = vectors * values.clamp_min(0).sqrt()[:, None, :]  # (V_a, V_y, V_y)
-    stream = torch.Generator().manual_seed(seed)
-    draws = torch.randn(GAUSSIAN_DRAWS, V, generator=stream, dtype=torch.float64)
-    noise = torch.einsum("kz,ayz->aky", draws, root)  # (V_a, K, V_y)
+    noise = (root.reshape(V * V, V) @ draws.T).view(V, V, -1)  # (V_a, V_y, K)
     target = stats.target_vote[:, :, None] * (readout + stats.target_positional * positional)  # (V_a, V_c, V_y)
     centre = mean[:, None, :] + stats.positional_readout[:, None, :] * positional + target
-    scores = centre[:, :, None, :] + noise[:, None, :, :]  # (V_a, V_c, K, V_y)
-    return float((scores.argmax(-1) == torch.arange(V)[None, :, None]).double().mean())
+    return _argmax_hits(centre, noise) / (V * V * draws.shape[0])
 
 
 @dataclass(frozen=True)
@@ -189,6 +295,7 @@ def predict(model: torch.nn.Module, config: RunConfig, lengths: Sequence[int]) -
         swept = _key_statistics(model, config, max(lengths), lengths)
     else:
         swept = {n: _key_statistics(model, config, n, [n])[n] for n in lengths}
+    draws = _standard_draws(config.task.vocab_size)
     predictions = []
     for length in lengths:
         stats = swept[length]
@@ -196,8 +303,8 @@ def predict(model: torch.nn.Module, config: RunConfig, lengths: Sequence[int]) -
             Prediction(
                 length=length,
                 target_mass=_predicted_mass(stats),
-                accuracy=_predicted_accuracy(stats, readout, additive),
-                vote_accuracy=_predicted_accuracy(stats, ideal, False),
+                accuracy=_predicted_accuracy(stats, readout, additive, draws),
+                vote_accuracy=_predicted_accuracy(stats, ideal, False, draws),
             )
         )
     return predictions
