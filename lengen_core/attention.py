@@ -31,16 +31,17 @@ def causal_mask(query_positions: torch.Tensor, key_positions: torch.Tensor) -> t
     return key_positions[None, :] <= query_positions[:, None]  # (Tq, Tk)
 
 
-def softmax_weights(logits: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
-    return torch.softmax(logits.masked_fill(~visible, float("-inf")), dim=-1)
+def softmax_weights(logits: torch.Tensor, visible: torch.Tensor | None) -> torch.Tensor:
+    """`visible` (Tq, Tk), or None when every key is visible to every query."""
+    return torch.softmax(logits if visible is None else logits.masked_fill(~visible, float("-inf")), dim=-1)
 
 
-def linear_weights(logits: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
+def linear_weights(logits: torch.Tensor, visible: torch.Tensor | None) -> torch.Tensor:
     """o_t = Σ_{u≤t} (q_t·k_u/√D) v_u: the logits themselves, unnormalised."""
-    return logits.masked_fill(~visible, 0.0)
+    return logits if visible is None else logits.masked_fill(~visible, 0.0)
 
 
-ATTENTIONS: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
+ATTENTIONS: dict[str, Callable[[torch.Tensor, torch.Tensor | None], torch.Tensor]] = {
     "softmax": softmax_weights,
     "linear": linear_weights,
 }
@@ -57,7 +58,7 @@ def blocked_attention(
     v: torch.Tensor,
     query_start: int,
     encoding: PositionalEncoding,
-    weights_from_logits: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    weights_from_logits: Callable[[torch.Tensor, torch.Tensor | None], torch.Tensor],
     observe: Observer | None = None,
     layer: int = 0,
 ) -> torch.Tensor:
@@ -71,11 +72,12 @@ def blocked_attention(
         stop = min(start + block, T)
         query_positions = positions[start:stop]
         logits = attention_logits(q[:, :, start - query_start : stop - query_start], k, query_positions, positions, encoding)
-        weights = weights_from_logits(logits, causal_mask(query_positions, positions))  # (B, H, q, T)
+        visible = None if start == T - 1 else causal_mask(query_positions, positions)  # the last query sees all
+        weights = weights_from_logits(logits, visible)  # (B, H, q, T)
         if observe is not None:
             observe(layer, start, logits, weights)
         outputs.append(weights @ v)  # (B, H, q, D)
-    return torch.cat(outputs, dim=2)
+    return outputs[0] if len(outputs) == 1 else torch.cat(outputs, dim=2)
 
 
 def collect_patterns(record: list) -> Observer:

@@ -37,6 +37,7 @@ import torch
 
 from lengen_core.carrier import CarrierBlocks, carrier_values, token_coefficients
 from lengen_core.config import RunConfig
+from lengen_core.evaluate import check_lengths, check_sweep
 
 HERMITE_NODES, HERMITE_WEIGHTS = np.polynomial.hermite.hermgauss(48)
 LOGIT_HEADROOM = 40.0  # exp(2·40) is finite in float32; a key 40 nats above the target wins anyway
@@ -287,6 +288,8 @@ class Prediction:
 
 def predict(model: torch.nn.Module, config: RunConfig, lengths: Sequence[int]) -> list[Prediction]:
     """Target mass and accuracy at each length, from the trained weights alone."""
+    check_lengths(config, model, lengths)
+    check_sweep(lengths)
     token_part, _ = model.readout_tables(torch.zeros(1, dtype=torch.long, device=model.embed.device))
     readout = token_part.detach().double().cpu()
     additive = bool(getattr(model.encoding, "additive", False))

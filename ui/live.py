@@ -2,8 +2,8 @@
 
 A waiting request refreshes every `WAITING_SECONDS` (its place in line changes slowly, and a class
 of waiting tabs should not cost the server a rerun each half second); a running one every
-`LIVE_SECONDS`. The interval is set when the page is drawn, so the move from waiting to running
-redraws the page once to switch to the faster one.
+`LIVE_SECONDS` (so does a request about to take a free slot). The interval is set when the page is
+drawn, so the move from waiting to running redraws the page once to switch to the faster one.
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ def live_training(pool: TrainingPool) -> None:
     if ticket is None:
         return
     try:
-        waiting = pool.status(ticket).state == "queued"
+        counts = pool.counts()  # queued behind a full pool: it really waits (else it starts at once)
+        waiting = pool.status(ticket).state == "queued" and counts["running"] >= counts["limit"]
     except KeyError:
         waiting = False  # the fragment says what happened
     st.fragment(run_every=WAITING_SECONDS if waiting else LIVE_SECONDS)(_live)(pool, waiting)

@@ -151,8 +151,12 @@ def test_a_sweep_too_large_is_refused_before_any_work(rope):
     with pytest.raises(LengthError, match=f"{len(many)} lengths in one request; the limit is {MAX_SWEEP_LENGTHS}"):
         evaluate(rope.model, rope.config, many, samples=1)
     with pytest.raises(LengthError, match=f"the limit is {MAX_SWEEP_TOKENS:,} .*use fewer samples"):
-        evaluate(rope.model, rope.config, [1 << 20, 1 << 20], samples=1024)  # 2^31 + 2^31 tokens
+        evaluate(rope.model, rope.config, [1 << 20, 1 << 20], samples=1024 + 1)  # just over 2^31 tokens
     with pytest.raises(LengthError, match="lengths in one request"):
         evaluate_sequence(rope.model, rope.config, many, samples=1)
+    with pytest.raises(LengthError, match="lengths in one request"):
+        predict(rope.model, rope.config, many)
+    with pytest.raises(LengthError, match="beyond the evaluation limit"):
+        predict(rope.model, rope.config, [(1 << 20) + 1])
     (report,) = evaluate(rope.model, rope.config, [L_TRAIN], samples=4)  # a small sweep still runs
     assert report.length == L_TRAIN
