@@ -16,6 +16,6 @@ page = st.navigation([
     st.Page("pages/transformer.py", title="Transformer", icon=":material/stacks:"),
     st.Page("pages/theory.py", title="Theory", icon=":material/functions:"),
 ])
-ui.pool.training_pool()  # the training workers start now, before anyone presses Train
 run_sidebar()  # the selected run, shown and switchable on every page
 page.run()
+ui.pool.training_pool()  # the training processes start after the first page is drawn, and warm up

@@ -17,8 +17,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import itertools
-import multiprocessing
 import os
+import socket
+import subprocess
+import sys
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -199,8 +201,7 @@ class TrainingPool:
             child = TrainingProcess(self.store, self.device, self.threads)
             with self._lock:
                 self._children.append(child)
-            if index == 0:
-                child.start()  # one child is ready before the first request; the rest start when needed
+            child.start()  # ready before the first request: a spawn and a torch import take seconds
         try:
             while True:
                 with self._lock:
@@ -267,36 +268,38 @@ def save_run(store: RunStore, run: Run) -> str:
 
 
 class TrainingProcess:
-    """One training at a time in a child process of its own (spawned), reused from job to job.
+    """One training at a time in a child process of its own, reused from job to job.
 
     Serving and training then never share a Python interpreter: a busy server does not slow the
     training through the GIL, and a training that crashes (out of memory, a kill) takes down
     only its child, which is replaced for the next job. The child saves the run in the store
-    itself (atomically), so only progress and the run id cross the pipe.
+    itself (atomically), so only progress and the run id cross the socket.
+
+    The child is a fresh `python -c` started from the project root, not a multiprocessing spawn:
+    a spawn re-imports the parent's `__main__`, which under `streamlit run` is the app script.
     """
 
     def __init__(self, store: RunStore, device: str, threads: int) -> None:
         self.store, self.device, self.threads = store, device, threads
-        self._process: multiprocessing.process.BaseProcess | None = None
+        self._process: subprocess.Popen | None = None
         self._conn: Connection | None = None
 
     def start(self) -> None:
-        if self._process is not None and self._process.is_alive():
+        if self._process is not None and self._process.poll() is None:
             return
-        context = multiprocessing.get_context("spawn")  # no fork of a threaded server holding torch
-        parent, child = context.Pipe()
-        self._process = context.Process(
-            target=_child_main, args=(child, str(self.store.root), self.device, self.threads),
-            name="lengen-training", daemon=True,
-        )
-        self._process.start()
-        child.close()
-        self._conn = parent
+        ours, theirs = socket.socketpair()
+        with ours, theirs:
+            self._process = subprocess.Popen(
+                [sys.executable, "-c", CHILD_COMMAND, str(theirs.fileno()), str(self.store.root.resolve()),
+                 self.device, str(self.threads)],
+                cwd=PROJECT_ROOT, pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
+            )
+            self._conn = Connection(ours.detach())
 
     @property
     def pid(self) -> int | None:
         process = self._process
-        return process.pid if process is not None and process.is_alive() else None
+        return process.pid if process is not None and process.poll() is None else None
 
     def train(
         self, config: RunConfig, report: Callable[[Progress], None], stop: threading.Event, keep: Callable[[], bool]
@@ -312,14 +315,14 @@ class TrainingProcess:
                 stop_sent = True
             try:
                 if not conn.poll(0.05):
-                    if not process.is_alive():
+                    if process.poll() is not None:
                         raise EOFError
                     continue
                 kind, payload = conn.recv()
             except (EOFError, OSError):
                 self.close()
                 raise ChildProcessError(
-                    f"the training process ended unexpectedly (exit code {process.exitcode}); nothing was saved"
+                    f"the training process ended unexpectedly (exit code {process.poll()}); nothing was saved"
                 ) from None
             if kind == "progress":
                 report(payload)
@@ -338,10 +341,11 @@ class TrainingProcess:
                 self._conn.send(("exit", None))
             self._conn.close()
         if self._process is not None:
-            self._process.join(timeout)
-            if self._process.is_alive():
+            try:
+                self._process.wait(timeout)
+            except subprocess.TimeoutExpired:
                 self._process.kill()
-                self._process.join(timeout)
+                self._process.wait(timeout)
         self._process = self._conn = None
 
 
@@ -352,10 +356,26 @@ class TrainingFailed(RuntimeError):
         return str(self.args[0]) if self.args else ""
 
 
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+CHILD_NICENESS = 5  # serving pages goes first when the cores are short; an idle machine trains at full speed
+CHILD_COMMAND = "import sys; from lengen_core.jobs import serve_child; serve_child(sys.argv[1:])"
+
+
+def serve_child(argv: list[str]) -> None:
+    """The child's entry: a socket's file descriptor, the store's root, the device, torch threads."""
+    fd, root, device, threads = argv
+    os.nice(CHILD_NICENESS)
+    _child_main(Connection(int(fd)), root, device, int(threads))
+
+
 def _child_main(conn: Connection, root: str, device: str, threads: int) -> None:
     """The child's loop: ("train", config) -> progress per step, then done / cancelled / failed."""
     torch.set_num_threads(threads)
     store = RunStore(Path(root))
+    # One throwaway step loads what torch loads lazily on a first training (optimizer and autograd
+    # machinery, ~1.5 s), here at start-up instead of after someone pressed Train.
+    with contextlib.suppress(Exception):  # a device that fails here fails the real job with its message
+        Training(with_changes(RunConfig(), d_model=8, train_length=8, batch_size=2), device).step()
     while True:
         try:
             kind, payload = conn.recv()

@@ -8,6 +8,8 @@ drawn, so the move from waiting to running redraws the page once to switch to th
 
 from __future__ import annotations
 
+import time
+
 import pandas as pd
 import streamlit as st
 
@@ -18,6 +20,7 @@ from ui.state import select_run
 
 TICKET_KEY, MESSAGE_KEY = "training_ticket", "training_message"
 LIVE_SECONDS, WAITING_SECONDS = 0.5, 2.0
+FIRST_STEP_SECONDS = 0.3
 
 
 def ordinal(n: int) -> str:
@@ -47,6 +50,8 @@ def _live(pool: TrainingPool, drawn_waiting: bool) -> None:
         del st.session_state[TICKET_KEY]
         st.warning("This training was released by the server; press Train to ask again.")
         return
+    if status.state == "running" and status.progress is None:
+        status = _first_progress(pool, ticket)  # just started: its first step is milliseconds away
     if status.state not in ("queued", "running"):
         _finish(ticket, status)
     if drawn_waiting and status.state != "queued":
@@ -71,6 +76,17 @@ def _live(pool: TrainingPool, drawn_waiting: bool) -> None:
                         width="stretch", key="live-curve")
         st.caption("**What to look for:** the loss falls and the batch accuracy climbs to 1; RoPE and learned "
                    "positions both fit the training length, the difference shows only at longer lengths.")
+
+
+def _first_progress(pool: TrainingPool, ticket: int, timeout: float = FIRST_STEP_SECONDS) -> JobStatus:
+    """Wait briefly for a starting training's first step, so the live view opens with it rather
+    than a refresh interval later."""
+    deadline = time.monotonic() + timeout
+    status = pool.status(ticket)
+    while status.state == "running" and status.progress is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+        status = pool.status(ticket)
+    return status
 
 
 def _finish(ticket: int, status: JobStatus) -> None:
