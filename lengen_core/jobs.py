@@ -95,6 +95,7 @@ class TrainingPool:
         self._numbers = itertools.count(1)
         self._closed = False
         self._children: list[TrainingProcess] = []
+        self._busy = [False] * self.max_concurrent
         self._workers = [
             threading.Thread(target=self._work, args=(i,), name=f"lengen-train-{i}", daemon=True)
             for i in range(self.max_concurrent)
@@ -122,7 +123,7 @@ class TrainingPool:
                 job = _Job(config)
                 self._jobs[run_id] = job
                 self._queue.append(job)
-                self._wake.notify()
+                self._wake.notify_all()  # the first idle worker in order takes it
             job.tickets.add(ticket)
             self._tickets[ticket] = job
             return ticket
@@ -196,22 +197,32 @@ class TrainingPool:
             del self._jobs[job.config.run_id()]
 
     def _work(self, index: int) -> None:
+        """Worker `index` takes the next job only when every worker before it is busy, so the
+        warm ones (worker 0's process starts with the pool) serve first; the others start theirs
+        when the pool is first that busy."""
         child = None
         if self.isolate:
             child = TrainingProcess(self.store, self.device, self.threads)
             with self._lock:
                 self._children.append(child)
-            child.start()  # ready before the first request: a spawn and a torch import take seconds
+            if index == 0:
+                child.start()  # ready before the first request: a process start and a torch import take seconds
         try:
             while True:
                 with self._lock:
-                    while not self._queue and not self._closed:
+                    while not self._closed and not (self._queue and all(self._busy[:index])):
                         self._wake.wait()
                     if self._closed:
                         return
                     job = self._queue.popleft()
                     job.state = "running"
-                self._train(job, child)
+                    self._busy[index] = True
+                try:
+                    self._train(job, child)
+                finally:
+                    with self._lock:
+                        self._busy[index] = False
+                        self._wake.notify_all()
         finally:
             if child is not None:
                 child.close()

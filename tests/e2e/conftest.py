@@ -1,4 +1,5 @@
-"""`streamlit run app.py` on a free port for the browser tests, healthy before any test starts."""
+"""`streamlit run app.py` on a free port for the browser tests, healthy before any test starts, and
+Debian's chromium opening tabs on it (`open_tab`)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,16 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+SHOTS = ROOT / "artifacts" / "screenshots"
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--disable-sync", "--no-first-run"]
 
 
 def free_port() -> int:
@@ -47,3 +52,28 @@ def server() -> Iterator[str]:
     finally:
         process.terminate()
         process.wait(timeout=20)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Debian's chromium, headless, one per test module."""
+    playwright = pytest.importorskip("playwright.sync_api")
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"no chromium at {CHROMIUM}")
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with playwright.sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture(scope="module")
+def open_tab(server: str, browser) -> Callable[[int], object]:
+    """`open_tab(height)`: a tab 1400 px wide on the app's Start page."""
+
+    def open_(height: int):
+        tab = browser.new_page(viewport={"width": 1400, "height": height})
+        tab.goto(server)
+        return tab
+
+    return open_

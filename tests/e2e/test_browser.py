@@ -15,25 +15,13 @@ import pytest
 pytestmark = pytest.mark.e2e
 playwright = pytest.importorskip("playwright.sync_api")
 
-ROOT = Path(__file__).resolve().parents[2]
-SHOTS = ROOT / "artifacts" / "screenshots"
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run"]
+SHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
 CHART = ".js-plotly-plot"
 
 
 @pytest.fixture(scope="module")
-def page(server: str):
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"no chromium at {CHROMIUM}")
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    with playwright.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
-        tab = browser.new_page(viewport={"width": 1400, "height": 2400})
-        tab.goto(server)
-        yield tab
-        browser.close()
+def page(open_tab):
+    return open_tab(2400)
 
 
 def settle(tab, timeout_ms: int = 180_000) -> None:

@@ -13,25 +13,15 @@ pytestmark = pytest.mark.e2e
 playwright = pytest.importorskip("playwright.sync_api")
 
 SHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run"]
 CHART = ".js-plotly-plot"
 MAIN = '[data-testid="stMain"]'
 
 
 @pytest.fixture(scope="module")
-def tab(server: str):
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"no chromium at {CHROMIUM}")
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    with playwright.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
-        page = browser.new_page(viewport={"width": 1400, "height": 4000})
-        page.goto(server)
-        page.get_by_role("heading", name="The claims, and where to see them").wait_for(timeout=120_000)
-        yield page
-        browser.close()
+def tab(open_tab):
+    page = open_tab(4000)
+    page.get_by_role("heading", name="The claims, and where to see them").wait_for(timeout=120_000)
+    return page
 
 
 def settle(page, timeout_ms: int = 240_000) -> None:

@@ -6,11 +6,10 @@ Screenshots go to `artifacts/screenshots/link-*.png`.
 
 from __future__ import annotations
 
-from pathlib import Path
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
-from test_browser import ARGS, CHART, CHROMIUM, SHOTS, settle
+from test_browser import CHART, SHOTS, settle
 
 from lengen_core.config import RunConfig, with_changes
 from lengen_core.share import config_to_query
@@ -18,17 +17,6 @@ from ui.presets import PRESETS
 
 pytestmark = pytest.mark.e2e
 playwright = pytest.importorskip("playwright.sync_api")
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"no chromium at {CHROMIUM}")
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    with playwright.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
-        yield browser
-        browser.close()
 
 
 @pytest.fixture
