@@ -27,11 +27,9 @@ for group, presets in (("Single head, retrieval task", single_head_presets()),
     for column, (label, run_id) in zip(st.columns(3), presets.items(), strict=False):
         config = PRESETS[label]
         chosen = run_id == selected_run_id()
-        if column.button(label, key=f"preset-{label}", type="primary" if chosen else "secondary",
-                         help=f"Open the shipped {label} run ({config.train.steps} steps max, seed {config.train.seed}).",
-                         width="stretch"):
-            select_run(run_id)
-            st.rerun()
+        column.button(label, key=f"preset-{label}", type="primary" if chosen else "secondary",
+                      help=f"Open the shipped {label} run ({config.train.steps} steps max, seed {config.train.seed}).",
+                      width="stretch", on_click=select_run, args=(run_id,))  # selected before the rerun draws
 st.caption("The highlighted preset is the selected run; every page shows it at once.")
 
 st.subheader("The claims, and where to see them")
