@@ -18,13 +18,13 @@ import contextlib
 import dataclasses
 import itertools
 import os
-import socket
 import subprocess
 import sys
 import threading
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from multiprocessing import Pipe
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Literal
@@ -298,14 +298,19 @@ class TrainingProcess:
     def start(self) -> None:
         if self._process is not None and self._process.poll() is None:
             return
-        ours, theirs = socket.socketpair()
-        with ours, theirs:
+        ours, theirs = Pipe()  # a local duplex pipe; the child gets its end's descriptor
+        try:
             self._process = subprocess.Popen(
                 [sys.executable, "-c", CHILD_COMMAND, str(theirs.fileno()), str(self.store.root.resolve()),
                  self.device, str(self.threads)],
                 cwd=PROJECT_ROOT, pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
             )
-            self._conn = Connection(ours.detach())
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        self._conn = ours
 
     @property
     def pid(self) -> int | None:
