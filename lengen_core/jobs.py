@@ -284,7 +284,7 @@ class TrainingProcess:
     Serving and training then never share a Python interpreter: a busy server does not slow the
     training through the GIL, and a training that crashes (out of memory, a kill) takes down
     only its child, which is replaced for the next job. The child saves the run in the store
-    itself (atomically), so only progress and the run id cross the socket.
+    itself (atomically), so only progress and the run id cross the pipe.
 
     The child is a fresh `python -c` started from the project root, not a multiprocessing spawn:
     a spawn re-imports the parent's `__main__`, which under `streamlit run` is the app script.
@@ -378,7 +378,7 @@ CHILD_COMMAND = "import sys; from lengen_core.jobs import serve_child; serve_chi
 
 
 def serve_child(argv: list[str]) -> None:
-    """The child's entry: a socket's file descriptor, the store's root, the device, torch threads."""
+    """The child's entry: its pipe end's file descriptor, the store's root, the device, torch threads."""
     fd, root, device, threads = argv
     os.nice(CHILD_NICENESS)
     _child_main(Connection(int(fd)), root, device, int(threads))

@@ -49,8 +49,9 @@ def test_start_page_shows_claims_and_presets(page) -> None:
 @pytest.mark.parametrize("title, charts", [("Attention", 6), ("Carrier", 4), ("Dilution", 2)])
 def test_analysis_page_draws_charts_for_the_preset(page, title: str, charts: int) -> None:
     open_page(page, title)
-    page.wait_for_selector(CHART, timeout=180_000)
-    assert page.locator(CHART).count() >= charts
+    # Every chart drawn within the limit (a busy machine may redraw after the status widget went)
+    page.wait_for_function("([selector, n]) => document.querySelectorAll(selector).length >= n",
+                           arg=[CHART, charts], timeout=180_000)
     assert not page.locator('[data-testid="stException"]').count()
     page.screenshot(path=SHOTS / f"{title.lower()}-rope-preset.png", full_page=True)
 
