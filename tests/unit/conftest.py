@@ -33,3 +33,19 @@ def trained() -> Callable[..., Run]:
         return runs[key]
 
     return get
+
+
+@pytest.fixture(scope="session")
+def rope(trained) -> Run:
+    """The default config (RoPE, softmax), trained once."""
+    return trained()
+
+
+@pytest.fixture(scope="session")
+def learned(trained) -> Run:
+    return trained(encoding="learned")
+
+
+@pytest.fixture(scope="session")
+def rope_linear(trained) -> Run:
+    return trained(attention="linear")

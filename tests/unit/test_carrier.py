@@ -27,16 +27,6 @@ from lengen_core.evaluate import sequence_tokens
 
 
 @pytest.fixture(scope="module")
-def rope(trained):
-    return trained()
-
-
-@pytest.fixture(scope="module")
-def learned(trained):
-    return trained(encoding="learned")
-
-
-@pytest.fixture(scope="module")
 def rope_carrier(rope):
     return extract_carrier(rope.model, rope.config, search_length=4_096)
 

@@ -27,21 +27,6 @@ FIELDS = ("vote_sum", "vote_square_sum", "vote_cross_sum", "positional_readout",
           "target_mass", "target_positional")
 
 
-@pytest.fixture(scope="module")
-def rope(trained):
-    return trained()
-
-
-@pytest.fixture(scope="module")
-def rope_linear(trained):
-    return trained(attention="linear")
-
-
-@pytest.fixture(scope="module")
-def learned(trained):
-    return trained(encoding="learned")
-
-
 @torch.no_grad()
 def _plain_statistics(model: torch.nn.Module, config, length: int) -> dict[str, torch.Tensor]:
     """The sums of one length by their definitions, float64, every offset at once."""

@@ -24,21 +24,6 @@ DILUTION_LENGTHS = [L_TRAIN * 2**i for i in range(7)]  # 16 … 1024: 1× to 64�
 
 
 @pytest.fixture(scope="module")
-def rope(trained):
-    return trained()
-
-
-@pytest.fixture(scope="module")
-def learned(trained):
-    return trained(encoding="learned")
-
-
-@pytest.fixture(scope="module")
-def rope_linear(trained):
-    return trained(attention="linear")
-
-
-@pytest.fixture(scope="module")
 def rope_measured(rope):
     return evaluate(rope.model, rope.config, DILUTION_LENGTHS, samples=2048)
 
