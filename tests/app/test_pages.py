@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 
@@ -100,3 +101,15 @@ def test_train_page_trains_stores_and_selects_a_short_run() -> None:
 
     again = train_from_page(steps=30)  # same config and seed: opened at once, not retrained
     assert any("already trained" in s.value for s in again.success)
+
+
+def test_the_app_hands_the_interpreter_lock_on_every_millisecond() -> None:
+    """The server's event loop waits behind the sessions' script threads for the lock; app.py
+    shortens the switch interval from Python's 5 ms so health checks and pages stay answered."""
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(0.005)
+    try:
+        open_app()
+        assert sys.getswitchinterval() == pytest.approx(0.001)
+    finally:
+        sys.setswitchinterval(before)

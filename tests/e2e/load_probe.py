@@ -1,0 +1,61 @@
+"""The load test's observers, each in a process of its own at normal priority, so that what they
+measure is the server and not the test process (whose browser-driving thread runs at a low priority
+and would hold up a probe thread sharing its interpreter lock).
+
+    python tests/e2e/load_probe.py health URL OUT    # /_stcore/health once a second
+    python tests/e2e/load_probe.py newcomer URL OUT  # a fresh visitor opens the Train page every ~5 s
+
+Each appends one JSON line per observation to OUT ({"latency_s": seconds, or null when it failed:
+10 s for a health check, 60 s for a page) and runs until it is terminated.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import urllib.request
+
+CHROMIUM = "/usr/bin/chromium"
+BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-dev-shm-usage"]
+
+
+def health(url: str, record) -> None:
+    while True:
+        start = time.monotonic()
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=10):
+                record(time.monotonic() - start)
+        except OSError:
+            record(None)
+        time.sleep(max(0.0, 1.0 - (time.monotonic() - start)))
+
+
+def newcomer(url: str, record) -> None:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=BROWSER_ARGS)
+        while True:
+            context = browser.new_context(viewport={"width": 1024, "height": 900})
+            page = context.new_page()
+            start = time.monotonic()
+            try:
+                page.goto(f"{url}/train", wait_until="commit", timeout=60_000)
+                page.get_by_role("button", name="Train", exact=True).wait_for(timeout=60_000)
+                record(time.monotonic() - start)
+            except Exception:  # noqa: BLE001 — a load that did not finish in time is the finding
+                record(None)
+            context.close()
+            time.sleep(5.0)
+
+
+if __name__ == "__main__":
+    mode, url, out = sys.argv[1:4]
+    with open(out, "a", encoding="utf-8") as sink:
+
+        def record(latency: float | None) -> None:
+            sink.write(json.dumps({"t": time.time(), "latency_s": latency}) + "\n")
+            sink.flush()
+
+        {"health": health, "newcomer": newcomer}[mode](url, record)
