@@ -1,12 +1,7 @@
-"""The container without a Docker engine: the image's environment built the way the Dockerfile does.
-
-No engine runs here, so this reads the Dockerfile and reproduces what it does with what it names:
-the files it COPYs into a fresh app folder (nothing else of the repository), its ENV, its USER's
-uid (a non-root uid, through setpriv) with a fresh data volume owned by it, the same requirements
-(the test venv is installed from that requirements.txt), and its CMD, run as written. Then: the
-health check the Dockerfile declares passes, the page loads in chromium with the shipped presets
-(offline, no store of its own yet), and runs are written to the volume.
-"""
+"""The container without a Docker engine (`image_env` builds the image's environment the way the
+Dockerfile does): the health check the Dockerfile declares passes, the served app runs as the image's
+non-root user, the page loads in chromium with the shipped presets (offline, no store of its own
+yet), and runs are written to the volume."""
 
 from __future__ import annotations
 
@@ -14,44 +9,15 @@ import json
 import os
 import re
 import shlex
-import shutil
-import socket
 import subprocess
 import sys
-import tempfile
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
+from image_env import UID, can_serve, dockerfile, serve_image, traversable_interpreter
 
 pytestmark = pytest.mark.e2e
-ROOT = Path(__file__).resolve().parents[2]
-UID = 10001
 CHROMIUM = "/usr/bin/chromium"
-
-
-def dockerfile() -> dict:
-    """COPY sources, ENV, the USER's uid, CMD and HEALTHCHECK command of the Dockerfile."""
-    text = (ROOT / "Dockerfile").read_text().replace("\\\n", " ")
-    lines = [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("#")]
-    spec = {"copy": [], "env": {}, "cmd": None, "health": None, "user": None}
-    for line in lines:
-        word, _, rest = line.partition(" ")
-        if word == "COPY":
-            *sources, _target = shlex.split(rest)
-            spec["copy"] += [s for s in sources if not s.startswith("--")]
-        elif word == "ENV":
-            spec["env"].update(dict(pair.split("=", 1) for pair in shlex.split(rest)))
-        elif word == "CMD":
-            spec["cmd"] = json.loads(rest)
-        elif word == "HEALTHCHECK":
-            spec["health"] = rest.split(" CMD ", 1)[1]
-        elif word == "USER":
-            spec["user"] = rest
-    useradd = re.search(r"useradd .*--uid (\d+) (\w+)", text)
-    spec["uid"] = int(useradd.group(1)) if useradd and useradd.group(2) == spec["user"] else None
-    return spec
 
 
 def test_dockerfile_runs_as_a_non_root_user_and_declares_a_health_check():
@@ -63,61 +29,11 @@ def test_dockerfile_runs_as_a_non_root_user_and_declares_a_health_check():
 
 
 @pytest.fixture(scope="module")
-def traversable_interpreter():
-    """In the image the interpreter is world-readable; here it may sit under a root-only home (pyenv
-    in /root). Grant others the traverse bit on its folders for the test and restore them after."""
-    changed = []
-    for target in (Path(os.path.realpath(sys.executable)), Path(sys.prefix).resolve()):
-        for folder in target.parents:
-            mode = folder.stat().st_mode
-            if not mode & 0o001:
-                folder.chmod(mode | 0o001)
-                changed.append((folder, mode))
-    yield
-    for folder, mode in reversed(changed):
-        folder.chmod(mode)
-
-
-@pytest.fixture(scope="module")
-def container(traversable_interpreter):
-    if os.geteuid() != 0 or not shutil.which("setpriv"):
-        pytest.skip("switching to the image's uid needs root and setpriv")
-    spec = dockerfile()
-    image = Path(tempfile.mkdtemp(prefix="lengen-image-"))  # pytest's own temp root is private to root
-    image.chmod(0o755)
-    app, data = image / "app", image / "data"
-    app.mkdir(mode=0o755)
-    for source in spec["copy"]:
-        path = ROOT / source
-        (shutil.copytree if path.is_dir() else shutil.copy2)(path, app / source.rstrip("/"))
-    data.mkdir()
-    os.chown(data, UID, UID)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = {**os.environ, **spec["env"], "LENGEN_HOME": str(data), "HOME": str(data),
-           "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
-    env.pop("PYTHONPATH", None)
-    command = [*spec["cmd"], "--server.port", str(port), "--server.address", "127.0.0.1"]
-    command = [a for a in command if a not in ("--server.address=0.0.0.0", "--server.port=8501")]
-    process = subprocess.Popen(["setpriv", f"--reuid={UID}", f"--regid={UID}", "--clear-groups", *command],
-                               cwd=app, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2):
-                    break
-            except OSError:
-                assert process.poll() is None, process.stderr.read()
-                assert time.monotonic() < deadline, "not healthy within 90 s"
-                time.sleep(0.5)
-        yield {"url": url, "process": process, "data": data, "spec": spec, "port": port, "app": app}
-    finally:
-        process.terminate()
-        process.wait(timeout=20)
-        shutil.rmtree(image, ignore_errors=True)
+def container():
+    if (why := can_serve()) is not None:
+        pytest.skip(why)
+    with traversable_interpreter(), serve_image() as served:
+        yield served
 
 
 def test_the_served_app_runs_as_the_image_user_and_passes_its_health_check(container):
