@@ -11,10 +11,11 @@ import re
 import shlex
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
-from image_env import UID, can_serve, dockerfile, serve_image, traversable_interpreter
+from image_env import ROOT, UID, can_serve, dockerfile, serve_image, traversable_interpreter
 
 pytestmark = pytest.mark.e2e
 CHROMIUM = "/usr/bin/chromium"
@@ -68,3 +69,13 @@ def test_runs_are_written_to_the_volume_by_the_image_user(container):
     run_id = json.loads(result.stdout)["run_id"]
     written = container["data"] / "runs" / run_id / "weights.safetensors"
     assert written.exists() and written.stat().st_uid == UID
+
+
+def test_the_shipped_config_is_hardened_and_light_on_the_server():
+    config = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
+    server, runner = config["server"], config["runner"]
+    assert server["headless"] and server["fileWatcherType"] == "none" and not server["runOnSave"]
+    assert server["enableXsrfProtection"] and server["enableCORS"] and server["maxUploadSize"] <= 1
+    assert "allowedHosts" in server and config["browser"]["gatherUsageStats"] is False
+    assert config["client"]["showErrorDetails"] == "none"
+    assert runner["postScriptGC"] is False  # a full collection after every run stalled the event loop
