@@ -1,4 +1,4 @@
-"""The container without a Docker engine (`image_env` builds the image's environment the way the
+"""The container without a Docker engine (`serving` builds the image's environment the way the
 Dockerfile does): the health check the Dockerfile declares passes, the served app runs as the image's
 non-root user, the page loads in chromium with the shipped presets (offline, no store of its own
 yet), and runs are written to the volume."""
@@ -15,7 +15,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from image_env import ROOT, UID, can_serve, dockerfile, serve_image, traversable_interpreter
+from serving import ROOT, UID, can_serve, dockerfile, serve_image, traversable_interpreter
 
 pytestmark = pytest.mark.e2e
 CHROMIUM = "/usr/bin/chromium"

@@ -1,4 +1,4 @@
-"""Load: a class presses Train at once. The app is served as the container serves it (`image_env`:
+"""Load: a class presses Train at once. The app is served as the container serves it (`serving`:
 the image's files, config, user and command; `streamlit run` from the checkout where that cannot be
 built), and N browser sessions (Playwright contexts in one chromium, kept back in a low-weight
 cgroup as they stand in for the students' own machines) open it on loopback within a few seconds of
@@ -18,7 +18,6 @@ import asyncio
 import contextlib
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -29,8 +28,8 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-import image_env
 import pytest
+import serving
 
 from lengen_core.config import RunConfig, with_changes
 from lengen_core.share import config_to_query
@@ -187,32 +186,15 @@ async def run_class(url: str, group: BrowserGroup) -> list[dict]:
 
 @contextlib.contextmanager
 def served(tmp_path: Path) -> Iterator[tuple[str, int, Path, str]]:
-    """The app as the container serves it (`image_env`: its files, config, user and command), or,
-    where that cannot be built, `streamlit run app.py` from the checkout: (url, server pid, store, how)."""
-    if image_env.can_serve() is None:
-        with image_env.traversable_interpreter(), image_env.serve_image() as image:
+    """The app as the container serves it (`serving.serve_image`: its files, config, user and
+    command), or, where that cannot be built, `streamlit run app.py` from the checkout:
+    (url, server pid, run store, which)."""
+    if serving.can_serve() is None:
+        with serving.traversable_interpreter(), serving.serve_image() as image:
             yield image["url"], image["process"].pid, image["data"], "image"
-        return
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port)],
-        cwd=ROOT, env={**os.environ, "LENGEN_HOME": str(tmp_path)}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).close()
-                break
-            except OSError:
-                assert server.poll() is None and time.monotonic() < deadline, "server not healthy"
-                time.sleep(0.5)
-        yield url, server.pid, tmp_path, "checkout"
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
+    else:
+        with serving.serve_checkout({"LENGEN_HOME": str(tmp_path)}) as checkout:
+            yield checkout["url"], checkout["process"].pid, tmp_path, "checkout"
 
 
 @pytest.mark.skipif(SESSIONS < 1, reason="opt-in (minutes of 2 cores): LENGEN_LOAD_SESSIONS=20 pytest tests/e2e/test_load.py")
@@ -240,7 +222,7 @@ def test_a_class_of_sessions_each_gets_its_run(tmp_path):
     waits = sorted(r["wait_s"] for r in finished)
     health, loads = observations(observed["health"]), observations(observed["newcomer"])
     latencies = [x for x in health if x is not None]
-    health_timeout = image_env.dockerfile()["health_timeout_s"]
+    health_timeout = serving.dockerfile()["health_timeout_s"]
     report = {
         "sessions": SESSIONS, "served_as": how, "browsers_kept_back_by": isolation, "steps_per_run": STEPS,
         "cores": os.cpu_count(), "finished": len(finished), "stored": len(stored),

@@ -1,10 +1,11 @@
-"""The container's environment without a Docker engine, built the way the Dockerfile does it.
+"""The app served for the browser tests: from the checkout (`serve_checkout`, `streamlit run app.py`)
+or as the container serves it (`serve_image`), healthy before it is handed over.
 
-No engine runs here, so this reads the Dockerfile and reproduces what it does with what it names:
-the files it COPYs into a fresh app folder (nothing else of the repository), its ENV, its USER's
-uid (a non-root uid, through setpriv) with a fresh data volume owned by it, the same requirements
-(the test venv is installed from that requirements.txt), and its CMD, run as written. Used by the
-container test and by the load test, which serves its class from this environment.
+No Docker engine runs here, so `serve_image` reads the Dockerfile and reproduces what it does with
+what it names: the files it COPYs into a fresh app folder (nothing else of the repository), its
+ENV, its USER's uid (a non-root uid, through setpriv) with a fresh data volume owned by it, the same
+requirements (the test venv is installed from that requirements.txt), and its CMD, run as written.
+The container test and the load test serve from it; the other browser tests from the checkout.
 """
 
 from __future__ import annotations
@@ -15,14 +16,13 @@ import os
 import re
 import shlex
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+
+from bench.app_bench import free_port, wait_healthy
 
 ROOT = Path(__file__).resolve().parents[2]
 UID = 10001
@@ -79,6 +79,24 @@ def traversable_interpreter() -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def serve_checkout(env: dict[str, str] | None = None) -> Iterator[dict]:
+    """`streamlit run app.py` from the checkout on a free port, healthy; yields its url and process.
+    The server inherits this process's environment (e.g. a temporary `LENGEN_HOME`), plus `env`."""
+    port = free_port()
+    command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+               "--server.port", str(port), "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
+    process = subprocess.Popen(command, cwd=ROOT, env={**os.environ, **(env or {})},
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url, process, timeout=90)
+        yield {"url": url, "process": process}
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+@contextlib.contextmanager
 def serve_image(env: dict[str, str] | None = None) -> Iterator[dict]:
     """The app served as the image serves it, healthy; yields its url, process, data volume, spec,
     port and app folder. `env` adds variables (as `docker run -e` does)."""
@@ -92,9 +110,7 @@ def serve_image(env: dict[str, str] | None = None) -> Iterator[dict]:
         (shutil.copytree if path.is_dir() else shutil.copy2)(path, app / source.rstrip("/"))
     data.mkdir()
     os.chown(data, UID, UID)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     environment = {**os.environ, **spec["env"], "LENGEN_HOME": str(data), "HOME": str(data),
                    "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", **(env or {})}
     environment.pop("PYTHONPATH", None)
@@ -105,15 +121,10 @@ def serve_image(env: dict[str, str] | None = None) -> Iterator[dict]:
                                cwd=app, env=environment, stdout=subprocess.DEVNULL, stderr=log)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2):
-                    break
-            except OSError:
-                assert process.poll() is None, (image / "server.log").read_text()[-3000:]
-                assert time.monotonic() < deadline, "not healthy within 90 s"
-                time.sleep(0.5)
+        try:
+            wait_healthy(url, process, timeout=90)
+        except RuntimeError as error:
+            raise AssertionError(f"{error}: {(image / 'server.log').read_text()[-3000:]}") from None
         yield {"url": url, "process": process, "data": data, "spec": spec, "port": port, "app": app}
     finally:
         process.terminate()
