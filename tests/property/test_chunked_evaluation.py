@@ -7,7 +7,6 @@ chunk size, whichever of the two gather paths `_chunk_logits` takes (V·V ≤ sa
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import get_args
 
 import pytest
@@ -23,14 +22,6 @@ ENCODINGS = get_args(EncodingName)
 ATTENTIONS = get_args(AttentionName)
 MAX_LENGTH = 512
 PLAIN_ELEMENTS = 1 << 24  # keeps the plain (S, L, L) attention of one example near 64 MB
-
-
-@pytest.fixture(scope="module", autouse=True)
-def single_cpu_thread() -> Iterator[None]:
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny tensors: a second thread only slows things down under load
-    yield
-    torch.set_num_threads(previous)
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,7 @@ from typing import get_args
 
 import pytest
 import torch
+from causal_inputs import tokens_with_changed_future
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -157,11 +158,7 @@ def test_every_encoding_and_attention_is_causal(encoding, attention, seed, lengt
     model = build_model(config, torch.Generator().manual_seed(seed)).eval()
     V = config.task.vocab_size
     t = data.draw(st.integers(0, length - 2), label="query")
-    generator = torch.Generator().manual_seed(seed + 1)
-    tokens = torch.randint(V, (3, length), generator=generator)
-    changed = tokens.clone()
-    changed[:, t + 1 :] = (tokens[:, t + 1 :] + torch.randint(1, V, (3, length - t - 1), generator=generator)) % V
-    assert (changed[:, t + 1 :] != tokens[:, t + 1 :]).all()
+    tokens, changed = tokens_with_changed_future(V, length, t, seed + 1)
     with torch.no_grad():
         out, out_changed = model(tokens, query_start=0), model(changed, query_start=0)  # (B, T, V)
         weights = model.attend(tokens, query_start=0)[0].weights  # (B, 1, T, T)

@@ -39,14 +39,6 @@ MAX_LENGTH = 256
 TIE = 1e-4  # relative gap below which two logits or weights count as tied
 
 
-@pytest.fixture(scope="module", autouse=True)
-def single_cpu_thread() -> Iterator[None]:
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny tensors: a second thread only slows things down under load
-    yield
-    torch.set_num_threads(previous)
-
-
 _RUNS: dict[tuple[str, ...], Run] = {}
 
 

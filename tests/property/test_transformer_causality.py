@@ -6,11 +6,10 @@ The single-head model has the same property test in test_encodings.py.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import get_args
 
-import pytest
 import torch
+from causal_inputs import tokens_with_changed_future
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -20,14 +19,6 @@ from lengen_core.transformer import Transformer
 
 ENCODINGS = get_args(EncodingName)
 ATTENTIONS = get_args(AttentionName)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def single_cpu_thread() -> Iterator[None]:
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny tensors: a second thread only slows things down under load
-    yield
-    torch.set_num_threads(previous)
 
 
 @settings(max_examples=60, deadline=None)
@@ -53,11 +44,7 @@ def test_every_encoding_and_attention_gives_a_causal_transformer(
     assert isinstance(model, Transformer) and model.n_layers == n_layers
     V = config.task.vocab_size
     t = 0 if data is None else data.draw(st.integers(0, length - 2), label="query")
-    generator = torch.Generator().manual_seed(seed + 1)
-    tokens = torch.randint(V, (3, length), generator=generator)
-    changed = tokens.clone()
-    changed[:, t + 1 :] = (tokens[:, t + 1 :] + torch.randint(1, V, (3, length - t - 1), generator=generator)) % V
-    assert (changed[:, t + 1 :] != tokens[:, t + 1 :]).all()
+    tokens, changed = tokens_with_changed_future(V, length, t, seed + 1)
     with torch.no_grad():
         out, out_changed = model(tokens), model(changed)  # (B, T, V)
         patterns, patterns_changed = model.attend(tokens), model.attend(changed)
