@@ -18,7 +18,7 @@ Cost (issue 6: 20 lengths up to 2^20 in about a second on two cores). Every leng
 one sweep over Δ in float32 blocks of KEY_CHUNK keys (RoPE: one GEMM per block, the rotation taken
 in float64); the square and mass sums are read off the cross sums; the readout's argmax is counted
 against each target's best rival, never through a (V, V, K, V) score tensor. Same inputs, same
-draws, same answer; tests/unit/test_prediction_speed_equivalence.py holds each piece to its plain form.
+draws, same answer (the counting is in lengen_core.argmax_count); tests/unit/test_prediction_speed_equivalence.py holds each piece to its plain form.
 
 Fitted law (two-zone): 1/p(n) = 1/p(L_train) + (n − L_train)·e^{−m_out}, least squares on the
 measured points with n ≥ L_train, reporting m_out and R²; accuracy follows from the uniform-floor
@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from lengen_core.argmax_count import argmax_hits, standard_draws
 from lengen_core.carrier import CarrierBlocks, carrier_values, token_coefficients
 from lengen_core.config import RunConfig
 from lengen_core.evaluate import check_lengths, check_sweep
@@ -198,65 +199,6 @@ def _predicted_mass(stats: _KeyStatistics) -> float:
     return float(mass.clamp(0.0, 1.0).mean())
 
 
-GAUSSIAN_DRAWS = 4_096
-
-
-def _standard_draws(vocab_size: int, seed: int = 0) -> torch.Tensor:
-    """The (K, V) standard normal draws every accuracy estimate shares: the same inputs, the same answer."""
-    stream = torch.Generator().manual_seed(seed)
-    return torch.randn(GAUSSIAN_DRAWS, vocab_size, generator=stream, dtype=torch.float64)
-
-
-def _best_rival(centre: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
-    """max_{y≠c} centre[a, c, y] + noise[a, y, k]: (V_a, V_c, K), a running maximum over y, K innermost."""
-    V = centre.shape[-1]
-    rivals = centre.clone()
-    rivals.diagonal(dim1=1, dim2=2).fill_(-math.inf)  # (V_a, V_c, V_y): y = c is no rival
-    best = rivals[:, :, 0, None] + noise[:, None, 0, :]  # (V_a, V_c, K)
-    candidate = torch.empty_like(best)
-    for y in range(1, V):
-        torch.add(rivals[:, :, y, None], noise[:, None, y, :], out=candidate)
-        torch.maximum(best, candidate, out=best)
-    return best
-
-
-def _best_shared_rival(rival_centre: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
-    """The same when the rivals' centres do not depend on c (rival_centre (V_a, V_y)): per draw the
-    best score is every c's best rival but its own, whose best rival is the second best."""
-    V = rival_centre.shape[-1]
-    scores = rival_centre[:, :, None] + noise  # (V_a, V_y, K)
-    top, first = scores.max(dim=1, keepdim=True)  # (V_a, 1, K)
-    runner_up = scores.scatter_(1, first, -math.inf).amax(dim=1, keepdim=True)  # (V_a, 1, K)
-    return top.expand(-1, V, -1).scatter(1, first, runner_up)  # (V_a, V_c, K)
-
-
-DRAW_BLOCK = 1_024  # draws per pass: the (V, V, block) float64 buffers stay in cache
-
-
-def _argmax_hits(centre: torch.Tensor, noise: torch.Tensor) -> int:
-    """How many (a, c, k) have argmax_y (centre[a, c, y] + noise[a, y, k]) = c; noise (V_a, V_y, K).
-
-    Equal to counting torch.argmax over the (V_a, V_c, K, V_y) scores, without building them: the
-    target against its best rival, then an exact tie-break for the rare draws where the two are
-    equal (argmax takes the first maximum).
-    """
-    V = centre.shape[-1]
-    others = ~torch.eye(V, dtype=torch.bool)
-    rival_centre = centre[:, (torch.arange(V) + 1) % V, torch.arange(V)]  # (V_a, V_y): token y against c = y+1
-    shared = torch.equal(centre[:, others], rival_centre[:, None, :].expand(-1, V, -1)[:, others])  # e.g. ideal readout
-    own_centre = centre.diagonal(dim1=1, dim2=2)[:, :, None]  # (V_a, V_c, 1)
-    hits = 0
-    for begin in range(0, noise.shape[-1], DRAW_BLOCK):
-        block = noise[:, :, begin : begin + DRAW_BLOCK]  # (V_a, V_y, k)
-        best = _best_shared_rival(rival_centre, block) if shared else _best_rival(centre, block)
-        own = own_centre + block  # (V_a, V_c, k)
-        hits += int((own > best).sum())
-        a, c, k = (own == best).nonzero().unbind(1)
-        if len(a):
-            hits += int(((centre[a, c] + block[a, :, k]).argmax(-1) == c).sum())
-    return hits
-
-
 def _predicted_accuracy(stats: _KeyStatistics, readout: torch.Tensor, positional: bool, draws: torch.Tensor) -> float:
     """P(the readout's argmax is the target), the readout scores taken as Gaussian over random tokens.
 
@@ -275,7 +217,7 @@ def _predicted_accuracy(stats: _KeyStatistics, readout: torch.Tensor, positional
     noise = (root.reshape(V * V, V) @ draws.T).view(V, V, -1)  # (V_a, V_y, K)
     target = stats.target_vote[:, :, None] * (readout + stats.target_positional * positional)  # (V_a, V_c, V_y)
     centre = mean[:, None, :] + stats.positional_readout[:, None, :] * positional + target
-    return _argmax_hits(centre, noise) / (V * V * draws.shape[0])
+    return argmax_hits(centre, noise) / (V * V * draws.shape[0])
 
 
 @dataclass(frozen=True)
@@ -298,7 +240,7 @@ def predict(model: torch.nn.Module, config: RunConfig, lengths: Sequence[int]) -
         swept = _key_statistics(model, config, max(lengths), lengths)
     else:
         swept = {n: _key_statistics(model, config, n, [n])[n] for n in lengths}
-    draws = _standard_draws(config.task.vocab_size)
+    draws = standard_draws(config.task.vocab_size)
     predictions = []
     for length in lengths:
         stats = swept[length]

@@ -13,15 +13,9 @@ import math
 import pytest
 import torch
 
+from lengen_core.argmax_count import argmax_hits, standard_draws
 from lengen_core.carrier import token_carriers
-from lengen_core.dilution import (
-    LOGIT_HEADROOM,
-    _argmax_hits,
-    _key_statistics,
-    _predicted_accuracy,
-    _standard_draws,
-    predict,
-)
+from lengen_core.dilution import LOGIT_HEADROOM, _key_statistics, _predicted_accuracy, predict
 
 FIELDS = ("vote_sum", "vote_square_sum", "vote_cross_sum", "positional_readout", "mass_mean", "target_vote",
           "target_mass", "target_positional")
@@ -121,7 +115,7 @@ def test_argmax_hits_equal_counting_the_full_argmax(shared, integer):
         centre = torch.randn(V, V, V, generator=generator, dtype=torch.float64)
     if shared:
         centre = _shared_rival_centre(generator, V, integer)
-    assert _argmax_hits(centre, noise) == _plain_hits(centre, noise)
+    assert argmax_hits(centre, noise) == _plain_hits(centre, noise)
 
 
 def _plain_accuracy(stats, readout: torch.Tensor, positional: bool) -> float:
@@ -148,7 +142,7 @@ def test_predicted_accuracy_equals_the_plain_monte_carlo(run_name, request):
     V = run.config.task.vocab_size
     readout = run.model.readout_tables(torch.zeros(1, dtype=torch.long))[0].detach().double()
     positional = run_name == "learned"
-    draws = _standard_draws(V)
+    draws = standard_draws(V)
     for length in (16, 64, 256, 1_024):
         stats = _key_statistics(run.model, run.config, length, [length])[length]
         for matrix, additive in ((readout, positional), (torch.eye(V, dtype=torch.float64), False)):
