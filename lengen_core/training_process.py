@@ -1,0 +1,188 @@
+"""A training in a child process of its own (`TrainingProcess`, the pool's `isolate=True` mode), and
+the child's side of the pipe (`serve_child`).
+
+    child = TrainingProcess(store, device="cpu", threads=1)
+    outcome, run_id = child.train(config, report, stop, keep)   # ("done", id) or ("cancelled", None)
+
+Messages on the pipe: the parent sends ("train", config), ("stop", _), then ("save" | "discard", _)
+when asked, and ("exit", _); the child answers ("progress", Progress) per step, then ("stopped", _)
+(a stop arrived: save or discard?), ("cancelled", _), ("done", run id) or ("failed", message).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from multiprocessing import Pipe
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Literal
+
+import torch
+
+from lengen_core.config import RunConfig, with_changes
+from lengen_core.store import RunStore
+from lengen_core.training import Progress, Run, Training
+
+Outcome = Literal["done", "cancelled"]
+
+
+def save_run(store: RunStore, run: Run) -> str:
+    """Save under the run's own id; a run stopped early gets its steps in its config (and id)."""
+    if run.steps < run.config.train.steps and not run.stopped_early:
+        run = dataclasses.replace(run, config=with_changes(run.config, steps=max(1, run.steps)))
+    if not store.exists(run.run_id):
+        store.save(run)
+    return run.run_id
+
+
+class TrainingProcess:
+    """One training at a time in a child process of its own, reused from job to job.
+
+    Serving and training then never share a Python interpreter: a busy server does not slow the
+    training through the GIL, and a training that crashes (out of memory, a kill) takes down
+    only its child, which is replaced for the next job. The child saves the run in the store
+    itself (atomically), so only progress and the run id cross the pipe.
+
+    The child is a fresh `python -c` started from the project root, not a multiprocessing spawn:
+    a spawn re-imports the parent's `__main__`, which under `streamlit run` is the app script.
+    """
+
+    def __init__(self, store: RunStore, device: str, threads: int) -> None:
+        self.store, self.device, self.threads = store, device, threads
+        self._process: subprocess.Popen | None = None
+        self._conn: Connection | None = None
+
+    def start(self) -> None:
+        if self._process is not None and self._process.poll() is None:
+            return
+        ours, theirs = Pipe()  # a local duplex pipe; the child gets its end's descriptor
+        try:
+            self._process = subprocess.Popen(
+                [sys.executable, "-c", CHILD_COMMAND, str(theirs.fileno()), str(self.store.root.resolve()),
+                 self.device, str(self.threads)],
+                cwd=PROJECT_ROOT, pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
+            )
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        self._conn = ours
+
+    @property
+    def pid(self) -> int | None:
+        process = self._process
+        return process.pid if process is not None and process.poll() is None else None
+
+    def train(
+        self, config: RunConfig, report: Callable[[Progress], None], stop: threading.Event, keep: Callable[[], bool]
+    ) -> tuple[Outcome, str | None]:
+        self.start()
+        assert self._conn is not None and self._process is not None
+        conn, process = self._conn, self._process
+        conn.send(("train", config))
+        stop_sent = False
+        while True:
+            if stop.is_set() and not stop_sent:
+                conn.send(("stop", None))
+                stop_sent = True
+            try:
+                if not conn.poll(0.05):
+                    if process.poll() is not None:
+                        raise EOFError
+                    continue
+                kind, payload = conn.recv()
+            except (EOFError, OSError):
+                self.close()
+                raise ChildProcessError(
+                    f"the training process ended unexpectedly (exit code {process.poll()}); nothing was saved"
+                ) from None
+            if kind == "progress":
+                report(payload)
+            elif kind == "stopped":
+                conn.send(("save" if keep() else "discard", None))
+            elif kind == "cancelled":
+                return "cancelled", None
+            elif kind == "done":
+                return "done", payload
+            else:  # "failed"
+                raise TrainingFailed(payload)
+
+    def close(self, timeout: float = 5.0) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(OSError):
+                self._conn.send(("exit", None))
+            self._conn.close()
+        if self._process is not None:
+            try:
+                self._process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait(timeout)
+        self._process = self._conn = None
+
+
+class TrainingFailed(RuntimeError):
+    """The training raised in its child process; the message is the child's error, on one line."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+CHILD_NICENESS = 5  # serving pages goes first when the cores are short; an idle machine trains at full speed
+CHILD_COMMAND = "import sys; from lengen_core.training_process import serve_child; serve_child(sys.argv[1:])"
+
+
+def serve_child(argv: list[str]) -> None:
+    """The child's entry: its pipe end's file descriptor, the store's root, the device, torch threads."""
+    fd, root, device, threads = argv
+    os.nice(CHILD_NICENESS)
+    _child_main(Connection(int(fd)), root, device, int(threads))
+
+
+def _child_main(conn: Connection, root: str, device: str, threads: int) -> None:
+    """The child's loop: ("train", config) -> progress per step, then done / cancelled / failed."""
+    torch.set_num_threads(threads)
+    store = RunStore(Path(root))
+    # One throwaway step loads what torch loads lazily on a first training (optimizer and autograd
+    # machinery, ~1.5 s), here at start-up instead of after someone pressed Train.
+    with contextlib.suppress(Exception):  # a device that fails here fails the real job with its message
+        Training(with_changes(RunConfig(), d_model=8, train_length=8, batch_size=2), device).step()
+    while True:
+        try:
+            kind, payload = conn.recv()
+        except (EOFError, OSError):
+            return  # the server is gone
+        if kind == "exit":
+            return
+        if kind != "train":
+            continue  # a stop that arrived after its training had ended
+        try:
+            training = Training(payload, device)
+            stopped = False
+            for progress in training:
+                conn.send(("progress", progress))
+                while conn.poll():
+                    stopped = stopped or conn.recv()[0] == "stop"
+                if stopped:
+                    break
+            run = training.finish()
+            if stopped:
+                conn.send(("stopped", None))
+                while (verdict := conn.recv()[0]) == "stop":
+                    pass
+                if verdict != "save":
+                    conn.send(("cancelled", None))
+                    continue
+            conn.send(("done", save_run(store, run)))
+        except (EOFError, BrokenPipeError):
+            return
+        except Exception as error:  # noqa: BLE001 — sent to the server, which reports it in the status
+            conn.send(("failed", f"{type(error).__name__}: {' '.join(str(error).split())}"))
