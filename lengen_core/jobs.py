@@ -17,6 +17,7 @@ from __future__ import annotations
 import itertools
 import os
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -81,6 +82,7 @@ class TrainingPool:
         self._trainer = trainer
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
+        self._progressed = threading.Condition(self._lock)  # a job reported a step or ended
         self._queue: deque[_Job] = deque()
         self._jobs: dict[str, _Job] = {}  # active (queued or running) by run id
         self._tickets: dict[int, _Job] = {}
@@ -135,6 +137,16 @@ class TrainingPool:
                 stopped=job.stop.is_set(),
                 error=job.error,
             )
+
+    def status_after_first_step(self, ticket: int, timeout: float) -> JobStatus:
+        """The status once a running job has reported its first step or ended, waiting at most
+        `timeout` seconds (a queued job is answered at once)."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            job = self._job(ticket)
+            while job.state == "running" and job.progress is None and (left := deadline - time.monotonic()) > 0:
+                self._progressed.wait(left)
+        return self.status(ticket)
 
     def stop(self, ticket: int) -> None:
         """Stop now and keep the steps trained so far (as a run whose steps are the steps done)."""
@@ -233,6 +245,7 @@ class TrainingPool:
                 job.error = f"{type(error).__name__}: {' '.join(str(error).split())}"
         with self._lock:
             job.state, job.stored_run_id = state, stored
+            self._progressed.notify_all()
             if self._jobs.get(job.config.run_id()) is job:  # a fresh request may have replaced it
                 del self._jobs[job.config.run_id()]
 
@@ -242,6 +255,7 @@ class TrainingPool:
                 job.progress = progress
                 for key, value in (("step", progress.step), ("loss", progress.loss), ("accuracy", progress.accuracy)):
                     job.history[key].append(value)
+                self._progressed.notify_all()
 
         return report
 

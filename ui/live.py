@@ -8,8 +8,6 @@ drawn, so the move from waiting to running redraws the page once to switch to th
 
 from __future__ import annotations
 
-import time
-
 import pandas as pd
 import streamlit as st
 
@@ -51,7 +49,7 @@ def _live(pool: TrainingPool, drawn_waiting: bool) -> None:
         st.warning("This training was released by the server; press Train to ask again.")
         return
     if status.state == "running" and status.progress is None:
-        status = _first_progress(pool, ticket)  # just started: its first step is milliseconds away
+        status = pool.status_after_first_step(ticket, FIRST_STEP_SECONDS)  # its first step is milliseconds away
     if status.state not in ("queued", "running"):
         _finish(ticket, status)
     if drawn_waiting and status.state != "queued":
@@ -76,17 +74,6 @@ def _live(pool: TrainingPool, drawn_waiting: bool) -> None:
                         width="stretch", key="live-curve")
         st.caption("**What to look for:** the loss falls and the batch accuracy climbs to 1; RoPE and learned "
                    "positions both fit the training length, the difference shows only at longer lengths.")
-
-
-def _first_progress(pool: TrainingPool, ticket: int, timeout: float = FIRST_STEP_SECONDS) -> JobStatus:
-    """Wait briefly for a starting training's first step, so the live view opens with it rather
-    than a refresh interval later."""
-    deadline = time.monotonic() + timeout
-    status = pool.status(ticket)
-    while status.state == "running" and status.progress is None and time.monotonic() < deadline:
-        time.sleep(0.01)
-        status = pool.status(ticket)
-    return status
 
 
 def _finish(ticket: int, status: JobStatus) -> None:

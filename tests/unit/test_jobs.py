@@ -207,3 +207,17 @@ def test_a_killed_training_process_fails_its_job_and_the_next_job_gets_a_fresh_o
     again = isolated.submit(config(25, steps=4))
     wait_for(lambda: isolated.status(again).state == "done", timeout=120)
     assert isolated.store.exists(config(25, steps=4).run_id())
+
+
+def test_the_status_after_the_first_step_waits_for_it_and_no_longer_than_asked(pool):
+    ticket = pool.submit(config(11))
+    gate = GatedTraining.gates.setdefault(config(11).run_id(), threading.Event())
+    wait_for(lambda: pool.status(ticket).state == "running")
+    start = time.monotonic()
+    status = pool.status_after_first_step(ticket, timeout=0.3)  # the gate is shut: no step comes
+    assert status.progress is None and 0.25 <= time.monotonic() - start < 5
+    threading.Timer(0.2, gate.set).start()
+    start = time.monotonic()
+    status = pool.status_after_first_step(ticket, timeout=30)
+    assert status.progress is not None and status.progress.step >= 1
+    assert time.monotonic() - start < 10  # woken by the step, not by the timeout
