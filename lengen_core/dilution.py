@@ -17,8 +17,9 @@ identity and g = |·|.
 Cost (issue 6: 20 lengths up to 2^20 in about a second on two cores). Every length's sums come from
 one sweep over Δ in float32 blocks of KEY_CHUNK keys (RoPE: one GEMM per block, the rotation taken
 in float64); the square and mass sums are read off the cross sums; the readout's argmax is counted
-against each target's best rival, never through a (V, V, K, V) score tensor. Same inputs, same
-draws, same answer (the counting is in lengen_core.argmax_count); tests/unit/test_prediction_speed_equivalence.py holds each piece to its plain form.
+against each target's best rival, never through a (V, V, K, V) score tensor (lengen_core.argmax_count).
+Same inputs, same draws, same answer; tests/unit/test_prediction_speed_equivalence.py holds each
+piece to its plain form.
 
 Fitted law (two-zone): 1/p(n) = 1/p(L_train) + (n − L_train)·e^{−m_out}, least squares on the
 measured points with n ≥ L_train, reporting m_out and R²; accuracy follows from the uniform-floor

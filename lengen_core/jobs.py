@@ -8,8 +8,8 @@
 Each request holds a ticket; a job runs while any ticket on it is held, and is cancelled (queued:
 dropped; running: stopped at the next step, nothing saved) when the last ticket is released. Worker
 threads take jobs first in, first out. With `isolate=True` (the server's choice) each worker runs
-its trainings in a child process of its own (`lengen_core.training_process`), so serving pages and training never
-compete for one interpreter's lock. Nothing here knows about a UI; threads never raise out.
+its trainings in a child process of its own (`lengen_core.training_process`), so serving pages and
+training never compete for one interpreter's lock. Nothing here knows about a UI; threads never raise out.
 """
 
 from __future__ import annotations
