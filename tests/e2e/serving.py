@@ -97,9 +97,9 @@ def serve_checkout(env: dict[str, str] | None = None) -> Iterator[dict]:
 
 
 @contextlib.contextmanager
-def serve_image(env: dict[str, str] | None = None) -> Iterator[dict]:
+def serve_image() -> Iterator[dict]:
     """The app served as the image serves it, healthy; yields its url, process, data volume, spec,
-    port and app folder. `env` adds variables (as `docker run -e` does)."""
+    port and app folder."""
     spec = dockerfile()
     image = Path(tempfile.mkdtemp(prefix="lengen-image-"))  # pytest's own temp root is private to root
     image.chmod(0o755)
@@ -112,7 +112,7 @@ def serve_image(env: dict[str, str] | None = None) -> Iterator[dict]:
     os.chown(data, UID, UID)
     port = free_port()
     environment = {**os.environ, **spec["env"], "LENGEN_HOME": str(data), "HOME": str(data),
-                   "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", **(env or {})}
+                   "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     environment.pop("PYTHONPATH", None)
     command = [*spec["cmd"], "--server.port", str(port), "--server.address", "127.0.0.1"]
     command = [a for a in command if a not in ("--server.address=0.0.0.0", "--server.port=8501")]

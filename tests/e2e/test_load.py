@@ -24,12 +24,12 @@ import sys
 import threading
 import time
 import urllib.parse
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import serving
+from load_probe import BROWSER_ARGS, CHROMIUM
 
 from lengen_core.config import RunConfig, with_changes
 from lengen_core.share import config_to_query
@@ -38,12 +38,10 @@ from lengen_core.store import RunStore
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 playwright = pytest.importorskip("playwright.async_api")
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = serving.ROOT
 PROBE = Path(__file__).with_name("load_probe.py")
-CHROMIUM = "/usr/bin/chromium"
 SESSIONS = int(os.environ.get("LENGEN_LOAD_SESSIONS", "0"))  # opt-in: LENGEN_LOAD_SESSIONS=20
 STEPS = 60
-BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-dev-shm-usage"]
 
 
 def peak_rss_mb(pid: int) -> float:
@@ -117,10 +115,10 @@ class BrowserGroup:
     CPU weight before it starts chromium, and everything chromium starts stays there: `kind` is
     "cgroup". Elsewhere `kind` is "nice" and the browsers compete with the server."""
 
-    ROOT = Path("/sys/fs/cgroup/cpu")
+    CGROUPS = Path("/sys/fs/cgroup/cpu")
 
     def __init__(self) -> None:
-        self.path, self.kind = self.ROOT / f"lengen-load-{os.getpid()}", "nice"
+        self.path, self.kind = self.CGROUPS / f"lengen-load-{os.getpid()}", "nice"
 
     def enter_drivers(self) -> None:
         """Move this process's Playwright drivers into the group (call before launching chromium)."""
@@ -139,7 +137,7 @@ class BrowserGroup:
             return
         for pid in (self.path / "cgroup.procs").read_text().split():
             try:
-                (self.ROOT / "cgroup.procs").write_text(pid)
+                (self.CGROUPS / "cgroup.procs").write_text(pid)
             except OSError:
                 pass
         try:
