@@ -16,7 +16,8 @@ from typing import Any, TextIO
 
 from lengen_core.carrier import extract_carrier
 from lengen_core.config import MAX_EVAL_LENGTH, ConfigError, RunConfig
-from lengen_core.dilution import fit_dilution, predict
+from lengen_core.dilution import predict
+from lengen_core.fit import fit_dilution
 from lengen_core.encodings import LengthError
 from lengen_core.evaluate import evaluate
 from lengen_core.heads import analyse_heads

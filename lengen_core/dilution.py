@@ -21,9 +21,7 @@ against each target's best rival, never through a (V, V, K, V) score tensor (len
 Same inputs, same draws, same answer; tests/unit/test_prediction_speed_equivalence.py holds each
 piece to its plain form.
 
-Fitted law (two-zone): 1/p(n) = 1/p(L_train) + (n − L_train)·e^{−m_out}, least squares on the
-measured points with n ≥ L_train, reporting m_out and R²; accuracy follows from the uniform-floor
-vote model A(n) = ∫ φ(z) Φ(z + c)^{V−1} dz with c = e^{m_out}·√(V/(n−1)).
+The fitted law lives in lengen_core.fit: it is fitted to measurements, this module never is.
 """
 
 from __future__ import annotations
@@ -254,48 +252,3 @@ def predict(model: torch.nn.Module, config: RunConfig, lengths: Sequence[int]) -
             )
         )
     return predictions
-
-
-def vote_accuracy(separation: np.ndarray | float, vocab_size: int) -> np.ndarray:
-    """A = ∫ φ(z) Φ(z + c)^{V−1} dz: the uniform-floor vote model with separation c."""
-    c = torch.as_tensor(np.asarray(separation, dtype=np.float64))
-    value = _gaussian_expectation(lambda z: torch.special.ndtr(z + c[..., None]) ** (vocab_size - 1))
-    return value.numpy()
-
-
-@dataclass(frozen=True)
-class DilutionFit:
-    train_length: int
-    vocab_size: int
-    intercept: float  # fitted 1/p at the training length
-    slope: float  # e^{−m_out}: extra 1/p per extra key
-    m_out: float
-    r_squared: float
-    points: int
-
-    def target_mass(self, lengths: Sequence[int] | np.ndarray) -> np.ndarray:
-        n = np.asarray(lengths, dtype=np.float64)
-        return 1.0 / np.maximum(self.intercept + self.slope * (n - self.train_length), 1.0)
-
-    def accuracy(self, lengths: Sequence[int] | np.ndarray) -> np.ndarray:
-        n = np.maximum(np.asarray(lengths, dtype=np.float64), 2.0)
-        separation = np.exp(min(self.m_out, 700.0)) * np.sqrt(self.vocab_size / (n - 1))
-        return vote_accuracy(separation, self.vocab_size)
-
-
-def fit_dilution(
-    lengths: Sequence[int], target_masses: Sequence[float], train_length: int, vocab_size: int
-) -> DilutionFit | None:
-    """Least-squares fit of the two-zone law on the points at or beyond the training length."""
-    n = np.asarray(lengths, dtype=np.float64)
-    p = np.asarray(target_masses, dtype=np.float64)
-    use = (n >= train_length) & (p > 0)
-    if use.sum() < 2:
-        return None
-    x, y = n[use] - train_length, 1.0 / p[use]
-    slope, intercept = np.polyfit(x, y, 1)
-    residual = float(((y - (intercept + slope * x)) ** 2).sum())
-    spread = float(((y - y.mean()) ** 2).sum())
-    m_out = -math.log(slope) if slope > 0 else math.inf
-    r_squared = 1.0 - residual / spread if spread > 0 else 1.0
-    return DilutionFit(train_length, vocab_size, float(intercept), float(slope), m_out, r_squared, int(use.sum()))

@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from lengen_core.dilution import fit_dilution
+from lengen_core.fit import fit_dilution
 from ui import charts
 from ui.runs import allowed_lengths, carrier, evaluation, prediction
 from ui.state import show_view, view_number

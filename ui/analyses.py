@@ -13,7 +13,7 @@ import numpy as np
 import streamlit as st
 import torch
 
-from lengen_core.dilution import fit_dilution
+from lengen_core.fit import fit_dilution
 from lengen_core.evaluate import sequence_tokens
 from lengen_core.heads import HeadReport, analyse_heads
 from lengen_core.sequence import MAX_SEQUENCE_LENGTH, SequenceReport, evaluate_sequence

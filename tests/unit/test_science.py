@@ -13,7 +13,8 @@ import torch
 
 from lengen_core.carrier import extract_carrier
 from lengen_core.config import RunConfig, with_changes
-from lengen_core.dilution import fit_dilution, predict
+from lengen_core.dilution import predict
+from lengen_core.fit import fit_dilution
 from lengen_core.encodings import LengthError
 from lengen_core.evaluate import evaluate
 from lengen_core.training import train
