@@ -7,14 +7,20 @@
 
 Every random stream comes from the run's seed through explicit generators (weights on the CPU,
 so the same seed gives the same initial weights on every device; data on the training device);
-the global RNG is never touched.
+the global RNG is never touched. Each step runs with torch's deterministic algorithms: with two or
+more intra-op threads the backward of the embedding gather accumulates in a thread-dependent order
+otherwise (two trainings of one config on 2 threads differed by up to 7e-7), so the same config and
+seed give the same bytes on the same machine at any thread count. The caller's setting is restored
+after each step.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import deque
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
@@ -38,6 +44,32 @@ def resolve_device(name: str = "auto") -> torch.device:
     if not available[name]:
         raise ValueError(f"device {name!r} is not available on this machine: use auto or cpu")
     return torch.device(name)
+
+
+_deterministic_lock = threading.Lock()
+_deterministic_users = 0
+_caller_setting = (False, False)
+
+
+@contextmanager
+def deterministic_algorithms(device: torch.device) -> Iterator[None]:
+    """torch's deterministic algorithms while inside, the caller's setting restored when the last
+    concurrent user (trainings may run in threads) leaves. On the CPU a missing deterministic kernel
+    is an error; elsewhere a warning (CUDA needs CUBLAS_WORKSPACE_CONFIG for bit-identical matmuls)."""
+    global _deterministic_users, _caller_setting
+    with _deterministic_lock:
+        if _deterministic_users == 0:
+            _caller_setting = (torch.are_deterministic_algorithms_enabled(),
+                               torch.is_deterministic_algorithms_warn_only_enabled())
+            torch.use_deterministic_algorithms(True, warn_only=device.type != "cpu")
+        _deterministic_users += 1
+    try:
+        yield
+    finally:
+        with _deterministic_lock:
+            _deterministic_users -= 1
+            if _deterministic_users == 0:
+                torch.use_deterministic_algorithms(_caller_setting[0], warn_only=_caller_setting[1])
 
 
 @dataclass(frozen=True)
@@ -107,7 +139,8 @@ class Training:
         self.model.train()
         while self.steps_done < total and not self.stopped_early:
             start = time.perf_counter()
-            loss, accuracy = self.step()
+            with deterministic_algorithms(self.device):
+                loss, accuracy = self.step()
             self.seconds += time.perf_counter() - start
             self.steps_done += 1
             self._recent.append(accuracy)

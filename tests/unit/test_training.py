@@ -132,3 +132,35 @@ def test_training_on_cuda_starts_from_the_cpu_weights_and_learns():
     assert run.device.startswith("cuda")
     (report,) = evaluate(run.model, config, [config.task.train_length], samples=1024)
     assert report.accuracy >= 0.99
+
+
+@pytest.fixture
+def several_threads():
+    """The session's single-thread setting undone: the default thread count of a 2-core machine or more."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(max(2, torch.get_num_interop_threads(), previous))
+    yield torch.get_num_threads()
+    torch.set_num_threads(previous)
+
+
+def test_same_config_and_seed_give_the_same_bytes_on_several_threads(several_threads):
+    """Without deterministic kernels two trainings on 2 threads differed by up to 7e-7 (the embedding
+    gather's backward accumulates in a thread-dependent order); the bytes must match exactly."""
+    assert several_threads >= 2
+    config = with_changes(RunConfig(), steps=150, keep_training=True)
+    first, second = train(config, "cpu"), train(config, "cpu")
+    for name, tensor in first.model.state_dict().items():
+        assert tensor.numpy().tobytes() == second.model.state_dict()[name].numpy().tobytes(), name
+    assert first.history == second.history
+
+
+def test_training_restores_the_callers_deterministic_setting():
+    assert not torch.are_deterministic_algorithms_enabled()
+    train(SHORT, "cpu")
+    assert not torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        train(SHORT, "cpu")
+        assert torch.are_deterministic_algorithms_enabled() and torch.is_deterministic_algorithms_warn_only_enabled()
+    finally:
+        torch.use_deterministic_algorithms(False)
