@@ -22,10 +22,13 @@ import torch
 from lengen_core.config import MAX_EVAL_LENGTH, RunConfig
 from lengen_core.encodings import LengthError
 from lengen_core.evaluate import sequence_tokens
+from lengen_core.training import initial_model
 
 RANK_ENERGY = 0.99
 ACTIVE_AMPLITUDE = 0.01  # a frequency is active when its amplitude is ≥ 1% of the largest
+MATRIX_BATCH_ELEMENTS = 1 << 24  # logits per batch when averaging the logit matrix (64 MB in float32)
 TOEPLITZ_SAMPLES = 4_096  # the mean logit matrix at the training length: sampling noise ≈ 1/64
+ALIGNMENT_MARGIN = 1.0  # nats: s(k) must beat every other offset in range by this to count as aligned
 RECURRENCE_GAP = math.log(4.0)  # a far key within this of the target logit takes ≥ 1/4 its weight
 
 
@@ -91,25 +94,49 @@ class NearRecurrence:
 
 
 @dataclass(frozen=True)
+class CarrierMetrics:
+    """What the carrier's numbers say, for one model (a trained run, or its untrained initialisation).
+
+    - argmax_offset, margin: where s(Δ) peaks in the training range, and by how much it beats the
+      next best offset there (nats);
+    - aligned: the peak is at k AND the margin is at least `ALIGNMENT_MARGIN`: a peak at k by 0.02
+      nats selects nothing;
+    - effective_rank: singular values of the centred positional matrix keeping 99% of its energy;
+    - toeplitz_fraction: energy of the centred mean logit matrix kept when each diagonal is replaced
+      by its mean. It measures equivariance, not a learned rule: any RoPE head, trained or not, is
+      Toeplitz up to sampling noise, and so is a NoPE or ALiBi head whose only structure is the
+      query's own token at Δ = 0. Read it beside the untrained baseline of the same config.
+    """
+
+    argmax_offset: int
+    margin: float
+    aligned: bool
+    effective_rank: int
+    active_frequencies: int
+    toeplitz_fraction: float
+
+
+@dataclass(frozen=True)
 class Carrier:
     source: str  # "analytic" (RoPE, from the weights) or "measured" (mean recorded logits)
-    offsets: np.ndarray  # Δ = 0 … n-1
+    offsets: np.ndarray  # Δ = 0 … n-1 (a learned table: only the offsets seen in training)
     values: np.ndarray  # s(Δ)
     frequencies: np.ndarray  # spectrum: ω_j (analytic) or FFT frequencies in rad/token (measured)
     amplitudes: np.ndarray  # A_j
     train_length: int
     offset: int
-    argmax_offset: int  # argmax of s over the training range
-    margin: float  # s(k) − max over the other offsets of the training range
-    singular_values: np.ndarray  # of the positional logit matrix
-    effective_rank: int  # singular values keeping ≥ 99% of the energy
-    active_frequencies: int
-    toeplitz_fraction: float
+    singular_values: np.ndarray  # of the centred positional logit matrix
+    metrics: CarrierMetrics  # of the trained model
+    baseline: CarrierMetrics  # of the same config's untrained initialisation (same seed)
     near_recurrences: tuple[NearRecurrence, ...]
 
-    @property
-    def alignment(self) -> bool:
-        return self.argmax_offset == self.offset
+    # The trained model's metrics, by name (what the pages and the command line read).
+    argmax_offset = property(lambda self: self.metrics.argmax_offset)
+    margin = property(lambda self: self.metrics.margin)
+    alignment = property(lambda self: self.metrics.aligned)
+    effective_rank = property(lambda self: self.metrics.effective_rank)
+    active_frequencies = property(lambda self: self.metrics.active_frequencies)
+    toeplitz_fraction = property(lambda self: self.metrics.toeplitz_fraction)
 
 
 def effective_rank(singular_values: np.ndarray, energy: float = RANK_ENERGY) -> int:
@@ -135,10 +162,17 @@ def toeplitz_fraction(matrix: np.ndarray) -> float:
 
 @torch.no_grad()
 def mean_logit_matrix(model: torch.nn.Module, config: RunConfig, length: int, samples: int = 512, seed: int = 7):
-    """Mean over random sequences of the raw (unmasked) attention logits: (T, T) numpy, first head."""
+    """Mean over random sequences of the raw (unmasked) attention logits: (T, T) numpy, first head.
+
+    Sequences go through in batches of at most `MATRIX_BATCH_ELEMENTS` logits, so a long training
+    length costs time, not memory."""
     tokens = sequence_tokens(seed, length, samples, config.task.vocab_size).to(model.embed.device)
-    logits = model.attend(tokens, 0)[0].logits[:, 0]  # (S, T, T)
-    return logits.mean(dim=0).double().cpu().numpy()
+    batch = max(1, MATRIX_BATCH_ELEMENTS // (length * length))
+    total = torch.zeros(length, length, dtype=torch.float64, device=tokens.device)
+    for begin in range(0, samples, batch):
+        logits = model.attend(tokens[begin : begin + batch], 0)[0].logits[:, 0]  # (b, T, T)
+        total += logits.double().sum(dim=0)
+    return (total / samples).cpu().numpy()
 
 
 def find_near_recurrences(
@@ -166,50 +200,73 @@ def find_near_recurrences(
     return tuple(found)
 
 
+def _analytic_parts(model: torch.nn.Module, size: int):
+    """RoPE: s(Δ) from the weights at Δ = 0 … size-1, S_tu = s(t − u) (size, size), the spectrum."""
+    coefficients = token_coefficients(model).mean(dim=(0, 1)).cpu()  # (D/2,) complex
+    frequencies = model.encoding.frequencies.cpu()
+    full = carrier_values(coefficients, frequencies, torch.arange(-size + 1, size)).numpy()  # Δ = -size+1 … size-1
+    positional = full[np.subtract.outer(np.arange(size), np.arange(size)) + size - 1]  # S_tu = s(t − u)
+    return full[size - 1 :], positional, (frequencies.numpy(), coefficients.abs().numpy())
+
+
+def _measured_parts(model: torch.nn.Module, config: RunConfig, size: int, samples: int):
+    """Other encodings: the mean recorded logit at each offset, the mean logit matrix, its FFT spectrum."""
+    positional = mean_logit_matrix(model, config, size, samples)
+    values = np.array([np.diagonal(positional, -d).mean() for d in range(size)])
+    amplitudes = np.abs(np.fft.rfft(values - values.mean())) * 2 / size
+    return values, positional, (2 * np.pi * np.fft.rfftfreq(size), amplitudes)
+
+
+def _carrier_size(model: torch.nn.Module, config: RunConfig) -> int:
+    """Offsets shown: 0 … 2·L_train (at least 128); a learned table only has the training range."""
+    if getattr(model.encoding, "trained_positions", False):
+        return config.task.train_length
+    return max(128, 2 * config.task.train_length)
+
+
+def _parts(model: torch.nn.Module, config: RunConfig, samples: int):
+    size = _carrier_size(model, config)
+    if getattr(model.encoding, "rotary", False):
+        return ("analytic", *_analytic_parts(model, size))
+    return ("measured", *_measured_parts(model, config, size, samples))
+
+
+def _metrics(model, config: RunConfig, values: np.ndarray, positional: np.ndarray, amplitudes: np.ndarray):
+    """CarrierMetrics and the singular values of the centred positional matrix."""
+    L, k = config.task.train_length, config.task.offset
+    in_range = values[:L]
+    margin = float(in_range[k] - np.delete(in_range, k).max())
+    argmax = int(np.argmax(in_range))
+    singular = np.linalg.svd(positional - positional.mean(), compute_uv=False)
+    samples = min(TOEPLITZ_SAMPLES, max(256, MATRIX_BATCH_ELEMENTS // (L * L)))
+    toeplitz = toeplitz_fraction(mean_logit_matrix(model, config, L, samples))
+    peak = amplitudes.max()
+    metrics = CarrierMetrics(
+        argmax_offset=argmax, margin=margin, aligned=argmax == k and margin >= ALIGNMENT_MARGIN,
+        effective_rank=effective_rank(singular),
+        active_frequencies=int((amplitudes >= ACTIVE_AMPLITUDE * peak).sum()) if peak > 0 else 0,
+        toeplitz_fraction=toeplitz,
+    )
+    return metrics, singular
+
+
 @torch.no_grad()
 def extract_carrier(
     model: torch.nn.Module, config: RunConfig, search_length: int = 1 << 20, samples: int = 512
 ) -> Carrier:
-    """The carrier, its spectrum, rank, Toeplitz fraction and near-recurrences (analytic for RoPE)."""
+    """The carrier, its spectrum, rank, Toeplitz fraction and near-recurrences (analytic for RoPE),
+    each metric beside the same metric of the config's untrained initialisation."""
     if isinstance(search_length, bool) or not isinstance(search_length, int) or not 1 <= search_length <= MAX_EVAL_LENGTH:
         raise LengthError(f"search length {search_length!r} is out of range: allowed 1 to {MAX_EVAL_LENGTH}")
-    L, k = config.task.train_length, config.task.offset
-    size = max(128, 2 * L)
-    if getattr(model.encoding, "rotary", False):
-        coefficients = token_coefficients(model).mean(dim=(0, 1)).cpu()  # (D/2,) complex
-        frequencies = model.encoding.frequencies.cpu()
-        offsets = torch.arange(-size + 1, size)
-        full = carrier_values(coefficients, frequencies, offsets).numpy()  # s(Δ), Δ = -size+1 … size-1
-        index = np.subtract.outer(np.arange(size), np.arange(size)) + size - 1
-        positional = full[index]  # S_tu = s(t - u)
-        values = full[size - 1 :]
-        spectrum = (frequencies.numpy(), coefficients.abs().numpy())
-        recurrences = find_near_recurrences(model, config, search_length)
-        source = "analytic"
-    else:
-        size = min(size, getattr(model.encoding, "table", torch.empty(size)).shape[0])
-        positional = mean_logit_matrix(model, config, size, samples)
-        values = np.array([np.diagonal(positional, -d).mean() for d in range(size)])
-        amplitudes = np.abs(np.fft.rfft(values - values.mean())) * 2 / size
-        spectrum = (2 * np.pi * np.fft.rfftfreq(size), amplitudes)
-        recurrences = ()
-        source = "measured"
-    in_range = values[:L]
-    singular = np.linalg.svd(positional, compute_uv=False)
-    others = np.delete(in_range, k)
+    source, values, positional, (frequencies, amplitudes) = _parts(model, config, samples)
+    metrics, singular = _metrics(model, config, values, positional, amplitudes)
+    untrained = initial_model(config).eval()
+    _, base_values, base_positional, (_, base_amplitudes) = _parts(untrained, config, samples)
+    baseline, _ = _metrics(untrained, config, base_values, base_positional, base_amplitudes)
+    rotary = getattr(model.encoding, "rotary", False)
     return Carrier(
-        source=source,
-        offsets=np.arange(len(values)),
-        values=values,
-        frequencies=spectrum[0],
-        amplitudes=spectrum[1],
-        train_length=L,
-        offset=k,
-        argmax_offset=int(np.argmax(in_range)),
-        margin=float(in_range[k] - others.max()),
-        singular_values=singular,
-        effective_rank=effective_rank(singular),
-        active_frequencies=int((spectrum[1] >= ACTIVE_AMPLITUDE * spectrum[1].max()).sum()),
-        toeplitz_fraction=toeplitz_fraction(mean_logit_matrix(model, config, L, TOEPLITZ_SAMPLES)),
-        near_recurrences=recurrences,
+        source=source, offsets=np.arange(len(values)), values=values, frequencies=frequencies,
+        amplitudes=amplitudes, train_length=config.task.train_length, offset=config.task.offset,
+        singular_values=singular, metrics=metrics, baseline=baseline,
+        near_recurrences=find_near_recurrences(model, config, search_length) if rotary else (),
     )

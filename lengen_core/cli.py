@@ -14,10 +14,10 @@ import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from lengen_core.carrier import extract_carrier
+from lengen_core.carrier import ALIGNMENT_MARGIN, extract_carrier
 from lengen_core.config import MAX_EVAL_LENGTH, ConfigError, RunConfig
 from lengen_core.dilution import predict
-from lengen_core.fit import fit_dilution
+from lengen_core.fit import LAW, NOT_APPLICABLE, fit_dilution
 from lengen_core.encodings import LengthError
 from lengen_core.evaluate import evaluate
 from lengen_core.heads import analyse_heads
@@ -129,6 +129,7 @@ def command_train(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
         "train_accuracy": run.train_accuracy,
         "stopped_early": run.stopped_early,
         "reused": reused,
+        "verdict": run.verdict.to_dict(),
     }
 
 
@@ -168,12 +169,17 @@ def command_evaluate(args: argparse.Namespace, store: RunStore) -> dict[str, Any
     if max(lengths) > MAX_EVAL_LENGTH:
         raise LengthError(f"length {max(lengths)} is beyond the evaluation limit of {MAX_EVAL_LENGTH} tokens")
     rows = (_single_head_rows if single_head else _sequence_rows)(run, lengths, args.samples, args.seed)
-    fit = fit_dilution(lengths, [r["target_mass"] for r in rows], config.task.train_length, config.task.vocab_size)
-    fitted = None
-    if fit is not None:
-        fitted = {"law": "1/p(n) = 1/p(L_train) + (n - L_train) * exp(-m_out)", **vars(fit)}
+    result = NOT_APPLICABLE
+    if single_head:
+        result = fit_dilution(lengths, [r["target_mass"] for r in rows], [r["target_mass_sem"] for r in rows],
+                              config.task.train_length, run.verdict)
+    for row in rows:
+        applies = result.fit is not None and row["length"] >= config.task.train_length
+        row["fitted_target_mass"] = float(result.fit.target_mass([row["length"]])[0]) if applies else None
+    fitted = None if result.fit is None else {"law": LAW, **vars(result.fit)}
     return {"run_id": run.run_id, "task": config.task.task, "chance": 1 / config.task.vocab_size,
-            "lengths": rows, "fit": fitted}
+            "verdict": run.verdict.to_dict(), "lengths": rows, "fit": fitted, "fit_status": result.status,
+            "fit_reason": result.reason}
 
 
 def command_heads(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
@@ -193,14 +199,12 @@ def command_carrier(args: argparse.Namespace, store: RunStore) -> dict[str, Any]
     carrier = extract_carrier(run.model, run.config, search_length=args.search_length)
     return {
         "run_id": run.run_id,
+        "verdict": run.verdict.to_dict(),
         "source": carrier.source,
         "offset": carrier.offset,
-        "argmax_offset": carrier.argmax_offset,
-        "alignment": carrier.alignment,
-        "margin": carrier.margin,
-        "effective_rank": carrier.effective_rank,
-        "active_frequencies": carrier.active_frequencies,
-        "toeplitz_fraction": carrier.toeplitz_fraction,
+        "alignment_margin_needed": ALIGNMENT_MARGIN,
+        **_carrier_metrics(carrier.metrics),
+        "baseline": _carrier_metrics(carrier.baseline),
         "spectrum": [{"frequency": float(w), "amplitude": float(a)}
                      for w, a in zip(carrier.frequencies, carrier.amplitudes)],
         "carrier": [float(v) for v in carrier.values[: 4 * carrier.train_length]],
@@ -209,11 +213,19 @@ def command_carrier(args: argparse.Namespace, store: RunStore) -> dict[str, Any]
     }
 
 
+def _carrier_metrics(metrics) -> dict[str, Any]:
+    """The metric names of the command line (alignment for `aligned`), trained and baseline alike."""
+    values = vars(metrics).copy()
+    values["alignment"] = values.pop("aligned")
+    return values
+
+
 def command_runs(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
     runs = [
         {"run_id": s.run_id, "encoding": s.config.model.encoding, "attention": s.config.model.attention,
          "offset": s.config.task.offset, "train_length": s.config.task.train_length, "seed": s.config.train.seed,
-         "steps": s.steps, "train_accuracy": s.train_accuracy, "created": s.created.isoformat()}
+         "steps": s.steps, "train_accuracy": s.train_accuracy, "created": s.created.isoformat(),
+         "verdict": None if s.verdict is None else s.verdict.to_dict()}
         for s in store.list_runs()
     ]
     return {"root": str(store.root), "runs": runs, "corrupt": store.corrupt_runs()}
@@ -267,16 +279,22 @@ def _summary(result: dict[str, Any]) -> str:
             f"{number(r['predicted_target_mass']):>7} {r['argmax_key']:>8}"
             for r in result["lengths"]
         ]
-        if result["fit"]:
-            lines.append(f"fitted law: m_out = {result['fit']['m_out']:.3f}, R² = {result['fit']['r_squared']:.4f}")
+        lines.append(f"verdict: {result['verdict']['reason']}")
+        lines.append(("fitted law: " if result["fit"] else "") + result["fit_reason"])
         return "\n".join(lines)
     if "heads" in result:
         return "\n".join(_head_line(h) for h in result["heads"])
     if "runs" in result:
-        return "\n".join(f"{r['run_id']}  steps {r['steps']}  acc {r['train_accuracy']:.3f}" for r in result["runs"]) \
+        learned = lambda r: "" if r["verdict"] is None else "  learned" if r["verdict"]["learned"] else "  did not learn"
+        return "\n".join(f"{r['run_id']}  steps {r['steps']}  acc {r['train_accuracy']:.3f}{learned(r)}"
+                         for r in result["runs"]) \
             or f"no runs in {result['root']}"
-    skip = {"config", "spectrum", "carrier", "singular_values", "near_recurrences"}
+    skip = {"config", "spectrum", "carrier", "singular_values", "near_recurrences", "verdict", "baseline"}
     lines = [f"{key}: {value}" for key, value in result.items() if key not in skip]
+    if "verdict" in result:
+        lines.append(f"verdict: {result['verdict']['reason']}")
+    if "baseline" in result:
+        lines.append("untrained baseline: " + ", ".join(f"{k} {v}" for k, v in result["baseline"].items()))
     if "near_recurrences" in result:
         lines.append(f"near_recurrences: {len(result['near_recurrences'])} (first offsets "
                      f"{[r['offset'] for r in result['near_recurrences'][:5]]})")

@@ -30,6 +30,8 @@ class PositionalEncoding(nn.Module):
     additive = False  # adds a table to the embeddings
     rotary = False  # rotates queries and keys
     relative = True  # logits depend on token pairs and t − u alone
+    trained_positions = False  # positions are parameters: beyond the training range they are untrained
+    single_head_limit: str | None = None  # why one head with this encoding cannot select offset k
 
     def embed(self, positions: torch.Tensor) -> torch.Tensor | None:
         return None
@@ -46,6 +48,12 @@ class PositionalEncoding(nn.Module):
 
 class NoPE(PositionalEncoding):
     """Nothing but the causal mask."""
+
+    single_head_limit = (
+        "Without positions one head sees which tokens are there, not where: every key of the same token gets "
+        "the same logit, so no logit can single out the key k places back. A RoPE head can (the presets); "
+        "a transformer of several layers can count positions through the causal mask (Transformer page)."
+    )
 
 
 def rope_frequencies(d_head: int, base: float) -> torch.Tensor:
@@ -86,6 +94,7 @@ class Learned(PositionalEncoding):
 
     additive = True
     relative = False
+    trained_positions = True
     init_std = 0.02
 
     def __init__(self, max_positions: int, d_model: int, generator: torch.Generator) -> None:
@@ -141,6 +150,12 @@ def alibi_slopes(n_heads: int) -> torch.Tensor:
 
 
 class ALiBi(PositionalEncoding):
+    single_head_limit = (
+        "One ALiBi head adds a single bias −m·(t − u) that falls with distance, and the tokens are random, so "
+        "its largest logit on average is at offset 0, never at k > 0. A RoPE head can select offset k (the "
+        "presets); so can a transformer whose heads combine slopes (Transformer page)."
+    )
+
     def __init__(self, n_heads: int) -> None:
         super().__init__()
         self.register_buffer("slopes", alibi_slopes(n_heads), persistent=False)

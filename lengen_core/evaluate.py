@@ -212,6 +212,7 @@ class LengthReport:
     accuracy_low: float  # 95% Wilson interval
     accuracy_high: float
     target_mass: float  # mean attention weight on the key at the offset
+    target_mass_sem: float  # its standard error over the samples
     argmax_key: int  # the most common argmax key of the query
     argmax_share: float  # fraction of samples whose argmax key is `argmax_key`
     seconds: float
@@ -243,6 +244,7 @@ def evaluate(
                 accuracy_low=low,
                 accuracy_high=high,
                 target_mass=float(out.target_mass.mean()),
+                target_mass_sem=float(out.target_mass.std() / math.sqrt(samples)) if samples > 1 else math.inf,
                 argmax_key=mode,
                 argmax_share=float((out.argmax_key == mode).float().mean()),
                 seconds=time.perf_counter() - start,

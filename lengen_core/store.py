@@ -2,7 +2,8 @@
 
     <root>/runs/<run_id>/config.json          RunConfig.to_dict()
                          weights.safetensors  the model's state_dict (safetensors: loading runs no code)
-                         metrics.json         what happened in training, a format number, the time saved
+                         metrics.json         what happened in training and the verdict on it
+                                              (lengen_core.verdict), a format number, the time saved
 
 `<root>` is `$LENGEN_HOME`, else `~/.lengen`. A run is written into a `.tmp-*` directory beside the
 runs, flushed to disk and renamed into place, so a crash leaves at most a temp directory (which
@@ -32,6 +33,7 @@ from safetensors.torch import load_file, save_file
 from lengen_core.config import RunConfig
 from lengen_core.model import build_model
 from lengen_core.training import Run, resolve_device
+from lengen_core.verdict import Verdict, judge
 
 FORMAT = 1  # of metrics.json; bump when the layout changes so old readers refuse new runs clearly
 TEMP_PREFIX = ".tmp-"
@@ -53,6 +55,7 @@ class RunSummary:
     steps: int
     train_accuracy: float
     created: datetime  # timezone-aware, UTC when saved here
+    verdict: Verdict | None  # None for a run saved before verdicts were stored (judged when loaded)
 
 
 def default_root() -> Path:
@@ -118,7 +121,9 @@ class RunStore:
         except (OSError, RuntimeError, SafetensorError) as error:
             raise StoreError(f"damaged weights file {weights_path}: {error}") from error
         target = resolve_device(device)
-        return Run(config=summary.config, model=model.eval().to(target), **{**fields, "device": str(target)})
+        model = model.eval().to(target)
+        verdict = summary.verdict if summary.verdict is not None else judge(model, summary.config)
+        return Run(config=summary.config, model=model, **{**fields, "device": str(target)}, verdict=verdict)
 
     def find(self, config: RunConfig, device: str = "cpu") -> Run | None:
         """The stored run for exactly this config and seed, or None: lets callers skip retraining.
@@ -193,6 +198,8 @@ def _write_run(directory: Path, run: Run) -> None:
     _fsync_file(directory / WEIGHTS_FILE)
     created = datetime.now(UTC).isoformat()
     metrics = {"format": FORMAT, "created": created, **{name: getattr(run, name) for name in _RUN_FIELDS}}
+    if run.verdict is not None:
+        metrics["verdict"] = run.verdict.to_dict()
     _write_json(directory / CONFIG_FILE, run.config.to_dict())
     _write_json(directory / METRICS_FILE, metrics)
     # mkdtemp and safetensors create owner-only modes; a stored run (and a shipped preset) is for
@@ -227,11 +234,12 @@ def _read_record(directory: Path) -> tuple[RunSummary, dict[str, Any]]:
             "history": {str(key): list(values) for key, values in metrics["history"].items()},
         }
         created = datetime.fromisoformat(metrics["created"])
+        verdict = Verdict.from_dict(metrics["verdict"]) if "verdict" in metrics else None
     except (KeyError, TypeError, ValueError, AttributeError) as error:
         raise StoreError(f"missing or invalid field in {metrics_path}: {error!r}") from error
     if created.tzinfo is None:  # only a hand-edited file; naive and aware times cannot be sorted together
         created = created.replace(tzinfo=UTC)
-    summary = RunSummary(directory.name, config, fields["steps"], fields["train_accuracy"], created)
+    summary = RunSummary(directory.name, config, fields["steps"], fields["train_accuracy"], created, verdict)
     return summary, fields
 
 

@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from lengen_core.config import RunConfig
 from lengen_core.model import build_model
 from lengen_core.tasks import query_start, sample_batch
+from lengen_core.verdict import Verdict, judge
 
 DATA_SEED_OFFSET = 1_000_003  # keeps the data stream apart from the weight stream of the same seed
 
@@ -97,10 +98,16 @@ class Run:
     train_accuracy: float
     stopped_early: bool
     history: dict[str, list[float]] = field(default_factory=dict)
+    verdict: Verdict | None = None  # judged when trained (lengen_core.verdict); None only before that
 
     @property
     def run_id(self) -> str:
         return self.config.run_id()
+
+
+def initial_model(config: RunConfig) -> torch.nn.Module:
+    """The weights a training of `config` starts from (its seed's): the untrained baseline of a run."""
+    return build_model(config, torch.Generator().manual_seed(config.train.seed))
 
 
 class Training:
@@ -108,7 +115,7 @@ class Training:
         self.config = config
         self.device = resolve_device(device)
         seed = config.train.seed
-        self.model = build_model(config, torch.Generator().manual_seed(seed)).to(self.device)
+        self.model = initial_model(config).to(self.device)
         self.data = torch.Generator(device=self.device).manual_seed(seed + DATA_SEED_OFFSET)
         self.optimizer = torch.optim.Adam(
             self.model.parameters(), lr=config.train.learning_rate, weight_decay=config.train.weight_decay
@@ -159,6 +166,7 @@ class Training:
             )
 
     def finish(self) -> Run:
+        """The run, with its verdict judged on fresh sequences (a few hundredths of a second for one head)."""
         self.model.eval()
         history = self.history
         return Run(
@@ -171,6 +179,7 @@ class Training:
             train_accuracy=history["accuracy"][-1] if history["accuracy"] else float("nan"),
             stopped_early=self.stopped_early,
             history={key: list(values) for key, values in history.items()},
+            verdict=judge(self.model, self.config) if self.steps_done else None,
         )
 
 
