@@ -17,9 +17,9 @@ from typing import Any, TextIO
 from lengen_core.carrier import ALIGNMENT_MARGIN, extract_carrier
 from lengen_core.config import MAX_EVAL_LENGTH, ConfigError, RunConfig
 from lengen_core.dilution import predict
-from lengen_core.fit import LAW, NOT_APPLICABLE, fit_dilution
 from lengen_core.encodings import LengthError
 from lengen_core.evaluate import evaluate
+from lengen_core.fit import LAW, NOT_APPLICABLE, fit_dilution
 from lengen_core.heads import analyse_heads
 from lengen_core.sequence import evaluate_sequence
 from lengen_core.store import RunStore, StoreError

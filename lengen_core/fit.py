@@ -129,6 +129,6 @@ def fit_dilution(
     low, high = np.percentile(draws, [2.5, 97.5])
     error = float(np.max(np.abs(_law(n, train_length, a, m_out) / p - 1.0)))
     fit = DilutionFit(train_length, float(a), float(m_out), float(min(low, m_out)), float(max(high, m_out)),
-                      error, int(len(n)), int(n[-1]))
+                      error, len(n), int(n[-1]))
     return FitResult("fitted", fit, f"m_out {m_out:.2f} (95% interval {fit.m_out_low:.2f} to {fit.m_out_high:.2f}); "
                      f"the fitted p is within {error:.0%} of every measured point from {train_length} to {int(n[-1]):,}.")

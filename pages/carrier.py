@@ -3,7 +3,8 @@
 import pandas as pd
 import streamlit as st
 
-from ui import charts
+from lengen_core.carrier import ALIGNMENT_MARGIN
+from ui import charts, readouts
 from ui.runs import carrier
 from ui.state import show_view, view_number
 from ui.widgets import chart, require_single_head, run_summary, selected_run
@@ -24,29 +25,40 @@ search = st.select_slider(
 )
 show_view("search", str(search))
 result = carrier(run.run_id, search)
+trained, untrained = result.metrics, result.baseline
 
+st.markdown("Each number beside the same number for this config's **untrained initialisation** (same seed): "
+            "what training changed, not what the encoding gives for free.")
 a, b, c, d = st.columns(4)
-a.metric("Toeplitz fraction", f"{result.toeplitz_fraction:.3f}",
-         help="Energy of the mean logit matrix kept when each diagonal is replaced by its mean: 1 means offset-only (C3).")
-b.metric("Argmax offset", result.argmax_offset, help="Where s(Δ) peaks inside the training range.")
-c.metric("Alignment", "yes" if result.alignment else "no", help=f"Does the peak sit at the target offset k = {result.offset}?")
-d.metric("Effective rank", result.effective_rank, help="Singular values keeping 99% of the energy of S_tu = s(t − u) (C5).")
+a.metric("Alignment", "yes" if trained.aligned else "no", delta=f"untrained: {'yes' if untrained.aligned else 'no'}",
+         delta_color="off", help=f"The peak of s(Δ) in the training range is at k = {result.offset} and beats every "
+                                 f"other offset there by at least {ALIGNMENT_MARGIN:g} nat.")
+b.metric("Margin at k (nats)", f"{trained.margin:+.2f}", delta=f"untrained: {untrained.margin:+.2f}",
+         delta_color="off", help="s(k) minus the largest s(Δ) at any other offset of the training range.")
+c.metric("Effective rank", trained.effective_rank, delta=f"untrained: {untrained.effective_rank}",
+         delta_color="off", help="Singular values keeping 99% of the energy of the centred positional matrix (C5).")
+d.metric("Toeplitz fraction", f"{trained.toeplitz_fraction:.3f}", delta=f"untrained: {untrained.toeplitz_fraction:.3f}",
+         delta_color="off", help="Energy of the centred mean logit matrix kept when each diagonal is replaced by its "
+                                 "mean. It measures equivariance (C3), not a learned rule: an untrained RoPE head is "
+                                 "near 1 too, and so are NoPE and ALiBi heads that learned nothing.")
 st.caption(f"Carrier source: **{result.source}** ({'read from the weights, no forward pass' if result.source == 'analytic' else 'mean recorded logit at each offset'}); "
-           f"margin s(k) − next best in range = {result.margin:.2f} nats; active frequencies: {result.active_frequencies}.")
+           f"argmax offset {trained.argmax_offset} (untrained {untrained.argmax_offset}); active frequencies "
+           f"{trained.active_frequencies} (untrained {untrained.active_frequencies}).")
 
+trained_positions = getattr(run.model.encoding, "trained_positions", False)
 chart(charts.carrier_curve(result.offsets, result.values, result.train_length, result.offset),
-      "the peak inside the shaded training range sits on the red line at k; for RoPE the curve continues "
-      "smoothly past the training range, for a learned table it does not exist there.",
+      readouts.carrier_caption(trained, untrained, result.offset, trained_positions, run.verdict),
       pd.DataFrame({"offset": result.offsets, "s": result.values}), "carrier")
 
 left, right = st.columns(2)
 with left:
     chart(charts.spectrum(result.frequencies, result.amplitudes, result.source == "analytic"),
-          "a few frequencies carry the amplitude: the carrier is a short sum of cosines.",
+          readouts.spectrum_caption(result.amplitudes, trained.active_frequencies, untrained.active_frequencies),
           pd.DataFrame({"frequency": result.frequencies, "amplitude": result.amplitudes}), "spectrum")
 with right:
-    chart(charts.singular_values(result.singular_values, result.effective_rank),
-          "a sharp drop after a few values: the positional rule is low rank (C5).",
+    chart(charts.singular_values(result.singular_values, trained.effective_rank),
+          readouts.rank_caption(trained.effective_rank, untrained.effective_rank, len(result.singular_values),
+                                result.source == "analytic" and trained.aligned and bool(run.verdict and run.verdict.learned)),
           pd.DataFrame({"index": range(1, len(result.singular_values) + 1), "singular_value": result.singular_values}),
           "singular-values")
 
@@ -56,7 +68,5 @@ if recurrences.empty:
     st.info("No near-recurrences found in the searched range (none are computed for measured carriers).")
 else:
     chart(charts.recurrences(recurrences["offset"].tolist(), recurrences["gap"].tolist(), result.train_length),
-          "each cross is a far offset where some token pair's logit comes back within ln 4 of the target's "
-          "(a negative gap: above it): once a sequence is "
-          "longer than the first of them, accuracy is predicted to fall (see Dilution).",
+          readouts.recurrence_caption(recurrences["offset"].tolist()),
           recurrences, "near-recurrences")

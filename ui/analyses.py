@@ -13,12 +13,12 @@ import numpy as np
 import streamlit as st
 import torch
 
-from lengen_core.fit import fit_dilution
 from lengen_core.evaluate import sequence_tokens
+from lengen_core.fit import NOT_APPLICABLE, FitResult
 from lengen_core.heads import HeadReport, analyse_heads
 from lengen_core.sequence import MAX_SEQUENCE_LENGTH, SequenceReport, evaluate_sequence
 from ui.equivariance import ShiftCheck, check_equivariance
-from ui.runs import allowed_lengths, carrier, evaluation, load_run, prediction
+from ui.runs import allowed_lengths, carrier, evaluation, fitted_law, load_run, prediction
 
 CARRIER_SEARCH = 1 << 16  # the Carrier page's default, so the two pages share the cached carrier
 
@@ -57,14 +57,22 @@ class Comparison:
     run_id: str
     lengths: tuple[int, ...]
     accuracy: tuple[float, ...]  # at the query (retrieval) or over positions t ≥ k (shift)
+    accuracy_low: tuple[float, ...]  # 95% Wilson interval
+    accuracy_high: tuple[float, ...]
     target_mass: tuple[float, ...]  # of the head (the carrier head of a transformer)
     predicted_mass: tuple[float, ...] | None  # from the weights; single-head runs only
     carrier_offsets: np.ndarray
     carrier_values: np.ndarray
     carrier_source: str
     toeplitz_fraction: float
+    toeplitz_baseline: float | None  # the same metric for the untrained initialisation (single head)
     carrier_argmax: int
-    m_out: float | None
+    fit: FitResult  # the dilution law (single-head retrieval runs that learned and decay)
+    samples: int  # sequences per length behind every figure
+
+    @property
+    def m_out(self) -> float | None:
+        return None if self.fit.fit is None else self.fit.fit.m_out
 
 
 def length_multiples(run_id: str, multiples: tuple[int, ...]) -> tuple[int, ...]:
@@ -85,24 +93,24 @@ def _multiples(run_id: str, longest: int) -> tuple[int, ...]:
 @st.cache_data(show_spinner="Comparing…", max_entries=64)
 def comparison(run_id: str, longest: int, samples: int) -> Comparison:
     run = load_run(run_id)
-    task = run.config.task
     lengths = _multiples(run_id, longest)
     if run.config.model.n_layers == 0:
         reports = evaluation(run_id, lengths, samples)
         predicted = tuple(p.target_mass for p in prediction(run_id, lengths))
         found = carrier(run_id, CARRIER_SEARCH)
         offsets, values, source = found.offsets, found.values, found.source
-        toeplitz, argmax = found.toeplitz_fraction, found.argmax_offset
+        toeplitz, argmax, baseline = found.toeplitz_fraction, found.argmax_offset, found.baseline.toeplitz_fraction
+        fit = fitted_law(run_id, lengths, samples)
     else:
         reports = sequence_evaluation(run_id, lengths, samples)
         predicted = None
         best = max(heads(run_id), key=lambda h: (h.is_carrier, h.target_weight))
         offsets, values, source = np.arange(len(best.carrier)), best.carrier, f"measured, head L{best.layer}H{best.head}"
-        toeplitz, argmax = best.toeplitz_fraction, best.argmax_offset
-    mass = tuple(r.target_mass for r in reports)
-    fit = fit_dilution(lengths, mass, task.train_length, task.vocab_size)
+        toeplitz, argmax, baseline, fit = best.toeplitz_fraction, best.argmax_offset, None, NOT_APPLICABLE
     return Comparison(
-        run_id=run_id, lengths=lengths, accuracy=tuple(r.accuracy for r in reports), target_mass=mass,
-        predicted_mass=predicted, carrier_offsets=offsets, carrier_values=values, carrier_source=source,
-        toeplitz_fraction=toeplitz, carrier_argmax=argmax, m_out=None if fit is None else fit.m_out,
+        run_id=run_id, lengths=lengths, accuracy=tuple(r.accuracy for r in reports),
+        accuracy_low=tuple(r.accuracy_low for r in reports), accuracy_high=tuple(r.accuracy_high for r in reports),
+        target_mass=tuple(r.target_mass for r in reports), predicted_mass=predicted, carrier_offsets=offsets,
+        carrier_values=values, carrier_source=source, toeplitz_fraction=toeplitz, toeplitz_baseline=baseline,
+        carrier_argmax=argmax, fit=fit, samples=samples,
     )

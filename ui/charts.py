@@ -105,8 +105,7 @@ def singular_values(values: np.ndarray, rank: int) -> go.Figure:
     return _layout(figure, "Singular values of S_tu = s(t − u) (above 1e-10·σ₁)", "index i", "σ_i (log)")
 
 
-def dilution(table: pd.DataFrame, fit_table: pd.DataFrame | None, chance: float,
-             failure_lengths: list[int]) -> go.Figure:
+def dilution(table: pd.DataFrame, fit_table: pd.DataFrame | None, chance: float) -> go.Figure:
     """Measured accuracy (Wilson band) and target mass, the prediction and the fitted law, on log x."""
     n = table["length"]
     figure = go.Figure()
@@ -125,11 +124,6 @@ def dilution(table: pd.DataFrame, fit_table: pd.DataFrame | None, chance: float,
         figure.add_scatter(x=fit_table["length"], y=fit_table["fitted_mass"], mode="lines",
                            name="p fitted law", line=dict(color=FITTED, width=3, dash="longdash"))
     figure.add_hline(y=chance, line=dict(color=REFERENCE, dash="dash"), annotation_text=f"chance 1/V = {chance:.3f}")
-    if failure_lengths:  # one trace of vertical segments: vline annotations misplace on a log axis
-        xs = [x for length in failure_lengths for x in (length, length, None)]
-        ys = [y for _ in failure_lengths for y in (0.0, 1.05, None)]
-        figure.add_scatter(x=xs, y=ys, mode="lines", name="near-recurrence enters the window",
-                           line=dict(color="red", width=1, dash="dot"), hoverinfo="x")
     figure.update_xaxes(type="log")
     figure.update_yaxes(range=[0, 1.05])
     return _layout(figure, "Accuracy and target mass against length", "test length L (log)", "", height=460)

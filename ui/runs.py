@@ -11,6 +11,7 @@ import streamlit as st
 from lengen_core.carrier import Carrier, extract_carrier
 from lengen_core.dilution import Prediction, predict
 from lengen_core.evaluate import LengthError, LengthReport, check_lengths, evaluate
+from lengen_core.fit import FitResult, fit_dilution
 from lengen_core.heatmap import Heatmap, attention_heatmap
 from lengen_core.store import RunStore, StoreError
 from lengen_core.training import Run
@@ -54,6 +55,15 @@ def run_label(run_id: str) -> str:
 def evaluation(run_id: str, lengths: tuple[int, ...], samples: int = 256) -> list[LengthReport]:
     run = load_run(run_id)
     return evaluate(run.model, run.config, list(lengths), samples=samples)
+
+
+@st.cache_data(show_spinner="Fitting the dilution law…", max_entries=64)
+def fitted_law(run_id: str, lengths: tuple[int, ...], samples: int = 256) -> FitResult:
+    """The law fitted to `evaluation(run_id, lengths, samples)`, gated by the run's verdict."""
+    run = load_run(run_id)
+    reports = evaluation(run_id, lengths, samples)
+    return fit_dilution(lengths, [r.target_mass for r in reports], [r.target_mass_sem for r in reports],
+                        run.config.task.train_length, run.verdict)
 
 
 @st.cache_data(show_spinner="Predicting from the weights…", max_entries=64)

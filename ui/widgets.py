@@ -8,6 +8,7 @@ import streamlit as st
 
 from lengen_core.store import StoreError
 from lengen_core.training import Run
+from ui import captions
 from ui.runs import load_run
 from ui.state import selected_run_id
 
@@ -47,9 +48,27 @@ def require_single_head(run: Run) -> None:
 
 
 def run_summary(run: Run) -> None:
+    """What the run is, then its verdict: every page reads the verdict before it shows a claim."""
     task, model = run.config.task, run.config.model
     st.caption(
         f"Run `{run.run_id}` · {model.encoding} encoding, {model.attention} attention · offset k = {task.offset}, "
         f"training length {task.train_length} ({task.length_mode}) · V = {task.vocab_size}, d = {model.d_model} · "
         f"{run.steps} steps, train accuracy {run.train_accuracy:.2f}"
     )
+    verdict_banner(run)
+
+
+def verdict_banner(run: Run) -> bool:
+    """The verdict in one box: a warning for a run that did not learn. Returns whether it learned."""
+    verdict = run.verdict
+    if verdict is None:  # never for a stored run (the store judges old ones when it loads them)
+        return True
+    single_head = run.config.model.n_layers == 0
+    limit = getattr(run.model.encoding, "single_head_limit", None) if single_head else None
+    text = captions.verdict_text(verdict, run.config.task.train_length, limit)
+    if verdict.learned:
+        st.success(text, icon=":material/check_circle:")
+    else:
+        st.warning(text + " The charts below show what this run does; no law or carrier claim is made for it.",
+                   icon=":material/warning:")
+    return verdict.learned

@@ -6,17 +6,15 @@ product promises; if one fails, report the numbers rather than loosen it.
 
 from __future__ import annotations
 
-import math
-
 import pytest
 import torch
 
 from lengen_core.carrier import extract_carrier
 from lengen_core.config import RunConfig, with_changes
 from lengen_core.dilution import predict
-from lengen_core.fit import fit_dilution
 from lengen_core.encodings import LengthError
 from lengen_core.evaluate import evaluate
+from lengen_core.fit import fit_dilution
 from lengen_core.training import train
 
 DEFAULT = RunConfig()
@@ -49,9 +47,16 @@ def test_learned_positions_fit_in_range_and_pin_beyond_it(learned):
         assert report.argmax_share >= 0.5, report
 
 
-def test_rope_with_linear_attention_does_not_extrapolate(rope_linear):
-    (report,) = evaluate(rope_linear.model, rope_linear.config, [4 * L_TRAIN], samples=1024)
-    assert report.accuracy < 0.5
+def test_rope_with_linear_attention_fits_in_range_then_collapses(rope_linear):
+    """C7 as a claim about a model that did fit something: well above chance at the training length
+    (measured 0.81), then most of it lost by 4× (0.23) and near chance by 16× (0.11; chance 0.0625).
+    A model that never learned (≈ chance everywhere) fails the first assertion."""
+    at_train, at_four, at_sixteen = evaluate(
+        rope_linear.model, rope_linear.config, [L_TRAIN, 4 * L_TRAIN, 16 * L_TRAIN], samples=2048
+    )
+    assert at_train.accuracy >= 0.7
+    assert at_four.accuracy <= 0.5 * at_train.accuracy
+    assert at_sixteen.accuracy <= 1 / V + 0.08
 
 
 # --- C3, C5: the carrier ---------------------------------------------------------------------------
@@ -61,7 +66,8 @@ def test_the_rope_carrier_peaks_at_the_offset(rope):
     carrier = extract_carrier(rope.model, rope.config, search_length=4_096)
     assert carrier.argmax_offset == OFFSET
     assert carrier.alignment
-    assert carrier.margin > 0
+    assert carrier.margin >= 2.0  # measured 2.8 nats; the alignment threshold is 1
+    assert not carrier.baseline.aligned and carrier.baseline.argmax_offset != OFFSET  # training put it there
 
 
 # --- C6: the dilution law ----------------------------------------------------------------------------
@@ -75,12 +81,18 @@ def test_the_prediction_from_the_weights_matches_the_measurement(rope, rope_meas
         assert abs(prediction.target_mass - measured.target_mass) <= 0.08, (prediction, measured)
 
 
-def test_the_fitted_law_describes_the_measured_target_mass(rope_measured):
-    fit = fit_dilution([r.length for r in rope_measured], [r.target_mass for r in rope_measured], L_TRAIN, V)
-    assert fit is not None
+def test_the_fitted_law_describes_the_measured_target_mass(rope, rope_measured):
+    """The law fitted to p at 1× … 64× (2,048 samples each): p(L_train) and every point within 12%
+    (measured ≤ 0.105), m_out near the 5.3 measured to 2^20, with a narrow interval."""
+    result = fit_dilution([r.length for r in rope_measured], [r.target_mass for r in rope_measured],
+                          [r.target_mass_sem for r in rope_measured], L_TRAIN, rope.verdict)
+    assert result.status == "fitted"
+    fit = result.fit
     assert fit.points == len(DILUTION_LENGTHS)
-    assert fit.r_squared >= 0.9
-    assert math.isfinite(fit.m_out) and fit.m_out > 0
+    assert fit.max_relative_error <= 0.12
+    assert fit.target_mass([L_TRAIN])[0] == pytest.approx(rope_measured[0].target_mass, rel=0.08)
+    assert 4.9 <= fit.m_out <= 5.7
+    assert fit.m_out_low <= fit.m_out <= fit.m_out_high and fit.m_out_high - fit.m_out_low <= 0.3
 
 
 def test_target_mass_dilutes_with_length(rope_measured):
