@@ -1,0 +1,92 @@
+"""The command line's readouts: the verdict (train, runs, evaluate, carrier), the fitted law with its
+interval and status (evaluate), and the carrier's untrained baseline (carrier)."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lengen_core import cli
+from lengen_core.carrier import ALIGNMENT_MARGIN
+from lengen_core.fit import LAW
+
+CONVERGED = ("--device", "cpu")  # the default 1,500-step budget with early stop: a trained head
+METRIC_KEYS = {"argmax_offset", "margin", "alignment", "effective_rank", "active_frequencies", "toeplitz_fraction"}
+
+
+def ok_json(*argv: str) -> Any:
+    stdout, stderr = io.StringIO(), io.StringIO()
+    assert cli.main(list(argv), stdout=stdout, stderr=stderr) == 0, stderr.getvalue()
+    return json.loads(stdout.getvalue())
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("lengen-home")
+
+
+@pytest.fixture(autouse=True)
+def _store(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LENGEN_HOME", str(home))
+
+
+@pytest.fixture(scope="module")
+def trained_ids(home: Path) -> dict[str, dict[str, Any]]:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LENGEN_HOME", str(home))
+        return {encoding: ok_json("train", "--encoding", encoding, *CONVERGED, "--json") for encoding in ("rope", "learned")}
+
+
+def test_train_and_runs_report_the_verdict(trained_ids):
+    rope, learned = trained_ids["rope"], trained_ids["learned"]
+    assert rope["verdict"]["learned"] is True and rope["verdict"]["at_chance_beyond"] is False
+    assert learned["verdict"]["learned"] is True and learned["verdict"]["at_chance_beyond"] is True
+    assert rope["verdict"]["in_range_accuracy"] >= 0.99
+    listed = {run["run_id"]: run["verdict"] for run in ok_json("runs", "--json")["runs"]}
+    assert listed[rope["run_id"]] == rope["verdict"] and listed[learned["run_id"]] == learned["verdict"]
+
+
+def test_evaluate_reports_a_fit_with_an_interval_for_rope(trained_ids):
+    result = ok_json("evaluate", trained_ids["rope"]["run_id"], "--lengths", "4,16,64,256,1024,4096", "--json")
+    assert result["fit_status"] == "fitted" and result["verdict"]["learned"]
+    fit = result["fit"]
+    assert fit["law"] == LAW
+    assert fit["m_out_low"] <= fit["m_out"] <= fit["m_out_high"]
+    assert 4.9 <= fit["m_out"] <= 5.7  # measured 5.3 on the default config
+    rows = {row["length"]: row for row in result["lengths"]}
+    assert rows[4]["fitted_target_mass"] is None  # inside the training range: the law is not drawn there
+    errors = [abs(row["fitted_target_mass"] / row["target_mass"] - 1) for n, row in rows.items() if n >= 16]
+    assert max(errors) == pytest.approx(fit["max_relative_error"], rel=1e-9)
+    assert fit["max_relative_error"] <= 0.15
+
+
+def test_evaluate_fits_no_law_to_a_run_at_chance_beyond(trained_ids):
+    result = ok_json("evaluate", trained_ids["learned"]["run_id"], "--lengths", "16,32,64,128", "--json")
+    assert result["fit"] is None and result["fit_status"] == "at_chance"
+    assert all(row["fitted_target_mass"] is None for row in result["lengths"])
+    assert result["fit_reason"].startswith("No law")
+
+
+def test_carrier_reports_the_untrained_baseline_with_the_same_keys(trained_ids):
+    rope = ok_json("carrier", trained_ids["rope"]["run_id"], "--search-length", "4096", "--json")
+    learned = ok_json("carrier", trained_ids["learned"]["run_id"], "--search-length", "4096", "--json")
+    for result in (rope, learned):
+        assert METRIC_KEYS <= set(result) and set(result["baseline"]) == METRIC_KEYS
+        assert result["alignment_margin_needed"] == ALIGNMENT_MARGIN
+    assert rope["alignment"] is True and rope["baseline"]["alignment"] is False
+    assert rope["effective_rank"] < rope["baseline"]["effective_rank"]
+    assert learned["alignment"] is False  # its peak at k is by 0.43 nats
+    assert learned["toeplitz_fraction"] < 0.3 < 0.9 < learned["baseline"]["toeplitz_fraction"]
+    assert len(learned["carrier"]) == 16  # a learned table: the training range only
+
+
+def test_the_readable_outputs_name_the_verdict_and_the_law(trained_ids):
+    stdout, stderr = io.StringIO(), io.StringIO()
+    assert cli.main(["evaluate", trained_ids["learned"]["run_id"], "--lengths", "16,32,64"], stdout, stderr) == 0
+    text = stdout.getvalue()
+    assert "verdict: learned the task (1.00 at the training length 16); at chance past it." in text
+    assert "No law: this run is at chance past its training length" in text
