@@ -80,7 +80,7 @@ def test_carrier_reports_the_untrained_baseline_with_the_same_keys(trained_ids):
     assert rope["alignment"] is True and rope["baseline"]["alignment"] is False
     assert rope["effective_rank"] < rope["baseline"]["effective_rank"]
     assert learned["alignment"] is False  # its peak at k is by 0.43 nats
-    assert learned["toeplitz_fraction"] < 0.3 < 0.9 < learned["baseline"]["toeplitz_fraction"]
+    assert learned["toeplitz_fraction"] < 0.3 and learned["baseline"]["toeplitz_fraction"] > 0.9
     assert len(learned["carrier"]) == 16  # a learned table: the training range only
 
 
