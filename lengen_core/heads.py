@@ -2,7 +2,8 @@
 
 Every head's carrier is measured from recorded logits: the mean (unmasked) logit matrix M over
 random sequences at the training length, s(Δ) the mean of its diagonal Δ. From it: the argmax
-offset over the training range, the Toeplitz fraction and the effective rank of M, and the mean
+offset over the training range, the Toeplitz fraction and the effective rank of the centred M (a
+constant offset of every logit would otherwise make every head rank 1), and the mean
 attention weight on the target offset. A **carrier head** selects the offset: argmax offset k and a
 mean weight of at least 0.5 on it. With absolute positions, a head is **pinned**
 when, beyond the training length, most queries attend to one key inside the training range.
@@ -73,7 +74,7 @@ def analyse_heads(model: torch.nn.Module, config: RunConfig, samples: int = 256,
         for head in range(mean_logits.shape[0]):
             matrix = mean_logits[head]
             carrier = np.array([np.diagonal(matrix, -d).mean() for d in range(L)])
-            singular = np.linalg.svd(matrix, compute_uv=False)
+            singular = np.linalg.svd(matrix - matrix.mean(), compute_uv=False)  # centred, as for one head
             rows.append((pattern.layer, head, carrier, matrix, singular, float(target[head])))
     pins = _pinning(model, config, max(16, samples // 4), seed)
     reports = []
