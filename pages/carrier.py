@@ -31,14 +31,14 @@ st.markdown("Each number beside the same number for this config's **untrained in
             "what training changed, not what the encoding gives for free.")
 a, b, c, d = st.columns(4)
 a.metric("Alignment", "yes" if trained.aligned else "no", delta=f"untrained: {'yes' if untrained.aligned else 'no'}",
-         delta_color="off", help=f"The peak of s(Δ) in the training range is at k = {result.offset} and beats every "
+         delta_color="off", delta_arrow="off", help=f"The peak of s(Δ) in the training range is at k = {result.offset} and beats every "
                                  f"other offset there by at least {ALIGNMENT_MARGIN:g} nat.")
 b.metric("Margin at k (nats)", f"{trained.margin:+.2f}", delta=f"untrained: {untrained.margin:+.2f}",
-         delta_color="off", help="s(k) minus the largest s(Δ) at any other offset of the training range.")
+         delta_color="off", delta_arrow="off", help="s(k) minus the largest s(Δ) at any other offset of the training range.")
 c.metric("Effective rank", trained.effective_rank, delta=f"untrained: {untrained.effective_rank}",
-         delta_color="off", help="Singular values keeping 99% of the energy of the centred positional matrix (C5).")
+         delta_color="off", delta_arrow="off", help="Singular values keeping 99% of the energy of the centred positional matrix (C5).")
 d.metric("Toeplitz fraction", f"{trained.toeplitz_fraction:.3f}", delta=f"untrained: {untrained.toeplitz_fraction:.3f}",
-         delta_color="off", help="Energy of the centred mean logit matrix kept when each diagonal is replaced by its "
+         delta_color="off", delta_arrow="off", help="Energy of the centred mean logit matrix kept when each diagonal is replaced by its "
                                  "mean. It measures equivariance (C3), not a learned rule: an untrained RoPE head is "
                                  "near 1 too, and so are NoPE and ALiBi heads that learned nothing.")
 st.caption(f"Carrier source: **{result.source}** ({'read from the weights, no forward pass' if result.source == 'analytic' else 'mean recorded logit at each offset'}); "

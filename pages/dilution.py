@@ -56,7 +56,7 @@ a.metric(f"Accuracy at L = {last.length:,}", f"{last.accuracy:.2f}",
          help=f"Measured at the query on {last.samples} sequences; 95% Wilson interval "
               f"{last.accuracy_low:.3f} to {last.accuracy_high:.3f}.")
 b.metric("m_out (fitted, 95% interval)", "—" if fit is None else f"{fit.m_out:.2f}",
-         delta=None if fit is None else f"{fit.m_out_low:.2f} to {fit.m_out_high:.2f}", delta_color="off",
+         delta=None if fit is None else f"{fit.m_out_low:.2f} to {fit.m_out_high:.2f}", delta_color="off", delta_arrow="off",
          help="Effective margin of the target over far keys in 1/p(L) = 1/p(L_train) + (L − L_train)·e^(−m_out), "
               "fitted to the measured p in relative error; the interval is a bootstrap over the evaluation samples. "
               "It depends on the lengths and samples used.")
