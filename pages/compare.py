@@ -3,7 +3,7 @@
 import pandas as pd
 import streamlit as st
 
-from ui import compare_charts
+from ui import captions, compare_charts
 from ui.analyses import comparison
 from ui.presets import preset_ids, single_head_presets
 from ui.runs import load_run, run_label, stored_run_ids
@@ -33,20 +33,27 @@ if not chosen:
 
 labels = {run_id: run_label(run_id).removeprefix("Preset: ") for run_id in chosen}
 results = {run_id: comparison(run_id, longest, samples) for run_id in chosen}
-configs = {run_id: load_run(run_id).config for run_id in chosen}
+runs = {run_id: load_run(run_id) for run_id in chosen}
+configs = {run_id: run.config for run_id, run in runs.items()}
+learned = {run_id: None if run.verdict is None else run.verdict.learned for run_id, run in runs.items()}
 
 curves = pd.concat([
-    pd.DataFrame({"run": labels[i], "length": r.lengths, "accuracy": r.accuracy, "target_mass": r.target_mass,
+    pd.DataFrame({"run": labels[i], "length": r.lengths, "accuracy": r.accuracy, "accuracy_low": r.accuracy_low,
+                  "accuracy_high": r.accuracy_high, "target_mass": r.target_mass,
                   "predicted_mass": r.predicted_mass if r.predicted_mass is not None else [None] * len(r.lengths)})
     for i, r in results.items()
 ], ignore_index=True)
 chance = min(1 / c.task.vocab_size for c in configs.values())
 chart(compare_charts.accuracy_overlay(curves, chance),
-      "RoPE with softmax stays near 1 far past its training length; learned positions and linear attention "
-      "fall to the chance line just past it (C1, C7).", curves, "compare-accuracy")
+      captions.curves_caption([captions.run_curve(labels[i], configs[i], runs[i].verdict, r.lengths, r.accuracy,
+                                                  r.accuracy_low, every_position=configs[i].task.task == "shift")
+                               for i, r in results.items()],
+                              note=f"Bands: 95% Wilson intervals over {samples} sequences per length."),
+      curves, "compare-accuracy")
 chart(compare_charts.mass_overlay(curves),
-      "the weight on the target key decays smoothly with length (dilution, C6); the dashed prediction, made from "
-      "the weights alone, should track its solid curve.", curves, "compare-mass")
+      " ".join(captions.mass_caption(labels[i], r.lengths, r.target_mass, r.predicted_mass, r.fit,
+                                     configs[i].task.train_length)
+               for i, r in results.items()), curves, "compare-mass")
 window = 4 * max(c.task.train_length for c in configs.values())  # Δ shown: up to 4 × the longest training
 scaled = st.toggle("Scale each carrier to its peak", value=True,
                    help="On: each carrier minus its mean, divided by its largest |value|, so shapes compare. "
@@ -57,35 +64,43 @@ carriers = pd.concat([
 ], ignore_index=True)
 centred = carriers["s"] - carriers.groupby("run")["s"].transform("mean")
 carriers["shown"] = centred / centred.abs().groupby(carriers["run"]).transform("max") if scaled else centred
+alignment = "; ".join(
+    captions.alignment_caption(f"**{labels[i]}** ({r.carrier_source})", r.carrier_values, configs[i].task.train_length,
+                               configs[i].task.offset, captions.expectation(configs[i].model.encoding,
+                                                                            configs[i].model.attention) == "extrapolates",
+                               learned[i])
+    for i, r in results.items())
 chart(compare_charts.carrier_overlay(carriers, [c.task.train_length for c in configs.values()],
                                      [c.task.offset for c in configs.values()],
                                      "Carriers s(Δ), each scaled to its peak" if scaled else "Carriers s(Δ), each minus its mean",
                                      "s(Δ) / peak" if scaled else "s(Δ) − mean (nats)"),
-      "an aligned carrier peaks at k inside the shaded training range; RoPE's carrier is read from the weights "
-      "at every Δ, the others are measured from recorded logits.", carriers, "compare-carriers")
+      f"{alignment}. Analytic carriers are read from the weights at every Δ; measured ones are mean recorded logits.",
+      carriers, "compare-carriers")
 
 st.subheader("Key numbers")
-rows = []
-for run_id, result in results.items():
-    config = configs[run_id]
-    four = dict(zip(result.lengths, result.accuracy, strict=True)).get(4 * config.task.train_length)
-    rows.append({
-        "run": labels[run_id], "encoding": config.model.encoding, "attention": config.model.attention,
-        "layers×heads": f"{config.model.n_layers}×{config.model.n_heads}", "k": config.task.offset,
-        "L_train": config.task.train_length, "seed": config.train.seed,
-        "accuracy at 4×": four, "Toeplitz": result.toeplitz_fraction,
-        "argmax Δ": result.carrier_argmax, "m_out": result.m_out, "carrier": result.carrier_source,
-    })
-numbers = pd.DataFrame(rows)
+numbers = compare_charts.key_numbers(labels, results, runs)
 st.dataframe(numbers, hide_index=True, width="stretch", column_config={
+    "learned": st.column_config.TextColumn(help="The run's verdict: ≥ 0.90 at the training length on 2,048 fresh "
+                                                "answers."),
+    "past L_train": st.column_config.TextColumn(help="The verdict at twice the training length: is accuracy "
+                                                     "there at chance (1/V)?"),
     "accuracy at 4×": st.column_config.NumberColumn(format="%.2f", help="Accuracy at 4 × the training length."),
-    "Toeplitz": st.column_config.NumberColumn(format="%.3f", help="Toeplitz fraction: 1 means the logit depends on "
-                                                                  "t − u alone."),
-    "m_out": st.column_config.NumberColumn(format="%.2f", help="Fitted effective margin of the dilution law."),
+    "m_out (95%)": st.column_config.TextColumn(help="Fitted effective margin of the dilution law with its 95% "
+                                                    "bootstrap interval; no law for a run that did not learn, is "
+                                                    "at chance past training, or is a transformer."),
+    "Toeplitz": st.column_config.NumberColumn(format="%.3f", help="Toeplitz fraction of the centred mean logit "
+                                                                  "matrix: 1 means the logit depends on t − u alone."),
+    "Toeplitz untrained": st.column_config.NumberColumn(format="%.3f", help="The same metric for the run's "
+                                                                            "untrained initialisation."),
     "argmax Δ": st.column_config.NumberColumn(help="Where the carrier s(Δ) peaks in the training range; k when aligned."),
     "carrier": st.column_config.TextColumn(help="analytic: read from the weights; measured: mean recorded logits."),
+    "samples": st.column_config.NumberColumn(help="Random sequences per length behind every number."),
 })
-st.caption("**What to look for:** Toeplitz ≈ 1 and argmax Δ = k for RoPE; a learned table "
-           "falls below 1 and its accuracy at 4× is near chance. A layers×heads of 0×1 is the single head.")
+toeplitz = "; ".join(captions.toeplitz_caption(labels[i], r.toeplitz_fraction, r.toeplitz_baseline)
+                     for i, r in results.items())
+st.caption(f"**What to look for:** Toeplitz near 1 says the logit depends on t − u (equivariance); a RoPE head has "
+           f"that by construction, trained or not, so read it beside its untrained value: {toeplitz}. Whether a "
+           "rule was learned is the verdict and the carrier's peak at k (above). A layers×heads of 0×1 is the "
+           "single head.")
 st.download_button("Download key numbers (CSV)", numbers.to_csv(index=False).encode(), "compare-numbers.csv",
                    "text/csv", help="The table above, one row per run.")

@@ -3,19 +3,21 @@
 import pandas as pd
 import streamlit as st
 
-from ui import compare_charts
+from ui import captions, compare_charts
 from ui.presets import PRESETS, single_head_presets, transformer_presets
-from ui.runs import evaluation
+from ui.runs import evaluation, load_run
 from ui.state import select_run, selected_run_id
 from ui.widgets import chart
 
 st.title("lengen: why relative positions generalise")
 st.markdown(
     "A single attention head learns to fetch the token **k = 3 places back** from sequences of 16 "
-    "tokens. Then we ask it to do the same on sequences thousands of times longer. With **RoPE** the "
-    "rule it learned depends on the offset alone and carries over; with **learned absolute positions** "
-    "(APE) the head pins to a position it saw in training and falls to chance. Pick a preset, then "
-    "walk through the pages in the sidebar."
+    "tokens. Then we ask it to do the same on sequences up to 256 times longer. With **RoPE** the rule "
+    "it learned depends on the offset alone, so it carries over until the growing number of keys dilutes "
+    "the attention; with **learned absolute positions** (APE) the head pins to a position inside the "
+    "training range (C4). The paper's account of why gradient descent picks the pinned solution, "
+    "optimisation rather than expressivity (C1), is its claim: the charts here show the pinning, not "
+    "its cause. Pick a preset, then walk through the pages in the sidebar."
 )
 
 picture = st.container()  # drawn at the end, so the presets and claims below can be clicked while it computes
@@ -34,7 +36,8 @@ st.caption("The highlighted preset is the selected run; every page shows it at o
 
 st.subheader("The claims, and where to see them")
 CLAIMS = [
-    ("C1", "RoPE extrapolates to longer inputs, learned positions do not; the reason is optimisation.", "pages/dilution.py"),
+    ("C1", "RoPE extrapolates, learned positions do not (the paper's reason: optimisation, not expressivity).",
+     "pages/dilution.py"),
     ("C2", "A minimal fixed-offset retrieval task isolates positional selection.", "pages/train.py"),
     ("C3", "With RoPE the logit depends on the offset alone (Toeplitz logit matrix).", "pages/carrier.py"),
     ("C4", "Learned positions pin the head to a fixed position inside the training range.", "pages/attention.py"),
@@ -52,14 +55,20 @@ for claim, text, page in CLAIMS:
         st.page_link(page, label=f"**{claim}** {text} → {title}", help=f"Open the {title} page, where {claim} is seen.")
 
 LENGTHS = tuple(16 << p for p in range(9))  # 16 … 4096, the end of the learned table
+SAMPLES = 128
 with picture:  # its spinner shows where the picture will be
+    reports = {label: evaluation(run_id, LENGTHS, SAMPLES) for label, run_id in single_head_presets().items()}
     curves = pd.concat([
-        pd.DataFrame({"run": label, "length": LENGTHS,
-                      "accuracy": [r.accuracy for r in evaluation(run_id, LENGTHS, 128)]})
-        for label, run_id in single_head_presets().items()
+        pd.DataFrame({"run": label, "length": LENGTHS, "accuracy": [r.accuracy for r in rows],
+                      "accuracy_low": [r.accuracy_low for r in rows], "accuracy_high": [r.accuracy_high for r in rows]})
+        for label, rows in reports.items()
     ])
-    figure = compare_charts.accuracy_overlay(curves, 1 / PRESETS["RoPE"].task.vocab_size)
-    chart(figure.update_layout(title="The three presets: accuracy against length", height=360),
-          "at the training length 16 RoPE and learned positions are perfect (linear attention fits less well); only "
-          "RoPE with softmax attention stays near 1 at 2–4× and decays slowly after, the other two fall to chance "
-          "at once (C1, C7).", curves, "start-accuracy")
+    chance = 1 / PRESETS["RoPE"].task.vocab_size
+    look_for = captions.curves_caption([
+        captions.run_curve(label, PRESETS[label], load_run(single_head_presets()[label]).verdict, LENGTHS,
+                           [r.accuracy for r in rows], [r.accuracy_low for r in rows])
+        for label, rows in reports.items()
+    ], note=f"Bands: 95% Wilson intervals over {SAMPLES} sequences per length.")
+    figure = compare_charts.accuracy_overlay(curves, chance)
+    chart(figure.update_layout(title="The three presets: accuracy against length", height=380),
+          look_for, curves, "start-accuracy")

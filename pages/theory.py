@@ -3,7 +3,7 @@
 import pandas as pd
 import streamlit as st
 
-from ui import theory_charts
+from ui import captions, theory_charts
 from ui.analyses import equivariance
 from ui.widgets import chart, run_summary, selected_run
 
@@ -69,8 +69,9 @@ if run is not None:
     if run.config.model.n_layers > 0:
         st.caption("Transformer: the check uses the first layer, the only one whose queries and keys are per token.")
     chart(theory_charts.equivariance(table, TOLERANCE),
-          "RoPE stays at round-off (about 1e-6) out to a shift of 10^6; a learned table jumps far above the "
-          "tolerance at the first shift, and has no rows at all past its end (those shifts are left out).",
+          captions.equivariance_caption([c.shift for c in checks], [c.max_abs_difference for c in checks],
+                                        checks[0].logit_scale, TOLERANCE, run.config.model.encoding,
+                                        None if run.verdict is None else run.verdict.learned),
           table, "equivariance")
     st.dataframe(table.assign(max_abs_difference=table["max_abs_difference"].map(
         lambda x: "beyond the position table" if pd.isna(x) else f"{x:.2e}")), hide_index=True)

@@ -6,7 +6,7 @@ import streamlit as st
 from lengen_core.config import ConfigError, RunConfig, with_changes
 from lengen_core.jobs import QueueFull
 from lengen_core.training import resolve_device
-from ui import charts
+from ui import captions, charts
 from ui.live import MESSAGE_KEY, TICKET_KEY, live_training
 from ui.pool import hold, training_pool
 from ui.runs import stores
@@ -94,7 +94,6 @@ if TICKET_KEY not in st.session_state and linked_config() is None and (run := se
     st.subheader(f"Training of the selected run `{run.run_id}`")
     history = pd.DataFrame(run.history)
     chart(charts.training_curve(history, run.config.train.steps),
-          f"{run.steps} steps in {run.train_seconds:.1f} s on {run.device}"
-          f"{', stopped early at 100% batch accuracy' if run.stopped_early else ''}; "
-          "fitting the training length says nothing yet about longer lengths: see Attention and Dilution.",
+          captions.training_caption(run.steps, run.train_seconds, run.device, run.stopped_early, run.train_accuracy,
+                                    run.verdict, run.config.task.train_length),
           history, "training-history")

@@ -4,9 +4,10 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from ui import charts, compare_charts, transformer_charts
+from ui import captions, charts, compare_charts, transformer_charts
 from ui.analyses import head_attention, heads, length_multiples, sequence_evaluation
 from ui.presets import transformer_presets
+from ui.runs import load_run
 from ui.state import select_run
 from ui.widgets import chart, run_summary, selected_run
 
@@ -39,6 +40,7 @@ if run.config.model.n_layers == 0:
 run_summary(run)
 task, model = run.config.task, run.config.model
 L_train, k, chance = task.train_length, task.offset, 1 / task.vocab_size
+learned = None if run.verdict is None else run.verdict.learned
 
 reports = heads(run.run_id)
 carriers = pd.concat([pd.DataFrame({"layer": h.layer, "head": h.head, "offset": range(len(h.carrier)), "s": h.carrier,
@@ -55,9 +57,7 @@ c.metric("Best Toeplitz fraction", f"{max(h.toeplitz_fraction for h in reports):
 st.caption(f"Carrier heads: {', '.join(carrier_heads) or 'none'} · pinned heads: {', '.join(pinned_heads) or 'none'} "
            "(L = layer, H = head, from 0).")
 chart(transformer_charts.head_grid(carriers, model.n_layers, model.n_heads, k),
-      f"a red panel is a carrier head: its s(Δ) peaks on the dashed line k = {k}; purple panels are pinned to an "
-      "absolute key. With RoPE a later-layer head carries the offset; with a learned table heads pin.",
-      carriers, "head-carriers")
+      captions.head_grid_caption(reports, model.encoding, learned), carriers, "head-carriers")
 
 st.subheader("One head in detail")
 table = pd.DataFrame([{key: getattr(h, key) for key in ("layer", "head", "argmax_offset", "toeplitz_fraction",
@@ -72,22 +72,21 @@ st.dataframe(table, hide_index=True, column_config={
     "toeplitz_fraction": st.column_config.NumberColumn(format="%.3f"),
     "target_weight": st.column_config.NumberColumn(format="%.3f"),
     "pinned_share": st.column_config.NumberColumn(format="%.2f")})
-st.caption("**What to look for:** a carrier head has argmax_offset = k, a Toeplitz fraction near 1 and most of its "
-           "weight on the target; a pinned head sends most queries beyond training to pinned_key.")
+st.caption(f"**What to look for:** {captions.heads_table_caption(reports, k)}")
 columns = st.columns(3)
 with columns[0]:
     chart(charts.carrier_curve(np.arange(len(head.carrier)), head.carrier, L_train, k),
-          f"measured from recorded logits over the training range; a carrier head peaks at k = {k}.",
+          captions.alignment_caption(f"{names[picked]}'s s(Δ), measured from recorded logits,", head.carrier,
+                                     L_train, k, rope_softmax=False, learned=learned) + ".",
           pd.DataFrame({"offset": range(len(head.carrier)), "s": head.carrier}), "head-carrier")
-looks = {1: f"inside training a carrier head draws a bright line k = {k} left of the diagonal.",
-         4: "past the dashed training length the line goes on for a relative rule; a pinned head lights one "
-            "column instead. Mean |weight| over 16 sequences."}
 for column, (multiple, length) in zip(columns[1:], zip((1, 4), length_multiples(run.run_id, (1, 4)), strict=False),
                                       strict=False):
     weights = head_attention(run.run_id, length, head.layer, head.head)
     with column:
         chart(transformer_charts.head_attention(weights, length, L_train, f"{names[picked]} at L = {length}"),
-              looks[multiple], pd.DataFrame(weights).rename_axis("query").reset_index(), f"head-attention-{length}")
+              f"{names[picked]}: " + captions.trace_caption(captions.weights_trace(weights, L_train, k), None, learned,
+                                                            last_query_only=False) + " Mean |weight| over 16 sequences.",
+              pd.DataFrame(weights).rename_axis("query").reset_index(), f"head-attention-{length}")
 
 st.subheader("Accuracy by position and by length")
 samples = st.select_slider("Samples per length", [16, 32, 64, 128, 256], value=64,
@@ -101,22 +100,29 @@ by_position = pd.concat([pd.DataFrame({"length": r.length, "position": r.positio
                          for r in evaluated])
 left, right = st.columns(2)
 with left:
+    longest = evaluated[-1]
     chart(transformer_charts.accuracy_by_position(by_position, L_train, chance),
-          "RoPE holds accuracy past the dashed training length and fades slowly at far positions; a learned "
-          "table drops to chance at the first position it never trained.", by_position, "accuracy-by-position")
+          captions.position_caption(longest.positions, longest.accuracy_by_position, longest.length, L_train, chance,
+                                    samples, model.encoding, learned), by_position, "accuracy-by-position")
 with right:
+    past = transformer_charts.beyond_table("Positions past training", evaluated, L_train)
     chart(transformer_charts.accuracy_by_length(by_length, chance),
-          "the dashed curve scores only positions beyond training: near 1 at 2–4× for RoPE, at chance for "
-          "learned positions.", by_length, "accuracy-by-length")
+          "the dashed curve scores only the positions past training. " + captions.curve_caption(
+              captions.run_curve("Positions past training", run.config, run.verdict, past["length"], past["accuracy"],
+                                 past["accuracy_low"]), multiples=(2, 4, 16)), by_length, "accuracy-by-length")
 
 st.subheader("RoPE against learned positions")
-story = pd.concat([
-    pd.DataFrame({"run": label, "length": [r.length for r in curve], "accuracy": [r.accuracy_beyond for r in curve]})
-    for label, run_id in transformer_presets().items()
-    for curve in [sequence_evaluation(run_id, length_multiples(run_id, MULTIPLES), samples)]  # selected run's: cached
-]).dropna()  # no positions beyond training at 1×
+stories = {label: load_run(run_id) for label, run_id in transformer_presets().items()}
+story = pd.concat([  # the selected run's evaluation is cached: only the other preset's is computed
+    transformer_charts.beyond_table(label, sequence_evaluation(story_run.run_id, length_multiples(story_run.run_id,
+                                                                                                  MULTIPLES), samples),
+                                    story_run.config.task.train_length)
+    for label, story_run in stories.items()
+], ignore_index=True)
 beyond = compare_charts.accuracy_overlay(story, chance).update_layout(title="Accuracy beyond the training length")
 chart(beyond,
-      "on positions beyond the training length the RoPE transformer stays far above chance while the learned one "
-      "sits on the chance line: C1 holds in the transformer (C8).", story, "transformer-story")
+      "positions past the training length only. " + captions.curves_caption(
+          [captions.run_curve(label, stories[label].config, stories[label].verdict, rows["length"], rows["accuracy"],
+                              rows["accuracy_low"]) for label, rows in story.groupby("run", sort=False)],
+          multiples=(2, 4, 16), note="Bands: 95% Wilson intervals."), story, "transformer-story")
 preset_buttons(st)

@@ -130,15 +130,18 @@ class Curve:
     accuracy_low: Sequence[float]  # 95% interval, lower end
     learned: bool | None  # the run's verdict (None: not judged)
     claim: str = "C1"  # the claim the chart tests for this run
+    every_position: bool = False  # accuracy over every position t ≥ k (shift task), inside training included
 
 
 def run_curve(label: str, config: RunConfig, verdict: Verdict | None, lengths: Sequence[int],
-              accuracy: Sequence[float], accuracy_low: Sequence[float]) -> Curve:
-    """A Curve from a run's config and verdict and its measured accuracies."""
+              accuracy: Sequence[float], accuracy_low: Sequence[float], every_position: bool = False) -> Curve:
+    """A Curve from a run's config and verdict and its measured accuracies; `every_position`: they score
+    every position t ≥ k of the shift task, not the positions past training alone (no claim is read)."""
     claim = "C7" if config.model.attention == "linear" else "C1"
     return Curve(label, config.model.encoding, config.model.attention, config.task.train_length,
                  1 / config.task.vocab_size, tuple(lengths), tuple(accuracy), tuple(accuracy_low),
-                 None if verdict is None else verdict.learned, claim + (", C8" if config.model.n_layers > 0 else ""))
+                 None if verdict is None else verdict.learned, claim + (", C8" if config.model.n_layers > 0 else ""),
+                 every_position)
 
 
 def curve_caption(curve: Curve, multiples: Sequence[int] = (1, 2, 4)) -> str:
@@ -158,18 +161,21 @@ def curve_caption(curve: Curve, multiples: Sequence[int] = (1, 2, 4)) -> str:
         return f"{name} did not learn the task (a learned task needs ≥ {NEAR_ONE:.2f} at 1×), so it tests no claim: {numbers}."
     past = [(n, a, low) for n, a, low in zip(curve.lengths, curve.accuracy, curve.accuracy_low, strict=True) if n > L]
     expected, claim = expectation(curve.encoding, curve.attention), curve.claim
+    if curve.every_position:
+        return (f"{name}: {numbers} (over every position t ≥ k, those inside training included; the Transformer "
+                "page scores the positions past training alone).")
     if expected is None or not past:
         return f"{name}: {numbers}."
     length, accuracy, low = past[0]
     kind = _kind(curve.encoding, curve.attention)
     if expected == "extrapolates":
         if top is not None and top > L:
-            return f"{name}: {numbers}: it stays near 1 past its training length ({claim})."
-        return (f"{name}: {numbers}: this {kind} run does NOT stay near 1 past its training length: "
+            return f"{name}: {numbers}. It stays near 1 past its training length ({claim})."
+        return (f"{name}: {numbers}. This {kind} run does NOT stay near 1 past its training length: "
                 f"{share(accuracy)} at {length:,} ({_times(length, L)}), where {claim} says it should.")
     if floor == length:
-        return f"{name}: {numbers}: it falls to chance at the first length past training ({claim})."
-    return (f"{name}: {numbers}: this {kind} run does NOT fall to chance past its training length: "
+        return f"{name}: {numbers}. It falls to chance at the first length past training ({claim})."
+    return (f"{name}: {numbers}. This {kind} run does NOT fall to chance past its training length: "
             f"{share(accuracy)} at {length:,} ({_times(length, L)}), 95% interval from {share(low)}, "
             f"against chance {share(curve.chance)}.")
 
@@ -229,7 +235,7 @@ def alignment_caption(label: str, values: Sequence[float], train_length: int, of
         text = f"{label} peaks at Δ = {offset} = k, {margin:.1f} nats above every other offset in range: aligned"
     elif argmax == offset:
         text = (f"{label} peaks at Δ = k = {offset} by only {margin:.2f} nats, under the {ALIGNMENT_MARGIN:g} nat "
-                "alignment needs: not aligned")
+                "that alignment needs: not aligned")
     else:
         text = f"{label} peaks at Δ = {argmax}, not at k = {offset}: not aligned"
     if learned is False:
@@ -413,26 +419,26 @@ def equivariance_caption(shifts: Sequence[int], differences: Sequence[float | No
     """The largest |Δ logit| over the shifts, against the tolerance and the logits themselves."""
     measured = [(s, d) for s, d in zip(shifts, differences, strict=True) if s > 0 and d is not None]
     missing = [s for s, d in zip(shifts, differences, strict=True) if d is None]
-    beyond = f"; shifts from {missing[0]:,} on leave the position table and are not drawn" if missing else ""
+    beyond = f" Shifts from {missing[0]:,} on leave the position table and are not drawn." if missing else ""
     if not measured:
-        return f"no shift fits in the position table{beyond}."
+        return f"no shift fits in the position table.{beyond}"
     above = [(s, d) for s, d in measured if d >= tolerance]
-    if not above:
-        worst = max(d for _, d in measured)
-        text = (f"the largest difference over shifts up to {measured[-1][0]:,} is {worst:.1e}, under the tolerance "
-                f"{tolerance:g} (the logits themselves reach {logit_scale:.2g}): the logit depends on t − u alone"
-                f"{beyond}")
-    else:
+    if above:
         shift, difference = above[0]
         text = (f"the difference is already {difference:.2g} at the shift s = {shift:,} (the logits themselves reach "
-                f"{logit_scale:.2g}): the logit depends on absolute positions{beyond}")
+                f"{logit_scale:.2g}): the logit depends on absolute positions")
+    else:
+        text = (f"the largest difference over shifts up to {measured[-1][0]:,} is {max(d for _, d in measured):.1e}, "
+                f"under the tolerance {tolerance:g} (the logits themselves reach {logit_scale:.2g}): the logit "
+                "depends on t − u alone")
     relative = encoding in RELATIVE_ENCODINGS
     if learned is False:
-        return f"{text}. This run did not learn the task; the check reads its weights all the same."
-    if relative == (not above):
-        return f"{text} (C3)." if relative else f"{text}, as an absolute encoding does."
-    expected = "depend on t − u alone" if relative else "depend on absolute positions"
-    return f"{text}: this {encoding} run's logits do NOT {expected}, as its encoding says they should."
+        claim = ". This run did not learn the task; the check reads its weights all the same."
+    elif relative != bool(above):
+        claim = " (C3)." if relative else f", as a {encoding} encoding's does."
+    else:
+        claim = f": this {encoding} run's logits do NOT depend on {'t − u alone' if relative else 'absolute positions'}."
+    return f"{text}{claim}{beyond}"
 
 
 def training_caption(steps: int, seconds: float, device: str, stopped_early: bool, train_accuracy: float,

@@ -1,15 +1,22 @@
-"""Plotly builders for the Compare page: several runs on one chart, one colour per run.
+"""Plotly builders for the Compare page: several runs on one chart, one colour per run, and its table.
 
 Plain data in, a figure out: each builder takes a long table with a `run` column (the legend label).
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pandas as pd
 import plotly.graph_objects as go
-from plotly.colors import qualitative
+from plotly.colors import hex_to_rgb, qualitative
 
+from ui import captions
 from ui.charts import REFERENCE, _layout
+
+if TYPE_CHECKING:
+    from lengen_core.training import Run
+    from ui.analyses import Comparison
 
 PALETTE = qualitative.D3
 
@@ -26,12 +33,25 @@ def length_axis(figure: go.Figure, lengths: pd.Series) -> None:
     figure.update_xaxes(type="log", tickvals=ticks, ticktext=[f"{n:,}" for n in ticks])
 
 
+def band(figure: go.Figure, x: pd.Series, low: pd.Series, high: pd.Series, colour: str, group: str) -> None:
+    """A shaded interval from `low` to `high` in the run's colour, toggled with its curve."""
+    red, green, blue = hex_to_rgb(colour)
+    x, low, high = list(x), list(low), list(high)
+    figure.add_scatter(x=x + x[::-1], y=high + low[::-1], fill="toself", mode="lines", line_width=0,
+                       fillcolor=f"rgba({red}, {green}, {blue}, 0.18)", hoverinfo="skip", showlegend=False,
+                       legendgroup=group, name=f"{group} (95% interval)")
+
+
 def accuracy_overlay(table: pd.DataFrame, chance: float) -> go.Figure:
-    """Accuracy against length (log x) per run, with the chance line."""
+    """Accuracy against length (log x) per run, with the chance line; with columns `accuracy_low` and
+    `accuracy_high`, each run's 95% interval as a band."""
     figure = go.Figure()
     for run, colour in colours(list(dict.fromkeys(table["run"]))).items():
         rows = table[table["run"] == run]
-        figure.add_scatter(x=rows["length"], y=rows["accuracy"], mode="markers+lines", name=run, line_color=colour)
+        if {"accuracy_low", "accuracy_high"} <= set(rows.columns):
+            band(figure, rows["length"], rows["accuracy_low"], rows["accuracy_high"], colour, run)
+        figure.add_scatter(x=rows["length"], y=rows["accuracy"], mode="markers+lines", name=run, line_color=colour,
+                           legendgroup=run)
     figure.add_hline(y=chance, line=dict(color=REFERENCE, dash="dash"), annotation_text=f"chance 1/V = {chance:.3f}")
     length_axis(figure, table["length"])
     figure.update_yaxes(range=[0, 1.05])
@@ -68,3 +88,23 @@ def carrier_overlay(table: pd.DataFrame, train_lengths: list[int], offsets: list
         figure.add_vline(x=k, line=dict(color="red", dash="dash"), annotation_text=f"k = {k}",
                          annotation_position="top right")
     return _layout(figure, title, "offset Δ = t − u", y_title, height=420)
+
+
+def key_numbers(labels: dict[str, str], results: dict[str, Comparison], runs: dict[str, Run]) -> pd.DataFrame:
+    """One row per run: its verdict and readouts first, its config after (a narrow screen scrolls to it)."""
+    rows = []
+    for run_id, result in results.items():
+        config, verdict = runs[run_id].config, runs[run_id].verdict
+        four = dict(zip(result.lengths, result.accuracy, strict=True)).get(4 * config.task.train_length)
+        rows.append({
+            "run": labels[run_id], "learned": "not judged" if verdict is None else "yes" if verdict.learned else "no",
+            "past L_train": None if verdict is None or verdict.at_chance_beyond is None
+            else "at chance" if verdict.at_chance_beyond else "above chance",
+            "accuracy at 4×": four, "m_out (95%)": captions.m_out_text(result.fit),
+            "Toeplitz": result.toeplitz_fraction, "Toeplitz untrained": result.toeplitz_baseline,
+            "argmax Δ": result.carrier_argmax, "samples": result.samples, "carrier": result.carrier_source,
+            "encoding": config.model.encoding, "attention": config.model.attention,
+            "layers×heads": f"{config.model.n_layers}×{config.model.n_heads}", "k": config.task.offset,
+            "L_train": config.task.train_length, "seed": config.train.seed,
+        })
+    return pd.DataFrame(rows)

@@ -19,10 +19,12 @@ def equivariance(table: pd.DataFrame, tolerance: float) -> go.Figure:
         name="max |logit(t+s, u+s) − logit(t, u)|", marker=dict(size=9, color=MEASURED),
     ))
     scale = float(table["logit_scale"].iloc[0])
-    figure.add_hline(y=tolerance, line=dict(color="red", dash="dash"), annotation_text=f"tolerance {tolerance:g}",
-                     annotation_position="top left")
-    figure.add_hline(y=scale, line=dict(color=REFERENCE, dash="dot"), annotation_text="largest |logit| itself",
-                     annotation_position="top right")
+    # Labelled by hand: on a log axis plotly places an hline's own annotation at y = value, not log10(value).
+    for value, colour, dash, text, side in ((tolerance, "red", "dash", f"tolerance {tolerance:g}", 0),
+                                            (scale, REFERENCE, "dot", "largest |logit| itself", 1)):
+        figure.add_hline(y=value, line=dict(color=colour, dash=dash))
+        figure.add_annotation(x=side, xref="paper", xanchor="right" if side else "left", y=np.log10(value), yref="y",
+                              yanchor="bottom", text=text, showarrow=False, font=dict(color=colour))
     values = np.maximum(shown["max_abs_difference"].to_numpy(), FLOOR)
     low = min([tolerance, *values]) / 30
     high = max([scale, *values]) * 30

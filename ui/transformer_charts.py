@@ -7,6 +7,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from lengen_core.evaluate import wilson_interval
+from lengen_core.sequence import SequenceReport
 from ui.charts import FITTED, MEASURED, PREDICTED, REFERENCE, _layout
 from ui.compare_charts import length_axis
 
@@ -76,3 +78,17 @@ def accuracy_by_length(table: pd.DataFrame, chance: float) -> go.Figure:
     length_axis(figure, table["length"])
     figure.update_yaxes(range=[0, 1.05])
     return _layout(figure, "Accuracy by length", "test length L (log)", "")
+
+
+def beyond_table(label: str, reports: list[SequenceReport], train_length: int) -> pd.DataFrame:
+    """Accuracy over the positions past training, with 95% Wilson intervals over samples × (L − L_train)
+    answers (correlated within a sequence, so a little optimistic, as in the verdict); lengths past training only."""
+    rows = []
+    for r in reports:
+        if r.accuracy_beyond is None:
+            continue
+        answers = r.samples * (r.length - train_length)
+        low, high = wilson_interval(round(r.accuracy_beyond * answers), answers)
+        rows.append({"run": label, "length": r.length, "accuracy": r.accuracy_beyond, "accuracy_low": low,
+                     "accuracy_high": high})
+    return pd.DataFrame(rows, columns=["run", "length", "accuracy", "accuracy_low", "accuracy_high"])
