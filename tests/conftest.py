@@ -1,4 +1,5 @@
-"""Shared test setup: no test writes to the real run store, and GPU tests skip cleanly without one."""
+"""Shared test setup: hypothesis profiles, no test writes to the real run store, and GPU tests skip
+cleanly without one."""
 
 from __future__ import annotations
 
@@ -7,6 +8,19 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# Hypothesis profiles, chosen by HYPOTHESIS_PROFILE (default `ci`; `thorough` on demand). `ci` is
+# Hypothesis's own CI profile (derandomized, so a run is reproducible; no deadline, which a loaded
+# 2-core runner trips; no example database; a reproduction blob on failure) with enough examples
+# for the suite to stay within its CI time. `thorough` explores afresh on every run, keeps failing
+# examples in the database and runs several times as many: for changes to the encodings, the
+# evaluation or the config validation. Tests whose every example runs a model take a fixed share
+# of either (tests/property/example_counts.py). Loaded here, before any test module is imported,
+# so every `@settings` in a test inherits the profile.
+settings.register_profile("ci", settings.get_profile("ci"), max_examples=300)
+settings.register_profile("thorough", settings.get_profile("default"), max_examples=2_000)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 @pytest.fixture(scope="session", autouse=True)

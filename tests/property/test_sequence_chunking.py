@@ -22,7 +22,8 @@ from typing import get_args
 
 import pytest
 import torch
-from hypothesis import example, given, settings
+from example_counts import fewer_examples
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from lengen_core import attention, sequence
@@ -68,7 +69,9 @@ def blocks_of(queries: int, batch: int | None = None, heads: int = 1, length: in
 # --- model outputs and attention patterns -------------------------------------------------------
 
 
-@settings(max_examples=40, deadline=None)
+# One example runs a model over up to 256 tokens five times, and the first to draw a (shape,
+# encoding, attention) trains that model (20 steps): no deadline fits.
+@fewer_examples(8, deadline=None)
 @given(
     shape=st.sampled_from(sorted(SHAPES)),
     encoding=st.sampled_from(ENCODINGS),
@@ -181,7 +184,9 @@ def assert_report_matches(report: SequenceReport, plain: Plain, train_length: in
     assert 0 <= report.argmax_key < report.length
 
 
-@settings(max_examples=40, deadline=None)
+# One example evaluates a model over up to 12 sequences of up to 256 tokens twice, and the plain
+# (T, T) pass once; the first to draw a model trains it (20 steps): no deadline fits.
+@fewer_examples(8, deadline=None)
 @given(
     shape=st.sampled_from(sorted(SHAPES)),
     encoding=st.sampled_from(ENCODINGS),

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from hypothesis import assume, given, settings
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from lengen_core.config import ConfigError, RunConfig, with_changes
@@ -41,7 +41,6 @@ queries = st.dictionaries(keys, values, max_size=8)
 
 
 @given(params=queries)
-@settings(max_examples=400)
 def test_any_query_gives_a_valid_config_or_a_config_error(params):
     try:
         config = config_from_query(params)
@@ -76,7 +75,6 @@ def settings_strategy(draw) -> dict:
 
 
 @given(changes=settings_strategy())
-@settings(max_examples=300)
 def test_a_valid_config_round_trips_through_its_link(changes):
     try:
         config = with_changes(RunConfig(), **changes)
@@ -103,7 +101,6 @@ def store() -> Iterator[RunStore]:
 
 
 @given(value=st.one_of(ids, st.lists(ids, max_size=3)))
-@settings(max_examples=400)
 def test_a_hostile_run_id_never_resolves_outside_the_store(store, value):
     try:
         run_id = run_id_from_query({"run": value})
