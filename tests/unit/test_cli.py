@@ -23,7 +23,7 @@ from lengen_core import cli
 from lengen_core.config import MAX_EVAL_LENGTH, MAX_STEPS, RunConfig
 from lengen_core.dilution import predict
 from lengen_core.evaluate import sequence_tokens
-from lengen_core.heads import PIN_SHARE
+from lengen_core.heads import PIN_SHARE, analyse_heads
 from lengen_core.store import RunStore
 from lengen_core.tasks import targets_of
 from lengen_core.training import Run, train
@@ -228,11 +228,10 @@ def test_evaluate_json_reports_each_length_in_order() -> None:
         predicted = (row["predicted_accuracy"], row["predicted_vote_accuracy"], row["predicted_target_mass"])
         assert predicted == (prediction.accuracy, prediction.vote_accuracy, prediction.target_mass)
 
-    fit = report["fit"]
-    assert fit is None or {"m_out", "r_squared"} <= set(fit)
-    if fit is not None:
-        for key in ("m_out", "r_squared"):
-            assert fit[key] is None or isinstance(fit[key], float)
+    # 30 steps learn nothing (the last batch: 19 of 128): the verdict says so, and no law is fitted
+    assert report["verdict"] == run.verdict.to_dict() and report["verdict"]["learned"] is False
+    assert (report["fit"], report["fit_status"]) == (None, "not_learned")
+    assert all(row["fitted_target_mass"] is None for row in rows)
 
 
 def test_evaluate_is_deterministic_and_keeps_an_unsorted_order() -> None:
@@ -269,10 +268,11 @@ def test_carrier_of_a_converged_rope_run_peaks_at_the_offset() -> None:
 
     assert carrier["source"] == "analytic"
     assert carrier["offset"] == 3 and carrier["argmax_offset"] == 3
-    assert carrier["alignment"] is True
-    assert isinstance(carrier["effective_rank"], int) and carrier["effective_rank"] >= 1
-    assert 0.0 <= carrier["toeplitz_fraction"] <= 1.0
-    assert carrier["toeplitz_fraction"] > 0.99  # RoPE logits depend on t - u alone
+    assert carrier["alignment"] is True and carrier["margin"] >= 2.0  # measured 2.8 nats; 1 is needed
+    assert carrier["baseline"]["alignment"] is False  # training put the peak at k
+    assert carrier["effective_rank"] * 2 <= carrier["baseline"]["effective_rank"]  # measured 8 against 16
+    assert carrier["toeplitz_fraction"] > 0.99  # RoPE logits depend on t - u alone …
+    assert carrier["baseline"]["toeplitz_fraction"] > 0.9  # … trained or not: equivariance, not a rule
     assert len(carrier["spectrum"]) == 32  # one rotary frequency per pair of d_model 64
     assert all(set(line) == {"frequency", "amplitude"} and line["amplitude"] >= 0 for line in carrier["spectrum"])
     offsets = [r["offset"] for r in carrier["near_recurrences"]]
@@ -463,13 +463,13 @@ def test_heads_reports_every_layer_and_head() -> None:
     assert result["run_id"] == run_id
     heads = result["heads"]
     assert [(h["layer"], h["head"]) for h in heads] == [(0, 0), (0, 1), (1, 0), (1, 1)]
-    for h in heads:
+    run = RunStore().load(run_id)
+    for h, report in zip(heads, analyse_heads(run.model, run.config), strict=True):
         assert HEAD_KEYS <= set(h)
         assert len(h["carrier"]) == 16  # s(Δ) for Δ = 0 … L_train - 1
-        assert isinstance(h["argmax_offset"], int) and 0 <= h["argmax_offset"] < 16
-        assert 0.0 <= h["toeplitz_fraction"] <= 1.0 + 1e-9
-        assert isinstance(h["effective_rank"], int) and 1 <= h["effective_rank"] <= 16
-        assert isinstance(h["is_carrier"], bool)
+        assert h["carrier"] == [float(v) for v in report.carrier]  # what the core measures, unchanged
+        for key in ("argmax_offset", "toeplitz_fraction", "effective_rank", "target_weight", "is_carrier"):
+            assert h[key] == getattr(report, key), key
         # RoPE: logits depend on t − u, so no head singles out one key (pinned shares measured ≤ 0.04)
         assert h["pinned_key"] is None and h["pinned_share"] < PIN_SHARE, h
     assert result["carrier_heads"] == [[h["layer"], h["head"]] for h in heads if h["is_carrier"]]
