@@ -27,6 +27,7 @@ COPY lengen_core/ lengen_core/
 COPY ui/ ui/
 COPY pages/ pages/
 COPY assets/ assets/
+COPY docs/ docs/
 # readable by the runtime user whatever modes the build context had (a working tree, not only a clone)
 RUN chmod -R a+rX /app
 

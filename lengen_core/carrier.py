@@ -1,4 +1,4 @@
-"""The carrier kernel (SCIENCE.md §5): the positional rule a trained head has learned.
+"""The carrier kernel (docs/science.md §6): the positional rule a trained head has learned.
 
 With RoPE, write each rotated pair (x_j, x_{j+D/2}) as z_j = x_j + i·x_{j+D/2}. For query token a
 and key token b at offset Δ = t − u the logit is

@@ -88,7 +88,7 @@ class TaskConfig:
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """The network: `n_layers == 0` is the minimal single head of SCIENCE.md §3."""
+    """The network: `n_layers == 0` is the minimal single head of docs/science.md §3."""
 
     encoding: EncodingName = "rope"
     attention: AttentionName = "softmax"

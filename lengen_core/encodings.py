@@ -1,4 +1,4 @@
-"""Positional encodings as small strategy classes (SCIENCE.md §3).
+"""Positional encodings as small strategy classes (docs/science.md §3).
 
 Each encoding offers the three hooks attention needs, and attention never asks for its name:
 

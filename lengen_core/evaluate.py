@@ -1,4 +1,4 @@
-"""Evaluation of the retrieval query at any length, in O(L) memory (SCIENCE.md §4).
+"""Evaluation of the retrieval query at any length, in O(L) memory (docs/science.md §5).
 
 Only the last query matters, so a sequence of length L costs one pass over its keys, chunk by
 chunk, with an online softmax (running max, running sum) — never an L×L matrix. Within a chunk the

@@ -1,4 +1,4 @@
-"""Per-head analysis of any model (SCIENCE.md §5 for multi-layer models, C8).
+"""Per-head analysis of any model (docs/science.md §6 for multi-layer models, C8).
 
 Every head's carrier is measured from recorded logits: the mean (unmasked) logit matrix M over
 random sequences at the training length, s(Δ) the mean of its diagonal Δ. From it: the argmax

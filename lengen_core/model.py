@@ -1,4 +1,4 @@
-"""The minimal single-head model of SCIENCE.md §3, and the model registry.
+"""The minimal single-head model of docs/science.md §3, and the model registry.
 
 Glossary
     B  batch                     T   sequence length (keys)     Tq  number of queries

@@ -1,4 +1,4 @@
-"""Tasks of SCIENCE.md §2. Every random stream comes from an explicit `torch.Generator`.
+"""Tasks of docs/science.md §2. Every random stream comes from an explicit `torch.Generator`.
 
 retrieval: tokens x_0 … x_{L-1} iid uniform over V; the query is the last position and the answer
 is x_{L-1-k}. Loss and accuracy at the query only.

@@ -1,4 +1,4 @@
-"""The multi-layer, multi-head transformer of SCIENCE.md §3 (C8).
+"""The multi-layer, multi-head transformer of docs/science.md §3 (C8).
 
 Glossary
     B  batch        T  sequence length      Tq  queries      H  heads

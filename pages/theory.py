@@ -1,10 +1,12 @@
-"""Theory: the derivations of SCIENCE.md §5–§6, a live equivariance check (C3), the RASP-L view (C9)."""
+"""Theory: the derivations of the carrier and the dilution law, a live equivariance check (C3), the RASP-L view (C9),
+and the lab's science document (docs/science.md)."""
 
 import pandas as pd
 import streamlit as st
 
 from ui import captions, theory_charts
 from ui.analyses import equivariance
+from ui.presets import science_document
 from ui.widgets import chart, run_summary, selected_run
 
 TOLERANCE = 1e-3
@@ -88,3 +90,10 @@ st.markdown(r"The selector `key == query - k` is a predicate of $t - u$ alone. R
             r"table can fit the same training data with a selector on absolute positions, and on the paper's "
             r"account that is the solution gradient descent picks there; it says nothing about positions it "
             r"never saw.")
+
+st.header("6. The lab's science document")
+st.markdown("Everything on these pages in one place, with what each readout means and does **not** mean, the "
+            "verdict on every run, the fitted law and the prediction: `docs/science.md` in the lab's repository, "
+            "shown here in full.")
+with st.expander("docs/science.md", icon=":material/menu_book:"):
+    st.markdown(science_document())

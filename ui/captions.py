@@ -62,7 +62,7 @@ def first_length_below(lengths: Sequence[int], accuracies: Sequence[float], thre
 
 # --- What each chart claims, and whether this run bears it out --------------------------------------
 #
-# The accuracy charts claim (SCIENCE.md §1): RoPE with softmax attention stays near 1 past its training
+# The accuracy charts claim (docs/science.md §1): RoPE with softmax attention stays near 1 past its training
 # length (C1); a learned table (C1) and linear attention (C7) fall to chance there. The attention
 # charts claim: RoPE follows j* = t − k (C3), a learned table pins inside the training range (C4).
 # Other encodings carry no claim: their captions state the numbers only. Neither does a run whose
@@ -98,7 +98,7 @@ def _percent(value: float) -> str:
 
 
 def horizon(lengths: Sequence[int], accuracies: Sequence[float], threshold: float = NEAR_ONE) -> int | None:
-    """The largest measured length up to which every accuracy is ≥ `threshold` (SCIENCE.md §7b);
+    """The largest measured length up to which every accuracy is ≥ `threshold`;
     None when the first one is already below."""
     below = first_length_below(lengths, accuracies, threshold)
     kept = [n for n in lengths if below is None or n < below]

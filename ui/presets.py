@@ -11,6 +11,15 @@ from pathlib import Path
 from lengen_core.config import RunConfig, with_changes
 
 PRESET_ROOT = Path(__file__).resolve().parent.parent / "assets" / "presets"
+SCIENCE_DOCUMENT = Path(__file__).resolve().parent.parent / "docs" / "science.md"
+
+
+def science_document() -> str:
+    """The lab's science document (docs/science.md, shipped in the image), as markdown."""
+    try:
+        return SCIENCE_DOCUMENT.read_text(encoding="utf-8")
+    except OSError:
+        return f"The science document is missing from this installation (expected at `{SCIENCE_DOCUMENT}`)."
 PRESET_SEED = 0
 
 # label -> config; the first is selected on a first visit.

@@ -71,6 +71,16 @@ def test_theory_equivariance_check(label: str, holds: bool) -> None:
     assert app.get("plotly_chart")
 
 
+def test_theory_shows_the_labs_science_document() -> None:
+    from ui.presets import SCIENCE_DOCUMENT
+
+    app = open_page("pages/theory.py")
+    (expander,) = [e for e in app.expander if e.label == "docs/science.md"]
+    shown = "\n".join(m.value for m in expander.markdown)
+    assert shown == SCIENCE_DOCUMENT.read_text(encoding="utf-8").strip()
+    assert "## 4. The verdict on every run" in shown
+
+
 def test_transformer_page_offers_presets_for_a_single_head_run() -> None:
     app = open_page("pages/transformer.py")
     assert any("minimal single head" in i.value for i in app.info)

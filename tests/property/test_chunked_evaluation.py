@@ -1,4 +1,4 @@
-"""Chunked O(L) evaluation of the last query equals the plain L×L forward pass (SCIENCE.md §4).
+"""Chunked O(L) evaluation of the last query equals the plain L×L forward pass (docs/science.md §5).
 
 For every encoding and both attentions, on briefly trained models: the readout logits, the target
 mass (softmax: the attention weight on key L-1-k; linear: |w_k| / Σ|w|) and the argmax key, for any

@@ -86,7 +86,7 @@ def test_rope_logit_is_unchanged_when_query_and_key_shift_together(positions, d_
 
 
 def test_the_shift_tolerance_would_catch_float32_angles():
-    """The tolerance above is tight enough to see the float32-angle error SCIENCE.md §3 warns of."""
+    """The tolerance above is tight enough to see the float32-angle error docs/science.md §3 warns of."""
     generator = torch.Generator().manual_seed(0)
     q, k = torch.randn(2, 64, generator=generator)
     frequencies = rope_frequencies(64, 10_000.0)

@@ -1,4 +1,4 @@
-"""Full-sequence evaluation a block of queries at a time equals the plain computation (SCIENCE.md §4, C8).
+"""Full-sequence evaluation a block of queries at a time equals the plain computation (docs/science.md §5, C8).
 
 `attention.blocked_attention` holds the logits of one block of queries (at most
 `QUERY_BLOCK_ELEMENTS` of them) and `sequence.evaluate_sequence` runs the samples in batches of

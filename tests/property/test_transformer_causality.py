@@ -1,4 +1,4 @@
-"""Causality of the transformer (SCIENCE.md §3, C8): for every encoding and both attentions, any
+"""Causality of the transformer (docs/science.md §3, C8): for every encoding and both attentions, any
 depth and number of heads, the output at position t ignores the tokens after t, in every layer.
 
 The single-head model has the same property test in test_encodings.py.

@@ -1,4 +1,4 @@
-"""The carrier kernel (SCIENCE.md §5, C3 and C5) against what the model actually computes.
+"""The carrier kernel (docs/science.md §6, C3 and C5) against what the model actually computes.
 
 The analytic per-token carrier s_ab(Δ), read from E, W_Q and W_K alone, must equal the logits a
 forward pass records, at small positions and near 10^6; the measured logit matrix is Toeplitz for

@@ -1,4 +1,4 @@
-"""The paper's claims at the default config, measured on the CPU (SCIENCE.md C1, C3–C7).
+"""The paper's claims at the default config, measured on the CPU (docs/science.md §1: C1, C3–C7).
 
 Each default run is trained once per session (tests/unit/conftest.py). Margins are the ones the
 product promises; if one fails, report the numbers rather than loosen it.

@@ -1,4 +1,4 @@
-"""The transformer of SCIENCE.md §3 on the shift task (C8), measured on the CPU.
+"""The transformer of docs/science.md §3 on the shift task (C8), measured on the CPU.
 
 RoPE (2 layers, 2 heads, seed 0) is exact at the training length and stays above 0.9 at 4×;
 learned positions are exact in range and at chance beyond it; the per-head analysis finds a RoPE
