@@ -1,24 +1,104 @@
-"""Counting how often a Gaussian readout picks the target (the prediction's accuracy, SCIENCE.md §6).
+"""The readout's random part, and how often its argmax is the target (the prediction's accuracy, SCIENCE.md §6).
 
 Scores centre[a, c, y] + noise[a, y, k] for query token a, target c, candidate y and draw k; the
-prediction is right when the argmax over y is c. Counted against each target's best rival, never
-through the (V_a, V_c, K, V_y) score tensor, with an exact tie-break, so the count equals the plain
-argmax's (tests/unit/test_prediction_speed_equivalence.py).
+prediction is right when the argmax over y is c. The noise is the random keys' part of the scores:
+a Gaussian for the many keys that each weigh little (`gaussian_noise`) plus the few keys that weigh
+most (`DominantKeys`, found during the sweep over the keys), with their tokens drawn one by one
+(`dominant_noise`): a sum that a handful of keys dominate is far from Gaussian in its tail, and that
+tail decides the argmax.
+
+The argmax is counted against each target's best rival, never through the (V_a, V_c, K, V_y) score
+tensor, with an exact tie-break, so the count equals the plain argmax's
+(tests/unit/test_prediction_speed_equivalence.py).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 
 GAUSSIAN_DRAWS = 4_096
 
 
-def standard_draws(vocab_size: int, seed: int = 0) -> torch.Tensor:
-    """The (K, V) standard normal draws every accuracy estimate shares: the same inputs, the same answer."""
+@dataclass(frozen=True)
+class Draws:
+    """The random numbers every accuracy estimate shares: the same inputs, the same answer."""
+
+    normal: torch.Tensor  # (K, V) standard normal, for the Gaussian part
+    tokens: torch.Tensor  # (M, K) uniform key tokens, for the M dominant keys
+    indicator: torch.Tensor  # (V, M, K) float64: 1 where tokens[m, k] is the token
+
+
+def standard_draws(vocab_size: int, dominant_keys: int = 0, seed: int = 0) -> Draws:
     stream = torch.Generator().manual_seed(seed)
-    return torch.randn(GAUSSIAN_DRAWS, vocab_size, generator=stream, dtype=torch.float64)
+    normal = torch.randn(GAUSSIAN_DRAWS, vocab_size, generator=stream, dtype=torch.float64)
+    tokens = torch.randint(vocab_size, (dominant_keys, GAUSSIAN_DRAWS), generator=stream)
+    indicator = torch.zeros(vocab_size, dominant_keys, GAUSSIAN_DRAWS, dtype=torch.float64)
+    return Draws(normal, tokens, indicator.scatter_(0, tokens[None], 1.0))  # (V, M, K)
+
+
+class DominantKeys:
+    """Per query token a, the M keys swept so far with the largest max_b |f_ab(u)|, their weights
+    f_ab(u) and position readout rows RP[u]: a running top-M, merged block by block."""
+
+    def __init__(self, V: int, count: int) -> None:
+        self.score = torch.full((V, count), -math.inf)  # (V_a, M) max_b |f_ab(u)|, descending
+        self.offsets = torch.full((V, count), -1)  # (V_a, M) Δ
+        self.votes = torch.zeros(V, V, count)  # (V_a, V_b, M)
+        self.readout = torch.zeros(V, count, V)  # (V_a, M, V_y)
+
+    def add(self, f: torch.Tensor, size: torch.Tensor, readout: torch.Tensor | None, begin: int) -> None:
+        """Keys Δ = begin … with weights f (V_a, V_b, c), |f| in `size` (f itself when f ≥ 0), readout rows (c, V_y)."""
+        V, count = f.shape[0], self.score.shape[1]
+        score = size.amax(dim=1)  # (V_a, c): max_b |f_ab(u)|, one cheap pass (a norm over b is ten times slower)
+        if not bool((score.amax(dim=1) > self.score[:, -1]).any()):
+            return  # no key of this block displaces a dominant one
+        score, index = score.topk(min(count, f.shape[-1]), dim=1)  # (V_a, m)
+        votes = torch.cat((self.votes, f.gather(2, index[:, None, :].expand(-1, V, -1))), dim=2)  # (V_a, V_b, M+m)
+        rows = torch.zeros(V, index.shape[1], V) if readout is None else readout[index]  # (V_a, m, V_y)
+        score, keep = torch.cat((self.score, score), dim=1).topk(count, dim=1)  # (V_a, M)
+        self.score = score
+        self.offsets = torch.cat((self.offsets, index + begin), dim=1).gather(1, keep)
+        self.votes = votes.gather(2, keep[:, None, :].expand(-1, V, -1))
+        self.readout = torch.cat((self.readout, rows), dim=1).gather(1, keep[:, :, None].expand(-1, -1, V))
+
+
+def gaussian_noise(covariance: torch.Tensor, normal: torch.Tensor) -> torch.Tensor:
+    """Draws (V_a, V_y, K) of N(0, covariance[a]) from standard normals (K, V_y): covariance (V_a, V_y, V_y)."""
+    V = covariance.shape[-1]
+    jitter = 1e-9 * covariance.diagonal(dim1=1, dim2=2).abs().amax(dim=1).clamp_min(1e-300)
+    values, vectors = torch.linalg.eigh(covariance + jitter[:, None, None] * torch.eye(V, dtype=covariance.dtype))
+    root = vectors * values.clamp_min(0).sqrt()[:, None, :]  # (V_a, V_y, V_y)
+    return (root.reshape(-1, V) @ normal.T).view(covariance.shape[0], V, -1)  # (V_a, V_y, K)
+
+
+def dominant_shares(votes: torch.Tensor, draws: Draws) -> torch.Tensor:
+    """Each token's share Σ_m f_{ab}(u_m)·[x_mk = b] of the dominant keys' weight, per draw: (V_b, V_a, K).
+
+    votes (V_a, V_b, M): f_ab(u_m) of each query token's M dominant keys. One GEMM per token
+    against the draws' indicator, not a scatter (several times slower on the CPU).
+    """
+    return torch.bmm(votes.permute(1, 0, 2), draws.indicator)  # (V_b, V_a, K)
+
+
+def dominant_noise(
+    shares: torch.Tensor, readout: torch.Tensor, votes: torch.Tensor, positional: torch.Tensor | None, draws: Draws
+) -> torch.Tensor:
+    """Σ_m f_{a x_mk}(u_m)·(R[x_mk] + RP[u_m]) for each draw k of the tokens x: (V_a, V_y, K).
+
+    shares (V_b, V_a, K) from dominant_shares; readout R (V_b, V_y); votes (V_a, V_b, M) and
+    positional (V_a, M, V_y), the dominant keys' RP[u_m], or None.
+    """
+    V_b, V_a, K = shares.shape
+    if not torch.equal(readout, torch.eye(V_b, dtype=readout.dtype)):  # the ideal readout takes the shares as they are
+        shares = (readout.T @ shares.view(V_b, -1)).view(-1, V_a, K)  # (V_y, V_a, K)
+    noise = shares.transpose(0, 1)  # (V_a, V_y, K)
+    if positional is not None:
+        values = votes.transpose(1, 2).gather(2, draws.tokens[None].expand(V_a, -1, -1))  # (V_a, M, K): f_{a x_mk}(u_m)
+        noise = noise + torch.bmm(positional.transpose(1, 2), values)  # (V_a, V_y, K)
+    return noise
 
 
 def _best_rival(centre: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:

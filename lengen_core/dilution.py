@@ -1,27 +1,31 @@
-"""The attention-dilution law (SCIENCE.md §6): prediction from the weights, and the fitted law.
+"""The attention-dilution law (SCIENCE.md §6): prediction from the weights (the fitted law: lengen_core.fit).
 
-Prediction (never fitted to measurements). At length n the last query t = n-1 with token a sees the
-target token c at u* = t − k and n − 1 other keys with iid uniform tokens. From the weights alone we
-have every logit T_ab(u) (for RoPE T_ab(u) = s_ab(t − u), the per-token carriers). Then
+Prediction (never fitted to measurements). At length n the last query t = n-1 with token a sees n
+keys: the target token c at u* = t − k; its own token a at u = t (Δ = 0: the query is a key of
+itself, and its token is no random draw); and n − 2 keys with iid uniform tokens. From the weights
+alone we have every logit T_ab(u) (for RoPE T_ab(u) = s_ab(t − u), the per-token carriers). Then
 
-- target mass: p = g(T_ac(u*)) / (g(T_ac(u*)) + Z_a), Z_a = Σ_{u≠u*} g(T_{a x_u}(u)); we take the
-  expectation over tokens to second order in the spread of Z_a;
-- accuracy with the ideal (vote) readout: the answer is the token b with the largest attention mass
-  U_b = Σ_{u≠u*, x_u=b} f(T_ab(u)), plus f(T_ac(u*)) for c. Each U_b is a sum of many independent
-  terms, taken as Gaussian (mean Σ f/V, variance Σ f²(1/V)(1 − 1/V)), so
-  P(correct | a, c) = E_z[ Π_{b≠c} Φ((f(T_ac(u*)) + μ_c + σ_c z − μ_b) / σ_b) ].
+- target mass: p = g(T_ac(u*)) / (g(T_ac(u*)) + g(T_aa(t)) + Z_a), Z_a = Σ_{random u} g(T_{a x_u}(u));
+  we take the expectation over tokens to second order in the spread of Z_a;
+- accuracy: the readout scores S_y = Σ_u f(T_{a x_u}(u))·(R[x_u, y] + RP[u, y]) (R the token part of
+  the readout, RP the position part of an additive encoding; the ideal vote readout is R = I, RP = 0)
+  and the answer is right when argmax_y S_y = c. The two fixed keys enter as they are. Of the random
+  keys, the DOMINANT_KEYS with the largest weight for query token a have their tokens drawn one by
+  one; the rest are many small independent terms, taken as Gaussian with their exact mean and
+  covariance over tokens. Why not all Gaussian: a handful of keys that each weigh as much as the
+  target make the sum's tail heavy, that tail decides the argmax, and the Gaussian over-predicted
+  accuracy by up to 0.07 (docs/prediction.md).
 
 f = g = exp for softmax (the normaliser cancels in the comparison); for linear attention f is the
 identity and g = |·|.
 
 Cost (issue 6: 20 lengths up to 2^20 in about a second on two cores). Every length's sums come from
 one sweep over Δ in float32 blocks of KEY_CHUNK keys (RoPE: one GEMM per block, the rotation taken
-in float64); the square and mass sums are read off the cross sums; the readout's argmax is counted
+in float64); the square and mass sums are read off the cross sums; the dominant keys are a running
+top-M per query token, taken out of the sums at each length; the readout's argmax is counted
 against each target's best rival, never through a (V, V, K, V) score tensor (lengen_core.argmax_count).
 Same inputs, same draws, same answer; tests/unit/test_prediction_speed_equivalence.py holds each
 piece to its plain form.
-
-The fitted law lives in lengen_core.fit: it is fitted to measurements, this module never is.
 """
 
 from __future__ import annotations
@@ -34,13 +38,16 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from lengen_core.argmax_count import argmax_hits, standard_draws
+from lengen_core.argmax_count import (
+    DominantKeys, Draws, argmax_hits, dominant_noise, dominant_shares, gaussian_noise, standard_draws,
+)
 from lengen_core.carrier import CarrierBlocks, carrier_values, token_coefficients
 from lengen_core.config import RunConfig
 from lengen_core.evaluate import check_lengths, check_sweep
 
 HERMITE_NODES, HERMITE_WEIGHTS = np.polynomial.hermite.hermgauss(48)
 LOGIT_HEADROOM = 40.0  # exp(2·40) is finite in float32; a key 40 nats above the target wins anyway
+DOMINANT_KEYS = 8  # random keys per query token whose tokens are drawn one by one, not taken as Gaussian
 
 
 def _gaussian_expectation(function) -> torch.Tensor:
@@ -52,17 +59,26 @@ def _gaussian_expectation(function) -> torch.Tensor:
 
 @dataclass
 class _KeyStatistics:
-    """Sums over the non-target keys of one length, per query token a and key tokens b, b'."""
+    """The keys of one length, per query token a and key tokens b, b'. The random keys (iid tokens)
+    split into the M dominant ones (largest max_b |f_ab(u)|, kept one by one) and the rest (sums)."""
 
-    vote_sum: torch.Tensor  # (V, V) Σ_u f(T_ab(u))
+    vote_sum: torch.Tensor  # (V, V) Σ_u f(T_ab(u)) over the rest
     vote_square_sum: torch.Tensor  # (V, V) Σ_u f(T_ab(u))²
     vote_cross_sum: torch.Tensor  # (V, V, V) Σ_u f(T_ab(u))·f(T_ab'(u))
     positional_readout: torch.Tensor  # (V, V) Σ_u mean_b f(T_ab(u)) · RP[u]
-    mass_mean: torch.Tensor  # (V,) Σ_u mean_b g(T_ab(u))
+    positional_cross: torch.Tensor  # (V_a, V_b, V_y) Σ_u f_ab(u)·(f_ab(u) − mean_b' f_ab'(u)) · RP[u]
+    positional_outer: torch.Tensor  # (V_a, V_y, V_z) Σ_u var_b f_ab(u) · RP[u] RP[u]ᵀ
+    dominant_vote: torch.Tensor  # (V_a, V_b, M) f(T_ab(u_m)) of the dominant keys u_m of query token a
+    dominant_offsets: torch.Tensor  # (V_a, M) their Δ = t − u_m (−1: a slot no key has filled yet)
+    dominant_positional: torch.Tensor  # (V_a, M, V_y) RP[u_m] (zero without additive positions)
+    mass_mean: torch.Tensor  # (V,) Σ_u mean_b g(T_ab(u)) over every random key
     mass_variance: torch.Tensor  # (V,) Σ_u var_b g(T_ab(u))
     target_vote: torch.Tensor  # (V, V) f(T_ac(u*)), query a, target c
     target_mass: torch.Tensor  # (V, V) g(T_ac(u*))
     target_positional: torch.Tensor  # (V,) RP[u*] (zero without additive positions)
+    self_vote: torch.Tensor  # (V,) f(T_aa(t)): the key at Δ = 0 is the query's own token
+    self_mass: torch.Tensor  # (V,) g(T_aa(t))
+    self_positional: torch.Tensor  # (V,) RP[t] (zero without additive positions)
 
 
 def _softmax_transform(logits: torch.Tensor, below_headroom: bool = False) -> torch.Tensor:
@@ -86,13 +102,14 @@ def _logit_table(model: torch.nn.Module, query: torch.Tensor, last: int, positio
     return table if bias is None else table + bias[0]
 
 
-def _target_logits(model: torch.nn.Module, last: int, offset: int) -> torch.Tensor:
-    """Logits (V_a, V_c) of the query at `last` against the key at last − offset, float32 on the CPU."""
+def _fixed_logits(model: torch.nn.Module, last: int, offsets: Sequence[int]) -> torch.Tensor:
+    """Logits (V_a, V_b, n) of the query at `last` against the keys at last − Δ, Δ in `offsets`, float32 on the CPU."""
     if getattr(model.encoding, "rotary", False):
         coefficients, frequencies = token_coefficients(model).cpu(), model.encoding.frequencies.cpu()
-        return carrier_values(coefficients, frequencies, torch.tensor([offset]))[..., 0].float()
+        return carrier_values(coefficients, frequencies, torch.tensor(offsets)).float()
     query = model.query_table(last)
-    return _logit_table(model, query, last, torch.tensor([last - offset], device=query.device))[..., 0].float().cpu()
+    positions = last - torch.tensor(offsets, device=query.device)
+    return _logit_table(model, query, last, positions).float().cpu()
 
 
 def _shifted_blocks(model: torch.nn.Module, last: int, shift: torch.Tensor):
@@ -115,38 +132,93 @@ def _shifted_blocks(model: torch.nn.Module, last: int, shift: torch.Tensor):
     return block
 
 
+def _project(weights: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """Σ_n weights[a, x, n]·rows[(a,) n, y]: (V_a, X, Y); rows (n, Y) shared by every a, or (V_a, n, Y)."""
+    if rows.dim() == 2:
+        return (weights.reshape(-1, weights.shape[-1]) @ rows).view(*weights.shape[:2], rows.shape[-1])
+    return torch.bmm(weights, rows)
+
+
 @dataclass
-class _RunningSums:
-    """Float64 sums over the keys swept so far; the rest of _KeyStatistics follows from them."""
+class _Sums:
+    """Float64 sums over a set of keys; None where a block has no such part (no additive positions; g = f)."""
 
     vote: torch.Tensor  # (V, V) Σ f
     cross: torch.Tensor  # (V, V, V) Σ f_ab·f_ab'; its diagonal is Σ f²
-    positional: torch.Tensor  # (V, V) Σ mean_b f · RP[u]
-    mass: torch.Tensor  # (V,) Σ mean_b g (only when g ≠ f)
-    mass_square: torch.Tensor  # (V,) Σ (mean_b g)² (only when g ≠ f)
+    positional: torch.Tensor | None = None  # (V, V) Σ mean_b f · RP[u]
+    positional_cross: torch.Tensor | None = None  # (V, V, V) Σ f·(f − mean_b f) · RP[u]
+    positional_outer: torch.Tensor | None = None  # (V, V, V) Σ var_b f · RP[u] RP[u]ᵀ
+    mass: torch.Tensor | None = None  # (V,) Σ mean_b g
+    mass_square: torch.Tensor | None = None  # (V,) Σ (mean_b g)²
 
-    def add(self, f: torch.Tensor, g: torch.Tensor | None, readout: torch.Tensor | None) -> None:
-        self.vote += f.sum(-1).double()
-        self.cross += torch.bmm(f, f.transpose(1, 2)).double()  # (V_a, V_b, V_b')
+    @classmethod
+    def zeros(cls, V: int) -> _Sums:
+        shapes = ((V, V), (V, V, V), (V, V), (V, V, V), (V, V, V), (V,), (V,))
+        return cls(*(torch.zeros(shape, dtype=torch.float64) for shape in shapes))
+
+    @classmethod
+    def of(cls, f: torch.Tensor, g: torch.Tensor | None, readout: torch.Tensor | None) -> _Sums:
+        """The sums over keys with vote weights f (V_a, V_b, n), mass weights g (None: g = f) and
+        position readout rows (n, V_y) or (V_a, n, V_y) (None: no additive positions)."""
+        V = f.shape[0]
+        sums = cls(f.sum(-1).double(), torch.bmm(f, f.transpose(1, 2)).double())  # (V_a, V_b), (V_a, V_b, V_b')
         if readout is not None:
-            self.positional += (f.mean(1) @ readout).double()
+            f_mean = f.mean(1, keepdim=True)  # (V_a, 1, n)
+            sums.positional = _project(f_mean, readout)[:, 0].double()
+            sums.positional_cross = _project(f * (f - f_mean), readout).double()
+            outer = (readout[..., :, None] * readout[..., None, :]).flatten(-2)  # (…, n, V_y·V_z)
+            sums.positional_outer = _project(f.var(1, correction=0)[:, None], outer).view(V, V, V).double()
         if g is not None:
-            g_mean = g.mean(1).double()  # (V_a, c): mean over key tokens
-            self.mass += g_mean.sum(-1)
-            self.mass_square += (g_mean * g_mean).sum(-1)
+            g_mean = g.mean(1).double()  # (V_a, n): mean over key tokens
+            sums.mass, sums.mass_square = g_mean.sum(-1), (g_mean * g_mean).sum(-1)
+        return sums
 
-    def statistics(self, same_mass: bool, **targets: torch.Tensor) -> _KeyStatistics:
-        V = self.vote.shape[0]
-        square = self.cross.diagonal(dim1=1, dim2=2).clone()  # (V, V)
-        if same_mass:  # g = f: Σ_u (mean_b g)² = Σ_bb' X_abb' / V²
-            mass, mass_square = self.vote.mean(1), self.cross.sum(dim=(1, 2)) / V**2
-        else:
-            mass, mass_square = self.mass.clone(), self.mass_square.clone()
-        return _KeyStatistics(
-            vote_sum=self.vote.clone(), vote_square_sum=square, vote_cross_sum=self.cross.clone(),
-            positional_readout=self.positional.clone(), mass_mean=mass, mass_variance=square.mean(1) - mass_square,
-            **targets,
-        )
+    def add(self, other: _Sums, sign: float = 1.0) -> _Sums:
+        for name, value in vars(other).items():
+            if value is not None:
+                getattr(self, name).add_(value, alpha=sign)
+        return self
+
+    def copy(self) -> _Sums:
+        return _Sums(**{name: value.clone() for name, value in vars(self).items()})
+
+
+def _statistics(total: _Sums, dominant: DominantKeys, same_mass: bool, **fixed: torch.Tensor) -> _KeyStatistics:
+    """Mass sums over every random key; vote sums over the random keys but the dominant ones."""
+    V = total.vote.shape[0]
+    if same_mass:  # g = f: Σ_u (mean_b g)² = Σ_bb' X_abb' / V²
+        mass, mass_square = total.vote.mean(1), total.cross.sum(dim=(1, 2)) / V**2
+    else:
+        mass, mass_square = total.mass.clone(), total.mass_square
+    votes, rows = dominant.votes.double(), dominant.readout.double()
+    rest = total.copy().add(_Sums.of(votes, None, rows), -1.0)  # rows are zero without additive positions
+    return _KeyStatistics(
+        vote_sum=rest.vote, vote_square_sum=rest.cross.diagonal(dim1=1, dim2=2).clone(), vote_cross_sum=rest.cross,
+        positional_readout=rest.positional, positional_cross=rest.positional_cross,
+        positional_outer=rest.positional_outer, dominant_vote=votes, dominant_offsets=dominant.offsets.clone(),
+        dominant_positional=rows, mass_mean=mass,
+        mass_variance=total.cross.diagonal(dim1=1, dim2=2).mean(1) - mass_square, **fixed,
+    )
+
+
+def _fixed_keys(model: torch.nn.Module, config: RunConfig, last: int) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """The shift_a and the two keys no random token sits at: the target at Δ = k (token c) and the
+    query's own position Δ = 0 (token a, always: the query is a key of itself)."""
+    vote, mass = TRANSFORMS[config.model.attention]
+    mass = vote if mass is None else mass
+    V, k = config.task.vocab_size, config.task.offset
+    logits = _fixed_logits(model, last, [k, 0])  # (V_a, V_b, 2)
+    target, own = logits[..., 0], logits[..., 1].diagonal()  # (V_a, V_c), (V_a,)
+    shift = target.max(dim=1).values if config.model.attention == "softmax" else torch.zeros(V)
+    target, own = target - shift[:, None], own - shift
+    _, positional = model.readout_tables(torch.tensor([last - k, last], device=model.embed.device))
+    positional = torch.zeros(2, V) if positional is None else positional.float().cpu()  # (2, V)
+    return shift, {
+        "target_vote": vote(target.clone()).double(), "target_mass": mass(target.clone()).double(),
+        "target_positional": positional[0].double(),
+        "self_vote": vote(own.clone()).double(), "self_mass": mass(own.clone()).double(),
+        "self_positional": positional[1].double(),
+    }
 
 
 @torch.no_grad()
@@ -160,63 +232,76 @@ def _key_statistics(
     """
     vote, mass = TRANSFORMS[config.model.attention]
     V, last, k = config.task.vocab_size, length - 1, config.task.offset
-    target = _target_logits(model, last, k)  # (V_a, V_c)
-    shift = target.max(dim=1).values if config.model.attention == "softmax" else torch.zeros(V)
-    shifted_target = target - shift[:, None]
-    _, positional = model.readout_tables(torch.tensor([last - k], device=model.embed.device))
-    targets = {
-        "target_vote": vote(shifted_target.clone()).double(),
-        "target_mass": (vote if mass is None else mass)(shifted_target.clone()).double(),
-        "target_positional": torch.zeros(V, dtype=torch.float64) if positional is None else positional[0].double().cpu(),
-    }
-    zeros = lambda *shape: torch.zeros(*shape, dtype=torch.float64)
-    sums = _RunningSums(zeros(V, V), zeros(V, V, V), zeros(V, V), zeros(V), zeros(V))
+    shift, fixed = _fixed_keys(model, config, last)
+    additive = bool(getattr(model.encoding, "additive", False))
+    total, dominant = _Sums.zeros(V), DominantKeys(V, DOMINANT_KEYS)
     blocks = _shifted_blocks(model, last, shift)
     below_headroom = getattr(blocks, "upper_bound", math.inf) <= LOGIT_HEADROOM - 1.0  # 1 nat for float32 rounding
     bounds = sorted({*range(0, length, KEY_CHUNK), *snapshots, length})
     taken: dict[int, _KeyStatistics] = {}
     for begin, end in itertools.pairwise(bounds):
         f = vote(blocks(begin, end), below_headroom)  # (V, V, c)
-        if begin <= k < end:
-            f[..., k - begin] = 0.0  # the target key is not one of the others (f(0) = g(0) = 0)
+        for fixed_offset in (0, k):  # neither fixed key is a random one (f(0) = g(0) = 0)
+            if begin <= fixed_offset < end:
+                f[..., fixed_offset - begin] = 0.0
         readout = None
-        if positional is not None:
+        if additive:
             _, readout = model.readout_tables((last - torch.arange(begin, end)).to(model.embed.device))
             readout = readout.float().cpu()  # (c, V)
-        sums.add(f, None if mass is None else mass(f), readout)
+        g = None if mass is None else mass(f)
+        total.add(_Sums.of(f, g, readout))
+        dominant.add(f, f if g is None else g, readout, begin)
         if end in snapshots:
-            taken[end] = sums.statistics(mass is None, **targets)
+            taken[end] = _statistics(total, dominant, mass is None, **fixed)
     return taken
 
 
 def _predicted_mass(stats: _KeyStatistics) -> float:
     target = stats.target_mass  # (V_a, V_c)
-    rest = stats.mass_mean[:, None]  # (V_a, 1)
+    rest = (stats.self_mass + stats.mass_mean)[:, None]  # (V_a, 1): the own key, then the random ones
     spread = stats.mass_variance[:, None]
     total = target + rest
     mass = target / total + target * spread / total**3  # second order in the spread of Z_a
     return float(mass.clamp(0.0, 1.0).mean())
 
 
-def _predicted_accuracy(stats: _KeyStatistics, readout: torch.Tensor, positional: bool, draws: torch.Tensor) -> float:
-    """P(the readout's argmax is the target), the readout scores taken as Gaussian over random tokens.
+def _readout_moments(stats: _KeyStatistics, readout: torch.Tensor, positional: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean (V_a, V_y) and covariance (V_a, V_y, V_z) of the non-dominant random keys' part of the scores.
 
-    Scores S_y = Σ_u f(T_{a x_u}(u)) (R[x_u, y] + RP[u, y]) + target term; R the token readout (V, V).
-    Per query token a the key part has mean Σ_b F1_ab/V · R[b] and covariance
-    Σ_b F2_ab/V · R[b]R[b]ᵀ − Σ_bb' X_abb'/V² · R[b]R[b']ᵀ; draw it (draws (K, V)) and count argmax = c.
+    Key u adds w_u = f_{a x_u}(u)·(R[x_u] + RP[u]), x_u uniform over V tokens: the covariance is
+    Σ_u Cov_b[f_ab(u)(R_b + RP_u)] = Σ_b F2_ab/V · R_b R_bᵀ − Σ_bb' X_abb'/V² · R_b R_b'ᵀ
+    + Σ_b (R_b D_abᵀ + D_ab R_bᵀ)/V + Σ_u var_b f_ab(u) · RP_u RP_uᵀ, D_ab = Σ_u f_ab(f_ab − mean_b' f_ab')·RP_u.
     """
     V = readout.shape[0]
     mean = stats.vote_sum / V @ readout  # (V_a, V_y)
     second = torch.einsum("ab,by,bz->ayz", stats.vote_square_sum / V, readout, readout)
     cross = torch.einsum("abe,by,ez->ayz", stats.vote_cross_sum / V**2, readout, readout)
-    covariance = second - cross  # (V_a, V_y, V_y)
-    jitter = 1e-9 * covariance.diagonal(dim1=1, dim2=2).abs().amax(dim=1).clamp_min(1e-300)
-    values, vectors = torch.linalg.eigh(covariance + jitter[:, None, None] * torch.eye(V, dtype=torch.float64))
-    root = vectors * values.clamp_min(0).sqrt()[:, None, :]  # (V_a, V_y, V_y)
-    noise = (root.reshape(V * V, V) @ draws.T).view(V, V, -1)  # (V_a, V_y, K)
+    covariance = second - cross  # (V_a, V_y, V_z)
+    if positional:
+        mean = mean + stats.positional_readout
+        mixed = torch.einsum("by,abz->ayz", readout, stats.positional_cross / V)  # (V_a, V_y, V_z)
+        covariance = covariance + mixed + mixed.transpose(1, 2) + stats.positional_outer
+    return mean, covariance
+
+
+def _predicted_accuracy(
+    stats: _KeyStatistics, readout: torch.Tensor, positional: bool, draws: Draws, shares: torch.Tensor
+) -> float:
+    """P(the readout's argmax is the target) over random tokens.
+
+    Scores S_y = Σ_u f(T_{a x_u}(u)) (R[x_u, y] + RP[u, y]) over the random keys: the dominant ones
+    with their tokens drawn one by one, the rest taken as Gaussian (_readout_moments); plus the two
+    fixed keys, the target f(T_ac(u*))·(R[c] + RP[u*]) and the query's own key f(T_aa(t))·(R[a] + RP[t]).
+    `shares`: argmax_count.dominant_shares of these statistics, which every readout shares.
+    """
+    V = readout.shape[0]
+    mean, covariance = _readout_moments(stats, readout, positional)
+    noise = gaussian_noise(covariance, draws.normal)  # (V_a, V_y, K)
+    noise += dominant_noise(shares, readout, stats.dominant_vote, stats.dominant_positional if positional else None, draws)
     target = stats.target_vote[:, :, None] * (readout + stats.target_positional * positional)  # (V_a, V_c, V_y)
-    centre = mean[:, None, :] + stats.positional_readout[:, None, :] * positional + target
-    return argmax_hits(centre, noise) / (V * V * draws.shape[0])
+    own = stats.self_vote[:, None] * (readout + stats.self_positional * positional)  # (V_a, V_y)
+    centre = (mean + own)[:, None, :] + target
+    return argmax_hits(centre, noise) / (V * V * noise.shape[-1])
 
 
 @dataclass(frozen=True)
@@ -239,16 +324,17 @@ def predict(model: torch.nn.Module, config: RunConfig, lengths: Sequence[int]) -
         swept = _key_statistics(model, config, max(lengths), lengths)
     else:
         swept = {n: _key_statistics(model, config, n, [n])[n] for n in lengths}
-    draws = standard_draws(config.task.vocab_size)
+    draws = standard_draws(config.task.vocab_size, DOMINANT_KEYS)
     predictions = []
     for length in lengths:
         stats = swept[length]
+        shares = dominant_shares(stats.dominant_vote, draws)  # (V_b, V_a, K)
         predictions.append(
             Prediction(
                 length=length,
                 target_mass=_predicted_mass(stats),
-                accuracy=_predicted_accuracy(stats, readout, additive, draws),
-                vote_accuracy=_predicted_accuracy(stats, ideal, False, draws),
+                accuracy=_predicted_accuracy(stats, readout, additive, draws, shares),
+                vote_accuracy=_predicted_accuracy(stats, ideal, False, draws, shares),
             )
         )
     return predictions
