@@ -7,7 +7,7 @@ import streamlit as st
 from lengen_core.config import ConfigError
 from lengen_core.heatmap import MAX_HEATMAP_LENGTH
 from lengen_core.share import view_ints
-from ui import captions, charts
+from ui import attention_captions, charts
 from ui.runs import allowed_lengths, heatmap
 from ui.state import show_view, view_number, view_setting
 from ui.widgets import chart, run_summary, selected_run
@@ -49,16 +49,16 @@ trace_length = right.selectbox("Length for the zoom and the argmax trace", lengt
 show_view("lengths", ",".join(map(str, shown)) or None)
 show_view("trace", str(trace_length))
 
-expected = captions.trace_expectation(run.config.model.encoding, run.config.model.attention)
+expected = attention_captions.trace_expectation(run.config.model.encoding, run.config.model.attention)
 learned = None if run.verdict is None else run.verdict.learned
 columns = st.columns(2)
 for i, length in enumerate(shown):
     result = heatmap(run.run_id, length)
     with columns[i % 2]:
         cells = result.weights.shape[0]
-        trace = captions.argmax_trace(result.argmax_keys, L_train, k)
+        trace = attention_captions.argmax_trace(result.argmax_keys, L_train, k)
         chart(charts.attention_map(result.weights, result.pool, length, L_train),
-              f"{captions.trace_caption(trace, expected, learned)} Cells: {cells}×{cells}, pooling "
+              f"{attention_captions.trace_caption(trace, expected, learned)} Cells: {cells}×{cells}, pooling "
               f"{result.pool}×{result.pool} (max).",
               pd.DataFrame(result.weights).rename_axis("query_cell").reset_index(), f"heatmap-{length}")
 
@@ -70,10 +70,11 @@ with left:
                               columns=result.zoom_first_key + np.arange(result.zoom.shape[1]))
     on_target = zoom_frame.iloc[-1].get(target)  # None when the target key is outside the zoom
     chart(charts.zoom_map(result.zoom, result.zoom_first_query, result.zoom_first_key, target),
-          captions.zoom_caption(int(result.argmax_keys[-1]), target, on_target, learned),
+          attention_captions.zoom_caption(int(result.argmax_keys[-1]), target, on_target, learned),
           zoom_frame.rename_axis("query").reset_index(), f"zoom-{trace_length}")
 with right:
     trace = pd.DataFrame({"query": np.arange(trace_length), "argmax_key": result.argmax_keys})
     chart(charts.argmax_trace(result.argmax_keys, L_train, k),
-          captions.trace_caption(captions.argmax_trace(result.argmax_keys, L_train, k), expected, learned),
+          attention_captions.trace_caption(attention_captions.argmax_trace(result.argmax_keys, L_train, k), expected,
+                                           learned),
           trace, f"argmax-{trace_length}")

@@ -3,7 +3,7 @@
 import pandas as pd
 import streamlit as st
 
-from ui import captions, compare_charts
+from ui import accuracy_captions, compare_charts, mechanism_captions
 from ui.analyses import comparison
 from ui.presets import preset_ids, single_head_presets
 from ui.runs import load_run, run_label, stored_run_ids
@@ -45,14 +45,15 @@ curves = pd.concat([
 ], ignore_index=True)
 chance = min(1 / c.task.vocab_size for c in configs.values())
 chart(compare_charts.accuracy_overlay(curves, chance),
-      captions.curves_caption([captions.run_curve(labels[i], configs[i], runs[i].verdict, r.lengths, r.accuracy,
-                                                  r.accuracy_low, every_position=configs[i].task.task == "shift")
-                               for i, r in results.items()],
-                              note=f"Bands: 95% Wilson intervals over {samples} sequences per length."),
+      accuracy_captions.curves_caption(
+          [accuracy_captions.run_curve(labels[i], configs[i], runs[i].verdict, r.lengths, r.accuracy, r.accuracy_low,
+                                       every_position=configs[i].task.task == "shift")
+           for i, r in results.items()],
+          note=f"Bands: 95% Wilson intervals over {samples} sequences per length."),
       curves, "compare-accuracy")
 chart(compare_charts.mass_overlay(curves),
-      " ".join(captions.mass_caption(labels[i], r.lengths, r.target_mass, r.predicted_mass, r.fit,
-                                     configs[i].task.train_length)
+      " ".join(accuracy_captions.mass_caption(labels[i], r.lengths, r.target_mass, r.predicted_mass, r.fit,
+                                              configs[i].task.train_length)
                for i, r in results.items()), curves, "compare-mass")
 window = 4 * max(c.task.train_length for c in configs.values())  # Δ shown: up to 4 × the longest training
 scaled = st.toggle("Scale each carrier to its peak", value=True,
@@ -65,10 +66,10 @@ carriers = pd.concat([
 centred = carriers["s"] - carriers.groupby("run")["s"].transform("mean")
 carriers["shown"] = centred / centred.abs().groupby(carriers["run"]).transform("max") if scaled else centred
 alignment = "; ".join(
-    captions.alignment_caption(f"**{labels[i]}** ({r.carrier_source})", r.carrier_values, configs[i].task.train_length,
-                               configs[i].task.offset, captions.expectation(configs[i].model.encoding,
-                                                                            configs[i].model.attention) == "extrapolates",
-                               learned[i])
+    mechanism_captions.alignment_caption(
+        f"**{labels[i]}** ({r.carrier_source})", r.carrier_values, configs[i].task.train_length, configs[i].task.offset,
+        accuracy_captions.expectation(configs[i].model.encoding, configs[i].model.attention) == "extrapolates",
+        learned[i])
     for i, r in results.items())
 chart(compare_charts.carrier_overlay(carriers, [c.task.train_length for c in configs.values()],
                                      [c.task.offset for c in configs.values()],
@@ -96,7 +97,7 @@ st.dataframe(numbers, hide_index=True, width="stretch", column_config={
     "carrier": st.column_config.TextColumn(help="analytic: read from the weights; measured: mean recorded logits."),
     "samples": st.column_config.NumberColumn(help="Random sequences per length behind every number."),
 })
-toeplitz = "; ".join(captions.toeplitz_caption(labels[i], r.toeplitz_fraction, r.toeplitz_baseline)
+toeplitz = "; ".join(mechanism_captions.toeplitz_caption(labels[i], r.toeplitz_fraction, r.toeplitz_baseline)
                      for i, r in results.items())
 st.caption(f"**What to look for:** Toeplitz near 1 says the logit depends on t − u (equivariance); a RoPE head has "
            f"that by construction, trained or not, so read it beside its untrained value: {toeplitz}. Whether a "

@@ -3,7 +3,7 @@
 import pandas as pd
 import streamlit as st
 
-from ui import captions, compare_charts
+from ui import accuracy_captions, compare_charts
 from ui.presets import PRESETS, single_head_presets, transformer_presets
 from ui.runs import evaluation, load_run
 from ui.state import select_run, selected_run_id
@@ -64,9 +64,9 @@ with picture:  # its spinner shows where the picture will be
         for label, rows in reports.items()
     ])
     chance = 1 / PRESETS["RoPE"].task.vocab_size
-    look_for = captions.curves_caption([
-        captions.run_curve(label, PRESETS[label], load_run(single_head_presets()[label]).verdict, LENGTHS,
-                           [r.accuracy for r in rows], [r.accuracy_low for r in rows])
+    look_for = accuracy_captions.curves_caption([
+        accuracy_captions.run_curve(label, PRESETS[label], load_run(single_head_presets()[label]).verdict, LENGTHS,
+                                    [r.accuracy for r in rows], [r.accuracy_low for r in rows])
         for label, rows in reports.items()
     ], note=f"Bands: 95% Wilson intervals over {SAMPLES} sequences per length.")
     figure = compare_charts.accuracy_overlay(curves, chance)

@@ -4,7 +4,7 @@ and the lab's science document (docs/science.md)."""
 import pandas as pd
 import streamlit as st
 
-from ui import captions, theory_charts
+from ui import mechanism_captions, theory_charts
 from ui.analyses import equivariance
 from ui.presets import science_document
 from ui.widgets import chart, run_summary, selected_run
@@ -71,9 +71,9 @@ if run is not None:
     if run.config.model.n_layers > 0:
         st.caption("Transformer: the check uses the first layer, the only one whose queries and keys are per token.")
     chart(theory_charts.equivariance(table, TOLERANCE),
-          captions.equivariance_caption([c.shift for c in checks], [c.max_abs_difference for c in checks],
-                                        checks[0].logit_scale, TOLERANCE, run.config.model.encoding,
-                                        None if run.verdict is None else run.verdict.learned),
+          mechanism_captions.equivariance_caption([c.shift for c in checks], [c.max_abs_difference for c in checks],
+                                                  checks[0].logit_scale, TOLERANCE, run.config.model.encoding,
+                                                  None if run.verdict is None else run.verdict.learned),
           table, "equivariance")
     st.dataframe(table.assign(max_abs_difference=table["max_abs_difference"].map(
         lambda x: "beyond the position table" if pd.isna(x) else f"{x:.2e}")), hide_index=True)

@@ -6,7 +6,7 @@ import streamlit as st
 from lengen_core.config import ConfigError, RunConfig, with_changes
 from lengen_core.jobs import QueueFull
 from lengen_core.training import resolve_device
-from ui import captions, charts
+from ui import accuracy_captions, charts
 from ui.live import MESSAGE_KEY, TICKET_KEY, live_training
 from ui.pool import hold, training_pool
 from ui.runs import stores
@@ -94,6 +94,6 @@ if TICKET_KEY not in st.session_state and linked_config() is None and (run := se
     st.subheader(f"Training of the selected run `{run.run_id}`")
     history = pd.DataFrame(run.history)
     chart(charts.training_curve(history, run.config.train.steps),
-          captions.training_caption(run.steps, run.train_seconds, run.device, run.stopped_early, run.train_accuracy,
-                                    run.verdict, run.config.task.train_length),
+          accuracy_captions.training_caption(run.steps, run.train_seconds, run.device, run.stopped_early,
+                                             run.train_accuracy, run.verdict, run.config.task.train_length),
           history, "training-history")

@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from ui import captions, charts, compare_charts, transformer_charts
+from ui import accuracy_captions, attention_captions, charts, compare_charts, mechanism_captions, transformer_charts
 from ui.analyses import head_attention, heads, length_multiples, sequence_evaluation
 from ui.presets import transformer_presets
 from ui.runs import load_run
@@ -57,7 +57,7 @@ c.metric("Best Toeplitz fraction", f"{max(h.toeplitz_fraction for h in reports):
 st.caption(f"Carrier heads: {', '.join(carrier_heads) or 'none'} · pinned heads: {', '.join(pinned_heads) or 'none'} "
            "(L = layer, H = head, from 0).")
 chart(transformer_charts.head_grid(carriers, model.n_layers, model.n_heads, k),
-      captions.head_grid_caption(reports, model.encoding, learned), carriers, "head-carriers")
+      mechanism_captions.head_grid_caption(reports, model.encoding, learned), carriers, "head-carriers")
 
 st.subheader("One head in detail")
 table = pd.DataFrame([{key: getattr(h, key) for key in ("layer", "head", "argmax_offset", "toeplitz_fraction",
@@ -72,20 +72,21 @@ st.dataframe(table, hide_index=True, column_config={
     "toeplitz_fraction": st.column_config.NumberColumn(format="%.3f"),
     "target_weight": st.column_config.NumberColumn(format="%.3f"),
     "pinned_share": st.column_config.NumberColumn(format="%.2f")})
-st.caption(f"**What to look for:** {captions.heads_table_caption(reports, k)}")
+st.caption(f"**What to look for:** {mechanism_captions.heads_table_caption(reports, k)}")
 columns = st.columns(3)
 with columns[0]:
     chart(charts.carrier_curve(np.arange(len(head.carrier)), head.carrier, L_train, k),
-          captions.alignment_caption(f"{names[picked]}'s s(Δ), measured from recorded logits,", head.carrier,
-                                     L_train, k, rope_softmax=False, learned=learned) + ".",
+          mechanism_captions.alignment_caption(f"{names[picked]}'s s(Δ), measured from recorded logits,",
+                                               head.carrier, L_train, k, rope_softmax=False, learned=learned) + ".",
           pd.DataFrame({"offset": range(len(head.carrier)), "s": head.carrier}), "head-carrier")
 for column, (multiple, length) in zip(columns[1:], zip((1, 4), length_multiples(run.run_id, (1, 4)), strict=False),
                                       strict=False):
     weights = head_attention(run.run_id, length, head.layer, head.head)
     with column:
         chart(transformer_charts.head_attention(weights, length, L_train, f"{names[picked]} at L = {length}"),
-              f"{names[picked]}: " + captions.trace_caption(captions.weights_trace(weights, L_train, k), None, learned,
-                                                            last_query_only=False) + " Mean |weight| over 16 sequences.",
+              f"{names[picked]}: "
+              + attention_captions.trace_caption(attention_captions.weights_trace(weights, L_train, k), None, learned,
+                                                 last_query_only=False) + " Mean |weight| over 16 sequences.",
               pd.DataFrame(weights).rename_axis("query").reset_index(), f"head-attention-{length}")
 
 st.subheader("Accuracy by position and by length")
@@ -102,14 +103,16 @@ left, right = st.columns(2)
 with left:
     longest = evaluated[-1]
     chart(transformer_charts.accuracy_by_position(by_position, L_train, chance),
-          captions.position_caption(longest.positions, longest.accuracy_by_position, longest.length, L_train, chance,
-                                    samples, model.encoding, learned), by_position, "accuracy-by-position")
+          accuracy_captions.position_caption(longest.positions, longest.accuracy_by_position, longest.length, L_train,
+                                             chance, samples, model.encoding, learned),
+          by_position, "accuracy-by-position")
 with right:
     past = transformer_charts.beyond_table("Positions past training", evaluated, L_train)
     chart(transformer_charts.accuracy_by_length(by_length, chance),
-          "the dashed curve scores only the positions past training. " + captions.curve_caption(
-              captions.run_curve("Positions past training", run.config, run.verdict, past["length"], past["accuracy"],
-                                 past["accuracy_low"]), multiples=(2, 4, 16)), by_length, "accuracy-by-length")
+          "the dashed curve scores only the positions past training. " + accuracy_captions.curve_caption(
+              accuracy_captions.run_curve("Positions past training", run.config, run.verdict, past["length"],
+                                          past["accuracy"], past["accuracy_low"]),
+              multiples=(2, 4, 16)), by_length, "accuracy-by-length")
 
 st.subheader("RoPE against learned positions")
 stories = {label: load_run(run_id) for label, run_id in transformer_presets().items()}
@@ -121,8 +124,9 @@ story = pd.concat([  # the selected run's evaluation is cached: only the other p
 ], ignore_index=True)
 beyond = compare_charts.accuracy_overlay(story, chance).update_layout(title="Accuracy beyond the training length")
 chart(beyond,
-      "positions past the training length only. " + captions.curves_caption(
-          [captions.run_curve(label, stories[label].config, stories[label].verdict, rows["length"], rows["accuracy"],
-                              rows["accuracy_low"]) for label, rows in story.groupby("run", sort=False)],
+      "positions past the training length only. " + accuracy_captions.curves_caption(
+          [accuracy_captions.run_curve(label, stories[label].config, stories[label].verdict, rows["length"],
+                                       rows["accuracy"], rows["accuracy_low"])
+           for label, rows in story.groupby("run", sort=False)],
           multiples=(2, 4, 16), note="Bands: 95% Wilson intervals."), story, "transformer-story")
 preset_buttons(st)

@@ -11,7 +11,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.colors import hex_to_rgb, qualitative
 
-from ui import captions
+from ui import accuracy_captions
 from ui.charts import REFERENCE, _layout
 
 if TYPE_CHECKING:
@@ -100,7 +100,7 @@ def key_numbers(labels: dict[str, str], results: dict[str, Comparison], runs: di
             "run": labels[run_id], "learned": "not judged" if verdict is None else "yes" if verdict.learned else "no",
             "past L_train": None if verdict is None or verdict.at_chance_beyond is None
             else "at chance" if verdict.at_chance_beyond else "above chance",
-            "accuracy at 4×": four, "m_out (95%)": captions.m_out_text(result.fit),
+            "accuracy at 4×": four, "m_out (95%)": accuracy_captions.m_out_text(result.fit),
             "Toeplitz": result.toeplitz_fraction, "Toeplitz untrained": result.toeplitz_baseline,
             "argmax Δ": result.carrier_argmax, "samples": result.samples, "carrier": result.carrier_source,
             "encoding": config.model.encoding, "attention": config.model.attention,

@@ -10,7 +10,7 @@ from lengen_core.config import RunConfig, with_changes
 from lengen_core.fit import NOT_APPLICABLE, DilutionFit, FitResult
 from lengen_core.heads import HeadReport
 from lengen_core.verdict import Verdict
-from ui import captions
+from ui import accuracy_captions, attention_captions, captions, mechanism_captions
 
 LENGTHS = (16, 32, 64, 128, 256)
 CHANCE = 1 / 16
@@ -26,9 +26,10 @@ def verdict(learned: bool, in_range: float = 1.0) -> Verdict:
                    reason="learned the task." if learned else "did not learn the task: accuracy 0.81.")
 
 
-def curve(config: RunConfig, accuracy: list[float], learned: bool = True, label: str = "run") -> captions.Curve:
+def curve(config: RunConfig, accuracy: list[float], learned: bool = True,
+          label: str = "run") -> accuracy_captions.Curve:
     lows = [max(0.0, a - 0.05) for a in accuracy]  # an interval of ±0.05 about each point
-    return captions.run_curve(label, config, verdict(learned, accuracy[0]), LENGTHS, accuracy, lows)
+    return accuracy_captions.run_curve(label, config, verdict(learned, accuracy[0]), LENGTHS, accuracy, lows)
 
 
 # --- accuracy against length (Start, Compare, Transformer) -------------------------------------------
@@ -44,7 +45,7 @@ def test_horizon_and_chance_from_read_the_curve() -> None:
 
 
 def test_rope_that_stays_near_one_is_said_to() -> None:
-    text = captions.curve_caption(curve(ROPE, [1.0, 1.0, 0.98, 0.6, 0.2], label="RoPE"))
+    text = accuracy_captions.curve_caption(curve(ROPE, [1.0, 1.0, 0.98, 0.6, 0.2], label="RoPE"))
     assert "**RoPE**: 1.00 at 1×, 1.00 at 2×, 0.98 at 4×" in text
     assert "≥ 0.90 up to 64 (4×)" in text
     assert "at chance from" not in text  # 0.20 at 16× is above chance (interval from 0.15)
@@ -53,20 +54,20 @@ def test_rope_that_stays_near_one_is_said_to() -> None:
 
 
 def test_rope_that_does_not_stay_near_one_is_said_not_to() -> None:
-    text = captions.curve_caption(curve(ROPE, [1.0, 0.41, 0.2, 0.1, 0.06], label="RoPE"))
+    text = accuracy_captions.curve_caption(curve(ROPE, [1.0, 0.41, 0.2, 0.1, 0.06], label="RoPE"))
     assert "This RoPE run does NOT stay near 1 past its training length: 0.41 at 32 (2×)" in text
     assert "stays near 1 past its training length (C1)" not in text
 
 
 def test_learned_table_at_chance_past_training_is_said_to_fall() -> None:
-    text = captions.curve_caption(curve(LEARNED, [1.0, 0.07, 0.06, 0.06, 0.06]))
+    text = accuracy_captions.curve_caption(curve(LEARNED, [1.0, 0.07, 0.06, 0.06, 0.06]))
     assert "at chance from 32 (2×) on" in text
     assert "falls to chance at the first length past training (C1)" in text
     assert "NOT" not in text
 
 
 def test_learned_table_above_chance_past_training_is_said_not_to_fall() -> None:
-    text = captions.curve_caption(curve(LEARNED, [1.0, 0.55, 0.3, 0.07, 0.06]))
+    text = accuracy_captions.curve_caption(curve(LEARNED, [1.0, 0.55, 0.3, 0.07, 0.06]))
     assert "This learned-position run does NOT fall to chance past its training length: 0.55 at 32 (2×)" in text
     assert "95% interval from 0.50" in text
 
@@ -77,7 +78,8 @@ def test_linear_attention_that_did_not_learn_tests_no_claim() -> None:
     lengths = (16, 32, 64, 128)
     accuracy = [0.81, 0.27, 0.21, 0.14]
     lows = [0.74, 0.20, 0.15, 0.09]
-    text = captions.curve_caption(captions.run_curve("linear", LINEAR, verdict(False, 0.81), lengths, accuracy, lows))
+    text = accuracy_captions.curve_caption(
+        accuracy_captions.run_curve("linear", LINEAR, verdict(False, 0.81), lengths, accuracy, lows))
     assert "did not learn the task" in text and "tests no claim" in text
     assert "0.81 at 1×, 0.27 at 2×, 0.21 at 4×" in text
     assert "above chance up to 128" in text
@@ -85,20 +87,20 @@ def test_linear_attention_that_did_not_learn_tests_no_claim() -> None:
 
 
 def test_linear_attention_that_learned_is_read_against_c7() -> None:
-    assert "(C7)" in captions.curve_caption(curve(LINEAR, [0.95, 0.06, 0.06, 0.06, 0.06]))
-    assert "does NOT fall to chance" in captions.curve_caption(curve(LINEAR, [0.95, 0.5, 0.4, 0.3, 0.2]))
+    assert "(C7)" in accuracy_captions.curve_caption(curve(LINEAR, [0.95, 0.06, 0.06, 0.06, 0.06]))
+    assert "does NOT fall to chance" in accuracy_captions.curve_caption(curve(LINEAR, [0.95, 0.5, 0.4, 0.3, 0.2]))
 
 
 def test_encodings_without_a_claim_get_numbers_only() -> None:
     nope = with_changes(RunConfig(), encoding="nope")
-    text = captions.curve_caption(curve(nope, [1.0, 0.5, 0.3, 0.1, 0.06]))
+    text = accuracy_captions.curve_caption(curve(nope, [1.0, 0.5, 0.3, 0.1, 0.06]))
     assert "0.50 at 2×" in text
     assert "C1" not in text and "NOT" not in text
 
 
 def test_a_transformer_curve_names_c8_and_the_caption_ends_with_chance() -> None:
     shift = with_changes(ROPE, task="shift", n_layers=2, n_heads=2)
-    text = captions.curves_caption([curve(shift, [1.0, 1.0, 0.95, 0.9, 0.7])], note="Bands: 95%.")
+    text = accuracy_captions.curves_caption([curve(shift, [1.0, 1.0, 0.95, 0.9, 0.7])], note="Bands: 95%.")
     assert "(C1, C8)" in text
     assert text.endswith("Chance 1/V = 0.062. Bands: 95%.")
 
@@ -108,8 +110,9 @@ def test_a_curve_over_every_position_reads_no_claim() -> None:
     0.48 there is no evidence against C1 (the learned transformer preset is at chance past training)."""
     shift = with_changes(LEARNED, task="shift", n_layers=2, n_heads=2)
     accuracy = [1.0, 0.48, 0.26, 0.16, 0.11]
-    text = captions.curve_caption(captions.run_curve("T", shift, verdict(True), LENGTHS, accuracy,
-                                                     [a - 0.02 for a in accuracy], every_position=True))
+    text = accuracy_captions.curve_caption(accuracy_captions.run_curve("T", shift, verdict(True), LENGTHS, accuracy,
+                                                                       [a - 0.02 for a in accuracy],
+                                                                       every_position=True))
     assert "0.48 at 2×" in text and "those inside training included" in text
     assert "NOT" not in text and "C1" not in text
 
@@ -124,24 +127,24 @@ def fitted(error: float = 0.14) -> FitResult:
 
 def test_mass_caption_says_whether_the_prediction_tracks_the_measurement() -> None:
     measured = [0.89, 0.86, 0.82, 0.53, 0.44]
-    close = captions.mass_caption("RoPE", LENGTHS, measured, [0.88, 0.87, 0.82, 0.56, 0.45], fitted(), 16)
+    close = accuracy_captions.mass_caption("RoPE", LENGTHS, measured, [0.88, 0.87, 0.82, 0.56, 0.45], fitted(), 16)
     assert "p 0.89 at 1×, 0.86 at 2×, 0.44 at 16×" in close
     assert "within 14% (m_out 5.27)" in close
     assert "within 0.03 of it at every length" in close
-    far = captions.mass_caption("RoPE", LENGTHS, measured, [0.88, 0.87, 0.4, 0.56, 0.45], fitted(), 16)
+    far = accuracy_captions.mass_caption("RoPE", LENGTHS, measured, [0.88, 0.87, 0.4, 0.56, 0.45], fitted(), 16)
     assert "does NOT track it: 0.40 against 0.82 measured at 64" in far
 
 
 def test_mass_caption_gives_no_law_for_a_run_at_chance() -> None:
     at_chance = FitResult("at_chance", None, "No law: at chance.")
-    text = captions.mass_caption("APE", LENGTHS, [1.0, 0.011, 0.008, 0.003, 0.003], None, at_chance, 16)
+    text = accuracy_captions.mass_caption("APE", LENGTHS, [1.0, 0.011, 0.008, 0.003, 0.003], None, at_chance, 16)
     assert "no dilution law (at chance)" in text and "prediction" not in text
 
 
 def test_m_out_text_gives_the_interval_or_why_there_is_none() -> None:
-    assert captions.m_out_text(fitted()) == "5.27 (5.22–5.32)"
-    assert captions.m_out_text(FitResult("not_learned", None, "")) == "not learned"
-    assert captions.m_out_text(NOT_APPLICABLE) == "n/a (transformer)"
+    assert accuracy_captions.m_out_text(fitted()) == "5.27 (5.22–5.32)"
+    assert accuracy_captions.m_out_text(FitResult("not_learned", None, "")) == "not learned"
+    assert accuracy_captions.m_out_text(NOT_APPLICABLE) == "n/a (transformer)"
 
 
 def carrier_with(peak_at: int, margin: float) -> np.ndarray:
@@ -151,21 +154,22 @@ def carrier_with(peak_at: int, margin: float) -> np.ndarray:
 
 
 def test_alignment_needs_the_peak_at_k_and_a_margin() -> None:
-    aligned = captions.alignment_caption("RoPE", carrier_with(3, 2.8), 16, 3, rope_softmax=True, learned=True)
+    aligned = mechanism_captions.alignment_caption("RoPE", carrier_with(3, 2.8), 16, 3, rope_softmax=True, learned=True)
     assert "peaks at Δ = 3 = k, 2.8 nats above every other offset in range: aligned (C5)" in aligned
-    thin = captions.alignment_caption("APE", carrier_with(3, 0.43), 16, 3, rope_softmax=False, learned=True)
+    thin = mechanism_captions.alignment_caption("APE", carrier_with(3, 0.43), 16, 3, rope_softmax=False, learned=True)
     assert "by only 0.43 nats" in thin and "not aligned" in thin and "C5" not in thin
-    wrong = captions.alignment_caption("RoPE", carrier_with(0, 2.0), 16, 3, rope_softmax=True, learned=True)
+    wrong = mechanism_captions.alignment_caption("RoPE", carrier_with(0, 2.0), 16, 3, rope_softmax=True, learned=True)
     assert "this RoPE run's carrier is NOT aligned with k" in wrong
-    untrained = captions.alignment_caption("lin", carrier_with(0, 2.0), 16, 3, rope_softmax=True, learned=False)
+    untrained = mechanism_captions.alignment_caption("lin", carrier_with(0, 2.0), 16, 3, rope_softmax=True,
+                                                     learned=False)
     assert "did not learn" in untrained and "NOT" not in untrained
 
 
 def test_toeplitz_is_read_against_its_untrained_baseline() -> None:
-    assert "unchanged by training: it shows equivariance, not a learned rule" in captions.toeplitz_caption(
+    assert "unchanged by training: it shows equivariance, not a learned rule" in mechanism_captions.toeplitz_caption(
         "RoPE", 1.000, 0.986)
-    assert "depend on absolute positions" in captions.toeplitz_caption("APE", 0.108, 0.980)
-    assert "no untrained baseline" in captions.toeplitz_caption("Transformer", 0.999, None)
+    assert "depend on absolute positions" in mechanism_captions.toeplitz_caption("APE", 0.108, 0.980)
+    assert "no untrained baseline" in mechanism_captions.toeplitz_caption("Transformer", 0.999, None)
 
 
 # --- attention (Attention, Transformer) --------------------------------------------------------------
@@ -182,11 +186,11 @@ def keys_pinned(length: int, key: int = 12, train_length: int = 16, k: int = 3) 
 
 
 def test_argmax_trace_counts_relative_and_pinned_queries() -> None:
-    relative = captions.argmax_trace(keys_relative(64), 16, 3)
+    relative = attention_captions.argmax_trace(keys_relative(64), 16, 3)
     assert relative.relative_beyond == 1.0 and relative.beyond == 48 and not relative.pinned
-    pinned = captions.argmax_trace(keys_pinned(64), 16, 3)
+    pinned = attention_captions.argmax_trace(keys_pinned(64), 16, 3)
     assert pinned.relative_beyond == 0.0 and pinned.common_key == 12 and pinned.common_share == 1.0 and pinned.pinned
-    assert captions.argmax_trace(keys_relative(16), 16, 3).relative_beyond is None
+    assert attention_captions.argmax_trace(keys_relative(16), 16, 3).relative_beyond is None
 
 
 @pytest.mark.parametrize("keys, expected, holds, phrase", [
@@ -196,25 +200,27 @@ def test_argmax_trace_counts_relative_and_pinned_queries() -> None:
     (keys_relative(64), "pinned", False, "this learned-position run is NOT pinned past its training length"),
 ])
 def test_trace_caption_follows_or_contradicts_the_claim(keys, expected, holds, phrase) -> None:
-    text = captions.trace_caption(captions.argmax_trace(keys, 16, 3), expected, learned=True)
+    text = attention_captions.trace_caption(attention_captions.argmax_trace(keys, 16, 3), expected, learned=True)
     assert phrase in text
     assert ("NOT" in text) != holds
 
 
 def test_trace_caption_of_a_run_that_did_not_learn_makes_no_claim() -> None:
-    text = captions.trace_caption(captions.argmax_trace(keys_pinned(64), 16, 3), "relative", learned=False)
+    text = attention_captions.trace_caption(attention_captions.argmax_trace(keys_pinned(64), 16, 3), "relative",
+                                            learned=False)
     assert "0% of the 48 queries attend most to t − k" in text
     assert "did not learn the task" in text and "NOT" not in text and "C3" not in text
 
 
 def test_trace_caption_names_the_last_query_of_the_retrieval_task() -> None:
-    text = captions.trace_caption(captions.argmax_trace(keys_pinned(64), 16, 3), "pinned", learned=True)
+    text = attention_captions.trace_caption(attention_captions.argmax_trace(keys_pinned(64), 16, 3), "pinned",
+                                            learned=True)
     assert "the last query, the only one the retrieval task scores, to key 12 (t − k = 60)" in text
 
 
 def test_zoom_caption_says_when_the_last_query_misses_the_target() -> None:
-    assert "attends most to key 60 = t − k" in captions.zoom_caption(60, 60, 0.84, learned=True)
-    missed = captions.zoom_caption(12, 60, 0.043, learned=True)
+    assert "attends most to key 60 = t − k" in attention_captions.zoom_caption(60, 60, 0.84, learned=True)
+    missed = attention_captions.zoom_caption(12, 60, 0.043, learned=True)
     assert "attends most to key 12, NOT to the circled target key 60" in missed and "0.043" in missed
 
 
@@ -225,18 +231,19 @@ def head(layer: int, index: int, carrier: bool, pinned_key: int | None, argmax: 
 
 def test_head_grid_caption_checks_carriers_for_rope_and_pinning_for_a_table() -> None:
     carriers = [head(0, 0, False, None, 0), head(1, 0, True, None)]
-    assert "here L1H0" in captions.head_grid_caption(carriers, "rope", True)
-    assert "(C8)" in captions.head_grid_caption(carriers, "rope", True)
-    assert "this RoPE run has NO carrier head" in captions.head_grid_caption([head(0, 0, False, None, 0)], "rope", True)
+    assert "here L1H0" in mechanism_captions.head_grid_caption(carriers, "rope", True)
+    assert "(C8)" in mechanism_captions.head_grid_caption(carriers, "rope", True)
+    assert "this RoPE run has NO carrier head" in mechanism_captions.head_grid_caption([head(0, 0, False, None, 0)],
+                                                                                       "rope", True)
     pinned = [head(0, 0, False, 12, 0), head(1, 0, True, 9)]
-    text = captions.head_grid_caption(pinned, "learned", True)
+    text = mechanism_captions.head_grid_caption(pinned, "learned", True)
     assert "L0H0 (key 12, 90%)" in text and "L1H0 select k inside training and pin past it" in text
     assert "(C4, C8)" in text
-    assert "NO pinned head" in captions.head_grid_caption(carriers, "learned", True)
+    assert "NO pinned head" in mechanism_captions.head_grid_caption(carriers, "learned", True)
 
 
 def test_heads_table_caption_lists_this_runs_carriers() -> None:
-    text = captions.heads_table_caption([head(0, 0, False, None, 0), head(1, 0, True, None)], 3)
+    text = mechanism_captions.heads_table_caption([head(0, 0, False, None, 0), head(1, 0, True, None)], 3)
     assert "L1H0 (0.95 on the target)" in text and "L0H0 at Δ = 0" in text
 
 
@@ -249,7 +256,7 @@ def test_heads_table_caption_lists_this_runs_carriers() -> None:
 def test_position_caption_follows_or_contradicts_the_claim(encoding, past, holds, phrase) -> None:
     positions = np.arange(3, 64)
     accuracy = np.where(positions < 16, 1.0, np.where(positions < 32, past, 0.3))
-    text = captions.position_caption(positions, accuracy, 64, 16, CHANCE, 64, encoding, learned=True)
+    text = accuracy_captions.position_caption(positions, accuracy, 64, 16, CHANCE, 64, encoding, learned=True)
     assert "1.00 on the positions inside training" in text
     assert phrase in text
     assert ("NOT" in text) != holds
@@ -261,25 +268,27 @@ SHIFTS = (0, 1, 10, 100, 1_000, 10_000)
 
 
 def test_equivariance_caption_for_rope_at_round_off() -> None:
-    text = captions.equivariance_caption(SHIFTS, [0, 1e-7, 2e-7, 1e-6, 1e-6, 2e-6], 13.0, 1e-3, "rope", True)
+    text = mechanism_captions.equivariance_caption(SHIFTS, [0, 1e-7, 2e-7, 1e-6, 1e-6, 2e-6], 13.0, 1e-3, "rope", True)
     assert "the largest difference over shifts up to 10,000 is 2.0e-06" in text and "(C3)" in text
 
 
 def test_equivariance_caption_says_when_rope_is_not_equivariant() -> None:
-    text = captions.equivariance_caption(SHIFTS, [0, 1e-7, 1e-6, 0.5, 0.5, 0.5], 13.0, 1e-3, "rope", True)
+    text = mechanism_captions.equivariance_caption(SHIFTS, [0, 1e-7, 1e-6, 0.5, 0.5, 0.5], 13.0, 1e-3, "rope", True)
     assert "already 0.5 at the shift s = 100" in text
     assert "this rope run's logits do NOT depend on t − u alone" in text
 
 
 def test_equivariance_caption_for_a_learned_table() -> None:
-    text = captions.equivariance_caption(SHIFTS, [0, 16.0, 15.0, 14.0, None, None], 16.0, 1e-3, "learned", True)
+    text = mechanism_captions.equivariance_caption(SHIFTS, [0, 16.0, 15.0, 14.0, None, None], 16.0, 1e-3, "learned",
+                                                   True)
     assert "already 16 at the shift s = 1" in text and "as a learned encoding's does" in text
     assert "Shifts from 1,000 on leave the position table" in text
-    flat = captions.equivariance_caption(SHIFTS, [0, 1e-7, 1e-7, 1e-7, 1e-7, 1e-7], 16.0, 1e-3, "learned", True)
+    flat = mechanism_captions.equivariance_caption(SHIFTS, [0, 1e-7, 1e-7, 1e-7, 1e-7, 1e-7], 16.0, 1e-3, "learned",
+                                                   True)
     assert "this learned run's logits do NOT depend on absolute positions" in flat
 
 
 def test_training_caption_carries_the_verdict() -> None:
-    text = captions.training_caption(1500, 25.5, "cpu", False, 0.77, verdict(False, 0.81), 16)
+    text = accuracy_captions.training_caption(1500, 25.5, "cpu", False, 0.77, verdict(False, 0.81), 16)
     assert text.startswith("1,500 steps in 25.5 s on cpu, final batch accuracy 0.77.")
     assert "**Did not learn the task**: accuracy 0.81 at the training length 16" in text
