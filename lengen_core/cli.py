@@ -172,9 +172,9 @@ def command_evaluate(args: argparse.Namespace, store: RunStore) -> dict[str, Any
     result = NOT_APPLICABLE
     if single_head:
         result = fit_dilution(lengths, [r["target_mass"] for r in rows], [r["target_mass_sem"] for r in rows],
-                              config.task.train_length, run.verdict)
+                              config.task.train_length, config.task.vocab_size, run.verdict)
     for row in rows:
-        applies = result.fit is not None and row["length"] >= config.task.train_length
+        applies = result.fit is not None and config.task.train_length <= row["length"] <= result.fit.longest
         row["fitted_target_mass"] = float(result.fit.target_mass([row["length"]])[0]) if applies else None
     fitted = None if result.fit is None else {"law": LAW, **vars(result.fit)}
     return {"run_id": run.run_id, "task": config.task.task, "chance": 1 / config.task.vocab_size,

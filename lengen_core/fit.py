@@ -17,7 +17,15 @@ How it is fitted, and why:
   a good fit from a bad one here (a learned-position run had 0.96, NoPE 0.9999999); this does.
 - **Only where it means something**: no law for a run that did not learn its task, or that is at
   chance past its training length (lengen_core.verdict): `FitResult.status` says which, and `fit`
-  is None. The law is fitted and drawn only at n ≥ L_train.
+  is None.
+- **Only where it applies**: at n ≥ L_train where the measured p exceeds `FLOOR_TIMES_CHANCE`/V,
+  the regime where the target key's own mass decides the answer, and it is drawn only there. Past
+  it p is a few thousandths, accuracy is near chance, and the two-zone form is an approximation that
+  does not hold to 10%: RoPE's slowest frequencies (periods of ~10^4–10^5 tokens at base 10,000)
+  keep far logits from averaging out, so 1/p bends. Fitted to every length up to 2^11× the training
+  length on two configs besides the default, its largest error was 23% and 25%; fitted where
+  p > 2/V, 7% on both (the default: 10.7%, from a step in p between 4× and 8× that no smooth
+  two-parameter law follows).
 
 What it is not: an accuracy model. The uniform-floor vote model fed with m_out over-predicts
 accuracy badly (1.0 at L = 1024 where 0.26 was measured): m_out is an average margin, while
@@ -42,6 +50,7 @@ LAW = "1/p(n) = 1/p(L_train) + (n - L_train) * exp(-m_out)"
 BOOTSTRAP_DRAWS = 200
 BOOTSTRAP_SEED = 0
 MIN_POINTS = 3  # two parameters: at least one degree of freedom left to judge the fit by
+FLOOR_TIMES_CHANCE = 2.0  # fitted where p > 2/V: the target key outweighs twice a token's average share
 
 
 @dataclass(frozen=True)
@@ -52,7 +61,7 @@ class DilutionFit:
     m_out_low: float  # 95% bootstrap interval
     m_out_high: float
     max_relative_error: float  # max |p_fit − p| / p over the fitted points
-    points: int  # measured lengths the law was fitted to (n ≥ L_train)
+    points: int  # measured lengths the law was fitted to (n ≥ L_train, p > 2/V)
     longest: int  # the longest of them: the law is drawn from L_train to here
 
     @property
@@ -95,7 +104,7 @@ def _least_squares(n: np.ndarray, p: np.ndarray, train_length: int, start: tuple
 
 
 def _start(n: np.ndarray, p: np.ndarray, train_length: int) -> tuple[float, float]:
-    """A starting point: 1/p at the shortest length, the slope of 1/p between the two longest."""
+    """A starting point: 1/p at the shortest length, the slope of 1/p from the shortest to the longest."""
     a = max(1.0, 1.0 / p[0])
     rise = (1.0 / p[-1] - 1.0 / p[0]) / max(n[-1] - n[0], 1.0)
     return a, -math.log(rise) if rise > 0 else 10.0
@@ -103,9 +112,9 @@ def _start(n: np.ndarray, p: np.ndarray, train_length: int) -> tuple[float, floa
 
 def fit_dilution(
     lengths: Sequence[int], target_masses: Sequence[float], target_mass_sems: Sequence[float] | None,
-    train_length: int, verdict: Verdict | None = None,
+    train_length: int, vocab_size: int, verdict: Verdict | None = None,
 ) -> FitResult:
-    """The law fitted to the measured points at n ≥ L_train (see the module docstring)."""
+    """The law fitted to the measured points at n ≥ L_train with p > 2/V (see the module docstring)."""
     if verdict is not None and not verdict.learned:
         return FitResult("not_learned", None, f"No law: this run {verdict.reason}")
     if verdict is not None and verdict.at_chance_beyond:
@@ -114,10 +123,11 @@ def fit_dilution(
     n = np.asarray(lengths, dtype=np.float64)
     p = np.asarray(target_masses, dtype=np.float64)
     sems = np.zeros_like(p) if target_mass_sems is None else np.asarray(target_mass_sems, dtype=np.float64)
-    use = (n >= train_length) & (p > 0)
+    floor = FLOOR_TIMES_CHANCE / vocab_size
+    use = (n >= train_length) & (p > floor)
     if use.sum() < MIN_POINTS:
         return FitResult("too_few_points", None, f"No law: {int(use.sum())} measured lengths at or past the "
-                         f"training length; the fit needs {MIN_POINTS}.")
+                         f"training length with p > 2/V = {floor:.3g}; the fit needs {MIN_POINTS}.")
     order = np.argsort(n[use])
     n, p, sems = n[use][order], p[use][order], sems[use][order]
     a, m_out = _least_squares(n, p, train_length, _start(n, p, train_length))
@@ -131,4 +141,5 @@ def fit_dilution(
     fit = DilutionFit(train_length, float(a), float(m_out), float(min(low, m_out)), float(max(high, m_out)),
                       error, len(n), int(n[-1]))
     return FitResult("fitted", fit, f"m_out {m_out:.2f} (95% interval {fit.m_out_low:.2f} to {fit.m_out_high:.2f}); "
-                     f"the fitted p is within {error:.0%} of every measured point from {train_length} to {int(n[-1]):,}.")
+                     f"the fitted p is within {error:.0%} of every measured point from {train_length} to {int(n[-1]):,}, "
+                     f"the lengths where p > 2/V = {floor:.3g} (where the law applies).")

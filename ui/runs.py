@@ -63,7 +63,7 @@ def fitted_law(run_id: str, lengths: tuple[int, ...], samples: int = 256) -> Fit
     run = load_run(run_id)
     reports = evaluation(run_id, lengths, samples)
     return fit_dilution(lengths, [r.target_mass for r in reports], [r.target_mass_sem for r in reports],
-                        run.config.task.train_length, run.verdict)
+                        run.config.task.train_length, run.config.task.vocab_size, run.verdict)
 
 
 @st.cache_data(show_spinner="Predicting from the weights…", max_entries=64)

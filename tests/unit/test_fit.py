@@ -10,6 +10,8 @@ from lengen_core.evaluate import evaluate
 from lengen_core.fit import MIN_POINTS, fit_dilution
 
 L_TRAIN = 16
+V = 16
+WIDE = 10**6  # a vocabulary so large that the 2/V floor keeps every synthetic point
 LENGTHS = [L_TRAIN * 2**i for i in range(12)]  # 16 … 32,768
 
 
@@ -19,7 +21,7 @@ def law(n, a, m_out):
 
 def test_exact_law_data_give_back_its_parameters():
     masses = law(LENGTHS, 1.15, 5.0)
-    result = fit_dilution(LENGTHS, masses, np.zeros(len(LENGTHS)), L_TRAIN)
+    result = fit_dilution(LENGTHS, masses, np.zeros(len(LENGTHS)), L_TRAIN, WIDE)
     assert result.status == "fitted"
     fit = result.fit
     assert fit.m_out == pytest.approx(5.0, abs=1e-6)
@@ -36,7 +38,7 @@ def test_the_interval_covers_the_truth_under_sampling_noise():
     for _ in range(20):
         truth = law(LENGTHS, 1.1, 4.0)
         sems = 0.04 * truth
-        result = fit_dilution(LENGTHS, truth + sems * stream.standard_normal(len(truth)), sems, L_TRAIN)
+        result = fit_dilution(LENGTHS, truth + sems * stream.standard_normal(len(truth)), sems, L_TRAIN, WIDE)
         covered += result.fit.m_out_low <= 4.0 <= result.fit.m_out_high
         widths.append(result.fit.m_out_high - result.fit.m_out_low)
     assert covered >= 16
@@ -46,7 +48,7 @@ def test_the_interval_covers_the_truth_under_sampling_noise():
 def test_the_fitted_mass_at_the_training_length_never_exceeds_one():
     """Data whose near points a free line would extrapolate to p(L_train) > 1."""
     masses = np.minimum(law(LENGTHS, 0.7, 3.0), 0.999)
-    result = fit_dilution(LENGTHS, masses, None, L_TRAIN)
+    result = fit_dilution(LENGTHS, masses, None, L_TRAIN, WIDE)
     assert result.fit.inverse_mass_at_train >= 1.0
     assert result.fit.target_mass([L_TRAIN])[0] <= 1.0
 
@@ -58,7 +60,7 @@ def test_the_long_lengths_do_not_decide_the_fit():
     lengths = [L_TRAIN * 2**i for i in range(17)]
     truth = law(lengths, 1.12, 5.3)
     masses = truth * (1 + 0.04 * np.random.default_rng(7).standard_normal(len(truth)))
-    result = fit_dilution(lengths, masses, 0.04 * masses, L_TRAIN)
+    result = fit_dilution(lengths, masses, 0.04 * masses, L_TRAIN, V)
     _slope, intercept = np.polyfit(np.asarray(lengths) - L_TRAIN, 1 / masses, 1)
     line_error = abs(1 / intercept / masses[0] - 1) if intercept > 0 else np.inf
     fit_error = abs(result.fit.target_mass([L_TRAIN])[0] / masses[0] - 1)
@@ -69,7 +71,7 @@ def test_the_long_lengths_do_not_decide_the_fit():
 
 
 def test_too_few_points_is_no_fit():
-    result = fit_dilution([8, 16, 32], [0.9, 0.8, 0.7], None, L_TRAIN)  # 8 is inside the training range
+    result = fit_dilution([8, 16, 32], [0.9, 0.8, 0.7], None, L_TRAIN, V)  # 8 is inside the training range
     assert result.status == "too_few_points" and result.fit is None
     assert str(MIN_POINTS) in result.reason
 
@@ -79,20 +81,30 @@ def test_no_law_for_a_run_that_did_not_learn_or_sits_at_chance(rope_linear, lear
     for run, status in ((rope_linear, "not_learned"), (learned, "at_chance")):
         reports = evaluate(run.model, run.config, lengths, samples=256)
         result = fit_dilution(lengths, [r.target_mass for r in reports], [r.target_mass_sem for r in reports],
-                              L_TRAIN, run.verdict)
+                              L_TRAIN, V, run.verdict)
         assert (result.status, result.fit) == (status, None)
         assert result.reason.startswith("No law")
 
 
+def test_the_law_is_fitted_only_where_p_exceeds_two_over_v():
+    masses = law(LENGTHS, 1.1, 5.0)  # p falls below 2/16 past 1,024
+    result = fit_dilution(LENGTHS, masses, None, L_TRAIN, V)
+    kept = [n for n, p in zip(LENGTHS, masses, strict=True) if p > 2 / V]
+    assert result.fit.points == len(kept) < len(LENGTHS)
+    assert result.fit.longest == kept[-1]
+
+
 def test_the_goodness_figure_separates_rope_from_learned_positions(rope, learned):
-    """Fitted regardless of the verdict: RoPE's law holds within 12% everywhere (measured 0.096–0.105:
-    the two-parameter law cannot follow the hump of p between 4× and 8×); learned positions' 'law'
-    misses by more than 100% somewhere (R² gave 0.96 for it)."""
+    """RoPE's law holds within 12% where it applies (measured 0.096–0.107: the two-parameter law
+    cannot follow the step of p between 4× and 8×). Learned positions' p falls below 2/V at the first
+    length past training, so no law is fitted; forced onto every point, their 'law' misses by more
+    than 100% somewhere (R² gave 0.96 for it)."""
     lengths = [16, 32, 64, 128, 256, 512, 1024, 2048, 4096]
-    errors = {}
+    fits = {}
     for name, run in (("rope", rope), ("learned", learned)):
         reports = evaluate(run.model, run.config, lengths, samples=1024)
-        result = fit_dilution(lengths, [r.target_mass for r in reports], [r.target_mass_sem for r in reports], L_TRAIN)
-        errors[name] = result.fit.max_relative_error
-    assert errors["rope"] <= 0.12
-    assert errors["learned"] >= 1.0
+        masses, sems = [r.target_mass for r in reports], [r.target_mass_sem for r in reports]
+        fits[name] = fit_dilution(lengths, masses, sems, L_TRAIN, V), fit_dilution(lengths, masses, sems, L_TRAIN, WIDE)
+    assert fits["rope"][0].fit.max_relative_error <= 0.12
+    assert fits["learned"][0].status == "too_few_points"
+    assert fits["learned"][1].fit.max_relative_error >= 1.0

@@ -85,7 +85,7 @@ def test_the_fitted_law_describes_the_measured_target_mass(rope, rope_measured):
     """The law fitted to p at 1× … 64× (2,048 samples each): p(L_train) and every point within 12%
     (measured ≤ 0.105), m_out near the 5.3 measured to 2^20, with a narrow interval."""
     result = fit_dilution([r.length for r in rope_measured], [r.target_mass for r in rope_measured],
-                          [r.target_mass_sem for r in rope_measured], L_TRAIN, rope.verdict)
+                          [r.target_mass_sem for r in rope_measured], L_TRAIN, V, rope.verdict)
     assert result.status == "fitted"
     fit = result.fit
     assert fit.points == len(DILUTION_LENGTHS)
