@@ -1,14 +1,15 @@
-"""The readout's random part, and how often its argmax is the target (the prediction's accuracy, SCIENCE.md §6).
+"""The readout's random part, and how often its argmax is the target (the prediction's accuracy, docs/science.md §8).
 
 Scores centre[a, c, y] + noise[a, y, k] for query token a, target c, candidate y and draw k; the
 prediction is right when the argmax over y is c. The noise is the random keys' part of the scores:
-a Gaussian for the many keys that each weigh little (`gaussian_noise`) plus the few keys that weigh
-most (`DominantKeys`, found during the sweep over the keys), with their tokens drawn one by one
-(`dominant_noise`): a sum that a handful of keys dominate is far from Gaussian in its tail, and that
+a Gaussian for the many keys that each weigh little plus the few keys that weigh most
+(`DominantKeys`, found during the sweep over the keys) with their tokens drawn one by one
+(`readout_noise`): a sum that a handful of keys dominate is far from Gaussian in its tail, and that
 tail decides the argmax.
 
 The argmax is counted against each target's best rival, never through the (V_a, V_c, K, V_y) score
-tensor, with an exact tie-break, so the count equals the plain argmax's
+tensor; the rival search may run in float32, but ties and margins within float32 rounding are
+decided by the float64 scores, so the count equals the plain float64 argmax's
 (tests/unit/test_prediction_speed_equivalence.py).
 """
 
@@ -40,42 +41,48 @@ def standard_draws(vocab_size: int, dominant_keys: int = 0, seed: int = 0) -> Dr
 
 
 class DominantKeys:
-    """Per query token a, the M keys swept so far with the largest max_b |f_ab(u)|, their weights
-    f_ab(u) and position readout rows RP[u]: a running top-M, merged block by block."""
+    """Per query token a, the M keys swept so far with the largest max_b |f_ab(u)|: their score, offset
+    Δ, weights f_ab(u) and position readout rows RP[u]. Each block's own top M is set aside and the
+    sets are merged when asked for (`top`) or when MERGE_BLOCKS have piled up."""
+
+    MERGE_BLOCKS = 16
 
     def __init__(self, V: int, count: int) -> None:
-        self.score = torch.full((V, count), -math.inf)  # (V_a, M) max_b |f_ab(u)|, descending
-        self.offsets = torch.full((V, count), -1)  # (V_a, M) Δ
+        self.count = count
+        self.score = torch.full((V, count), -math.inf)  # (V_a, M) max_b |f_ab(u)|
+        self.offsets = torch.full((V, count), -1)  # (V_a, M) Δ; −1: no key yet
         self.votes = torch.zeros(V, V, count)  # (V_a, V_b, M)
-        self.readout = torch.zeros(V, count, V)  # (V_a, M, V_y)
+        self.readout = torch.zeros(V, count, V)  # (V_a, M, V_y); zero without additive positions
+        self.blocks: list[tuple[torch.Tensor, ...]] = []
 
     def add(self, f: torch.Tensor, size: torch.Tensor, readout: torch.Tensor | None, begin: int) -> None:
         """Keys Δ = begin … with weights f (V_a, V_b, c), |f| in `size` (f itself when f ≥ 0), readout rows (c, V_y)."""
-        V, count = f.shape[0], self.score.shape[1]
-        score = size.amax(dim=1)  # (V_a, c): max_b |f_ab(u)|, one cheap pass (a norm over b is ten times slower)
-        if not bool((score.amax(dim=1) > self.score[:, -1]).any()):
-            return  # no key of this block displaces a dominant one
-        score, index = score.topk(min(count, f.shape[-1]), dim=1)  # (V_a, m)
-        votes = torch.cat((self.votes, f.gather(2, index[:, None, :].expand(-1, V, -1))), dim=2)  # (V_a, V_b, M+m)
-        rows = torch.zeros(V, index.shape[1], V) if readout is None else readout[index]  # (V_a, m, V_y)
-        score, keep = torch.cat((self.score, score), dim=1).topk(count, dim=1)  # (V_a, M)
-        self.score = score
-        self.offsets = torch.cat((self.offsets, index + begin), dim=1).gather(1, keep)
-        self.votes = votes.gather(2, keep[:, None, :].expand(-1, V, -1))
-        self.readout = torch.cat((self.readout, rows), dim=1).gather(1, keep[:, :, None].expand(-1, -1, V))
+        V, count = f.shape[0], min(self.count, f.shape[-1])
+        if count == 0:
+            return  # every key is in the Gaussian part
+        score, index = size.amax(dim=1).topk(count, dim=1)  # (V_a, m): max_b |f_ab(u)|, one pass over the block
+        votes = f.gather(2, index[:, None, :].expand(-1, V, -1))  # (V_a, V_b, m)
+        rows = self.readout[:, :0] if readout is None else readout[index]  # (V_a, m, V_y); none without positions
+        self.blocks.append((score, index + begin, votes, rows))
+        if len(self.blocks) >= self.MERGE_BLOCKS:
+            self.top()
 
-
-def gaussian_noise(covariance: torch.Tensor, normal: torch.Tensor) -> torch.Tensor:
-    """Draws (V_a, V_y, K) of N(0, covariance[a]) from standard normals (K, V_y): covariance (V_a, V_y, V_y)."""
-    V = covariance.shape[-1]
-    jitter = 1e-9 * covariance.diagonal(dim1=1, dim2=2).abs().amax(dim=1).clamp_min(1e-300)
-    values, vectors = torch.linalg.eigh(covariance + jitter[:, None, None] * torch.eye(V, dtype=covariance.dtype))
-    root = vectors * values.clamp_min(0).sqrt()[:, None, :]  # (V_a, V_y, V_y)
-    return (root.reshape(-1, V) @ normal.T).view(covariance.shape[0], V, -1)  # (V_a, V_y, K)
+    def top(self) -> DominantKeys:
+        """Merge the blocks set aside into the top M; score, offsets, votes and readout are then current."""
+        if self.blocks:
+            parts = zip((self.score, self.offsets, self.votes, self.readout), *self.blocks)
+            score, offsets, votes, rows = (torch.cat(part, dim=d) for part, d in zip(parts, (1, 1, 2, 1)))
+            self.score, keep = score.topk(self.count, dim=1)  # (V_a, M)
+            self.offsets = offsets.gather(1, keep)
+            self.votes = votes.gather(2, keep[:, None, :].expand(-1, votes.shape[1], -1))
+            if rows.shape[1] == score.shape[1]:  # zero rows stay zero
+                self.readout = rows.gather(1, keep[:, :, None].expand(-1, -1, rows.shape[-1]))
+            self.blocks = []
+        return self
 
 
 def dominant_shares(votes: torch.Tensor, draws: Draws) -> torch.Tensor:
-    """Each token's share Σ_m f_{ab}(u_m)·[x_mk = b] of the dominant keys' weight, per draw: (V_b, V_a, K).
+    """Each token's share Σ_m f_ab(u_m)·[x_mk = b] of the dominant keys' weight, per draw: (V_b, V_a, K).
 
     votes (V_a, V_b, M): f_ab(u_m) of each query token's M dominant keys. One GEMM per token
     against the draws' indicator, not a scatter (several times slower on the CPU).
@@ -83,21 +90,33 @@ def dominant_shares(votes: torch.Tensor, draws: Draws) -> torch.Tensor:
     return torch.bmm(votes.permute(1, 0, 2), draws.indicator)  # (V_b, V_a, K)
 
 
-def dominant_noise(
-    shares: torch.Tensor, readout: torch.Tensor, votes: torch.Tensor, positional: torch.Tensor | None, draws: Draws
+def readout_noise(
+    covariance: torch.Tensor,
+    readout: torch.Tensor,
+    shares: torch.Tensor,
+    draws: Draws,
+    dominant: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> torch.Tensor:
-    """Σ_m f_{a x_mk}(u_m)·(R[x_mk] + RP[u_m]) for each draw k of the tokens x: (V_a, V_y, K).
+    """The random keys' part of the scores, per draw: (V_a, V_y, K).
 
-    shares (V_b, V_a, K) from dominant_shares; readout R (V_b, V_y); votes (V_a, V_b, M) and
-    positional (V_a, M, V_y), the dominant keys' RP[u_m], or None.
+    A draw of N(0, covariance[a]) (covariance (V_a, V_y, V_y), for the keys taken as Gaussian) plus
+    Σ_m f_{a x_mk}(u_m)·(R[x_mk] + RP[u_m]) for the dominant keys: readout R (V_b, V_y), `shares`
+    from dominant_shares, and `dominant` = (f (V_a, V_b, M), RP[u_m] (V_a, M, V_y)) for an additive
+    encoding's position readout.
     """
-    V_b, V_a, K = shares.shape
-    if not torch.equal(readout, torch.eye(V_b, dtype=readout.dtype)):  # the ideal readout takes the shares as they are
-        shares = (readout.T @ shares.view(V_b, -1)).view(-1, V_a, K)  # (V_y, V_a, K)
-    noise = shares.transpose(0, 1)  # (V_a, V_y, K)
-    if positional is not None:
+    V_a, V, _ = covariance.shape
+    jitter = 1e-9 * covariance.diagonal(dim1=1, dim2=2).abs().amax(dim=1).clamp_min(1e-300)
+    values, vectors = torch.linalg.eigh(covariance + jitter[:, None, None] * torch.eye(V, dtype=covariance.dtype))
+    root = vectors * values.clamp_min(0).sqrt()[:, None, :]  # (V_a, V_y, V_z)
+    noise = (root.reshape(V_a * V, V) @ draws.normal.T).view(V_a, V, -1)  # (V_a, V_y, K)
+    if torch.equal(readout, torch.eye(V, dtype=readout.dtype)):  # the ideal readout takes the shares as they are
+        noise += shares.transpose(0, 1)
+    else:
+        noise.baddbmm_(readout.T.expand(V_a, -1, -1), shares.transpose(0, 1))  # Σ_b R[b, y]·share_ab
+    if dominant is not None:
+        votes, positional = dominant
         values = votes.transpose(1, 2).gather(2, draws.tokens[None].expand(V_a, -1, -1))  # (V_a, M, K): f_{a x_mk}(u_m)
-        noise = noise + torch.bmm(positional.transpose(1, 2), values)  # (V_a, V_y, K)
+        noise.baddbmm_(positional.transpose(1, 2), values)  # (V_a, V_y, K)
     return noise
 
 
@@ -124,28 +143,38 @@ def _best_shared_rival(rival_centre: torch.Tensor, noise: torch.Tensor) -> torch
     return top.expand(-1, V, -1).scatter(1, first, runner_up)  # (V_a, V_c, K)
 
 
-DRAW_BLOCK = 1_024  # draws per pass: the (V, V, block) float64 buffers stay in cache
+DRAW_BLOCK = 1_024  # draws per pass: the (V, V, block) buffers stay in cache
+ROUNDING_SLACK = 8 * torch.finfo(torch.float32).eps  # × the largest |score|: a float32 margin's error is below it
 
 
 def argmax_hits(centre: torch.Tensor, noise: torch.Tensor) -> int:
     """How many (a, c, k) have argmax_y (centre[a, c, y] + noise[a, y, k]) = c; noise (V_a, V_y, K).
 
-    Equal to counting torch.argmax over the (V_a, V_c, K, V_y) scores, without building them: the
-    target against its best rival, then an exact tie-break for the rare draws where the two are
-    equal (argmax takes the first maximum).
+    Equal to counting torch.argmax over the float64 (V_a, V_c, K, V_y) scores, without building
+    them: the target against its best rival, and an exact tie-break (the first maximum) from the
+    float64 scores where the two are equal. When the rivals' centres depend on c the best rival is
+    found in float32 (twice as fast), and the float64 scores also decide wherever the float32 margin
+    is within its rounding bound of zero.
     """
     V = centre.shape[-1]
     others = ~torch.eye(V, dtype=torch.bool)
     rival_centre = centre[:, (torch.arange(V) + 1) % V, torch.arange(V)]  # (V_a, V_y): token y against c = y+1
     shared = torch.equal(centre[:, others], rival_centre[:, None, :].expand(-1, V, -1)[:, others])  # e.g. ideal readout
-    own_centre = centre.diagonal(dim1=1, dim2=2)[:, :, None]  # (V_a, V_c, 1)
+    centre32 = centre.float()
+    slack = ROUNDING_SLACK * (float(centre.abs().max()) + float(noise.abs().max()))
     hits = 0
     for begin in range(0, noise.shape[-1], DRAW_BLOCK):
-        block = noise[:, :, begin : begin + DRAW_BLOCK]  # (V_a, V_y, k)
-        best = _best_shared_rival(rival_centre, block) if shared else _best_rival(centre, block)
-        own = own_centre + block  # (V_a, V_c, k)
-        hits += int((own > best).sum())
-        a, c, k = (own == best).nonzero().unbind(1)
-        if len(a):
+        block = noise[:, :, begin : begin + DRAW_BLOCK]  # (V_a, V_y, k) float64
+        if shared:  # cheap enough in float64
+            own = centre.diagonal(dim1=1, dim2=2)[:, :, None] + block  # (V_a, V_c, k)
+            best = _best_shared_rival(rival_centre, block)
+            sure, unsure = own > best, own == best
+        else:
+            block32 = block.float()
+            margin = centre32.diagonal(dim1=1, dim2=2)[:, :, None] + block32 - _best_rival(centre32, block32)
+            sure, unsure = margin > slack, margin.abs() <= slack
+        hits += int(sure.sum())
+        if bool(unsure.any()):  # rare: ties and near-ties, decided by the float64 scores
+            a, c, k = unsure.nonzero().unbind(1)
             hits += int(((centre[a, c] + block[a, :, k]).argmax(-1) == c).sum())
     return hits

@@ -1,4 +1,4 @@
-"""The attention-dilution law (SCIENCE.md §6): prediction from the weights (the fitted law: lengen_core.fit).
+"""The attention-dilution law (docs/science.md §8): prediction from the weights (the fitted law: lengen_core.fit).
 
 Prediction (never fitted to measurements). At length n the last query t = n-1 with token a sees n
 keys: the target token c at u* = t − k; its own token a at u = t (Δ = 0: the query is a key of
@@ -38,9 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from lengen_core.argmax_count import (
-    DominantKeys, Draws, argmax_hits, dominant_noise, dominant_shares, gaussian_noise, standard_draws,
-)
+from lengen_core.argmax_count import DominantKeys, Draws, argmax_hits, dominant_shares, readout_noise, standard_draws
 from lengen_core.carrier import CarrierBlocks, carrier_values, token_coefficients
 from lengen_core.config import RunConfig
 from lengen_core.evaluate import check_lengths, check_sweep
@@ -190,8 +188,11 @@ def _statistics(total: _Sums, dominant: DominantKeys, same_mass: bool, **fixed: 
         mass, mass_square = total.vote.mean(1), total.cross.sum(dim=(1, 2)) / V**2
     else:
         mass, mass_square = total.mass.clone(), total.mass_square
+    dominant = dominant.top()
     votes, rows = dominant.votes.double(), dominant.readout.double()
-    rest = total.copy().add(_Sums.of(votes, None, rows), -1.0)  # rows are zero without additive positions
+    rest = total.copy()
+    if votes.shape[-1]:  # rows are zero without additive positions
+        rest.add(_Sums.of(votes, None, rows), -1.0)
     return _KeyStatistics(
         vote_sum=rest.vote, vote_square_sum=rest.cross.diagonal(dim1=1, dim2=2).clone(), vote_cross_sum=rest.cross,
         positional_readout=rest.positional, positional_cross=rest.positional_cross,
@@ -296,8 +297,8 @@ def _predicted_accuracy(
     """
     V = readout.shape[0]
     mean, covariance = _readout_moments(stats, readout, positional)
-    noise = gaussian_noise(covariance, draws.normal)  # (V_a, V_y, K)
-    noise += dominant_noise(shares, readout, stats.dominant_vote, stats.dominant_positional if positional else None, draws)
+    dominant = (stats.dominant_vote, stats.dominant_positional) if positional else None
+    noise = readout_noise(covariance, readout, shares, draws, dominant)  # (V_a, V_y, K)
     target = stats.target_vote[:, :, None] * (readout + stats.target_positional * positional)  # (V_a, V_c, V_y)
     own = stats.self_vote[:, None] * (readout + stats.self_positional * positional)  # (V_a, V_y)
     centre = (mean + own)[:, None, :] + target
@@ -309,7 +310,7 @@ class Prediction:
     length: int
     target_mass: float
     accuracy: float  # with the model's own readout
-    vote_accuracy: float  # with the ideal readout (the vote model of SCIENCE.md §6)
+    vote_accuracy: float  # with the ideal readout (the vote model of docs/science.md §8)
 
 
 def predict(model: torch.nn.Module, config: RunConfig, lengths: Sequence[int]) -> list[Prediction]:
