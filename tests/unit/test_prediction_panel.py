@@ -50,9 +50,7 @@ def _panel_id(changes: dict) -> str:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "changes", [{**c, "target_accuracy": 0.99} for c in PANEL] + [SEED_11], ids=_panel_id
-)
+@pytest.mark.parametrize("changes", [{**c, "target_accuracy": 0.99} for c in PANEL] + [SEED_11], ids=_panel_id)
 def test_the_prediction_holds_across_the_panel(changes, trained):
     run = trained(**changes)
     config = run.config
@@ -111,8 +109,9 @@ def _positional_head(length: int) -> tuple[RunConfig, torch.nn.Module]:
     token (3 nats), and each other key adds a large ±paired position vector to the readout, so the
     readout's mean over positions cancels and only its spread is left."""
     V, k, C = 8, 2, 18  # token dims 0–7, position readout 8–15, query and target markers 16, 17
-    config = with_changes(RunConfig(), encoding="learned", vocab_size=V, d_model=C, offset=k, train_length=8,
-                          max_positions=length)
+    config = with_changes(
+        RunConfig(), encoding="learned", vocab_size=V, d_model=C, offset=k, train_length=8, max_positions=length
+    )
     pairs = torch.randn(length // 2, V, generator=torch.Generator().manual_seed(0))
     table = torch.zeros(length, C)
     table[:, V : 2 * V] = 5.0 * torch.stack((pairs, -pairs), dim=1).flatten(0, 1)  # (n, V)
@@ -128,8 +127,11 @@ def _positional_head(length: int) -> tuple[RunConfig, torch.nn.Module]:
 
 
 def _without_positional_covariance(stats):
-    return dataclasses.replace(stats, positional_cross=torch.zeros_like(stats.positional_cross),
-                               positional_outer=torch.zeros_like(stats.positional_outer))
+    return dataclasses.replace(
+        stats,
+        positional_cross=torch.zeros_like(stats.positional_cross),
+        positional_outer=torch.zeros_like(stats.positional_outer),
+    )
 
 
 def test_the_position_readout_spreads_the_scores():
@@ -156,7 +158,8 @@ def test_the_readout_covariance_is_that_of_the_scores():
     readout, positional = readout.double(), positional.double()
     keys = model.key_table(torch.arange(length))  # (V, n, C)
     logits = torch.einsum("ad,bnd->abn", model.query_table(last), keys).double() / math.sqrt(config.model.d_model)
-    weights = torch.exp(logits - logits[:, :, last - k].amax(1)[:, None, None])  # (V_a, V_b, n), shifted as predict does
+    shift = logits[:, :, last - k].amax(1)  # (V_a,): as predict shifts
+    weights = torch.exp(logits - shift[:, None, None])  # (V_a, V_b, n)
     mean, covariance = _readout_moments(stats, readout, True)
     _, token_only = _readout_moments(_without_positional_covariance(stats), readout, True)
     stream = torch.Generator().manual_seed(2)
@@ -177,8 +180,9 @@ def _dominated_head(rivals: list[int], length: int = 256) -> tuple[RunConfig, to
     """Learned positions: the target at 8 nats, a few rival keys 0.5 nats below it, the rest at 0;
     no token preference; the readout is the vote."""
     V, k, C = 8, 2, 10
-    config = with_changes(RunConfig(), encoding="learned", vocab_size=V, d_model=C, offset=k, train_length=8,
-                          max_positions=length)
+    config = with_changes(
+        RunConfig(), encoding="learned", vocab_size=V, d_model=C, offset=k, train_length=8, max_positions=length
+    )
     table = torch.zeros(length, C)
     table[length - 1, V], table[length - 1 - k, V + 1], table[rivals, V + 1] = 1.0, 8.0, 7.5
     embed, W_Q, W_K, W_U = torch.zeros(V, C), torch.zeros(C, C), torch.zeros(C, C), torch.zeros(C, V)
