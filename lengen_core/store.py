@@ -26,13 +26,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeGuard
 
-import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 from lengen_core.config import RunConfig
-from lengen_core.model import build_model
-from lengen_core.training import Run, resolve_device
+from lengen_core.training import Run, initial_model, resolve_device
 from lengen_core.verdict import Verdict, judge
 
 FORMAT = 1  # of metrics.json; bump when the layout changes so old readers refuse new runs clearly
@@ -114,7 +112,7 @@ class RunStore:
         """
         directory = self._existing(run_id)
         summary, fields = _read_record(directory)
-        model = build_model(summary.config, torch.Generator().manual_seed(summary.config.train.seed))
+        model = initial_model(summary.config)  # the architecture; its weights are replaced below
         weights_path = directory / WEIGHTS_FILE
         try:
             model.load_state_dict(load_file(weights_path))

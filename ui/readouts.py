@@ -13,9 +13,9 @@ import numpy as np
 from lengen_core.carrier import ALIGNMENT_MARGIN, CarrierMetrics
 from lengen_core.fit import FitResult
 from lengen_core.verdict import Verdict
-from ui.captions import accuracy_points, first_length_below, share
+from ui.captions import NEAR_ONE, accuracy_points, first_length_below, horizon, share
 
-EXTRAPOLATES = 0.9  # the horizon: the longest length at which accuracy stays at least this
+EXTRAPOLATES = NEAR_ONE  # the horizon: the longest length at which accuracy stays at least this (0.9)
 
 
 def _horizon(lengths: Sequence[int], accuracies: Sequence[float], train_length: int) -> str:
@@ -25,13 +25,12 @@ def _horizon(lengths: Sequence[int], accuracies: Sequence[float], train_length: 
         return f"was not measured at or past the training length {train_length}"
     lengths, accuracies = [n for n, _ in pairs], [a for _, a in pairs]
     below = first_length_below(lengths, accuracies, EXTRAPOLATES)
-    beyond = [(n, a) for n, a in pairs if n > train_length]
     if below is None:
         return f"stays ≥ {EXTRAPOLATES} at every length measured, up to {lengths[-1]:,}"
-    kept = [n for n, a in beyond if n < below]
-    if not kept:
+    top = horizon(lengths, accuracies, EXTRAPOLATES)
+    if top is None or top <= train_length:
         return f"falls below {EXTRAPOLATES} already at L = {below:,} ({below / train_length:g}× the training length)"
-    return f"stays ≥ {EXTRAPOLATES} up to L = {kept[-1]:,} ({kept[-1] / train_length:g}×), below it from {below:,}"
+    return f"stays ≥ {EXTRAPOLATES} up to L = {top:,} ({top / train_length:g}×), below it from {below:,}"
 
 
 def dilution_caption(encoding: str, attention: str, lengths: Sequence[int], accuracies: Sequence[float],
