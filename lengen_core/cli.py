@@ -173,9 +173,9 @@ def command_evaluate(args: argparse.Namespace, store: RunStore) -> dict[str, Any
     if single_head:
         result = fit_dilution(lengths, [r["target_mass"] for r in rows], [r["target_mass_sem"] for r in rows],
                               config.task.train_length, config.task.vocab_size, run.verdict)
-    for row in rows:
-        applies = result.fit is not None and config.task.train_length <= row["length"] <= result.fit.longest
-        row["fitted_target_mass"] = float(result.fit.target_mass([row["length"]])[0]) if applies else None
+    drawn = result.fit.drawn_at(lengths) if result.fit is not None else [None] * len(rows)
+    for row, fitted in zip(rows, drawn, strict=True):
+        row["fitted_target_mass"] = fitted
     fitted = None if result.fit is None else {"law": LAW, **vars(result.fit)}
     return {"run_id": run.run_id, "task": config.task.task, "chance": 1 / config.task.vocab_size,
             "verdict": run.verdict.to_dict(), "lengths": rows, "fit": fitted, "fit_status": result.status,

@@ -73,6 +73,10 @@ class DilutionFit:
         return _law(np.asarray(lengths, dtype=np.float64), self.train_length,
                     self.inverse_mass_at_train, self.m_out)
 
+    def drawn_at(self, lengths: Sequence[int]) -> list[float | None]:
+        """The fitted p at each length it was fitted over (L_train … longest), None elsewhere."""
+        return [float(self.target_mass([n])[0]) if self.train_length <= n <= self.longest else None for n in lengths]
+
 
 @dataclass(frozen=True)
 class FitResult:

@@ -48,8 +48,7 @@ fit, fit_table = result.fit, None
 if fit is not None:  # drawn only where it was fitted: from the training length to the longest measured length
     grid = np.unique(np.geomspace(task.train_length, fit.longest, 64).astype(int))
     fit_table = pd.DataFrame({"length": grid, "fitted_mass": fit.target_mass(grid)})
-    table["fitted_mass"] = [float(fit.target_mass([n])[0]) if task.train_length <= n <= fit.longest else None
-                            for n in lengths]
+    table["fitted_mass"] = fit.drawn_at(lengths)
 
 last = reports[-1]
 a, b, c = st.columns(3)
