@@ -19,7 +19,7 @@ from lengen_core.config import MAX_EVAL_LENGTH, ConfigError, RunConfig
 from lengen_core.dilution import predict
 from lengen_core.encodings import LengthError
 from lengen_core.evaluate import evaluate
-from lengen_core.fit import LAW, NOT_APPLICABLE, fit_dilution
+from lengen_core.fit import LAW, LAW_TOLERANCE, NOT_APPLICABLE, fit_dilution
 from lengen_core.heads import analyse_heads
 from lengen_core.sequence import evaluate_sequence
 from lengen_core.store import RunStore, StoreError
@@ -176,7 +176,8 @@ def command_evaluate(args: argparse.Namespace, store: RunStore) -> dict[str, Any
     drawn = result.fit.drawn_at(lengths) if result.fit is not None else [None] * len(rows)
     for row, fitted in zip(rows, drawn, strict=True):
         row["fitted_target_mass"] = fitted
-    fitted = None if result.fit is None else {"law": LAW, **vars(result.fit)}
+    fitted = None if result.fit is None else {"law": LAW, **vars(result.fit), "holds": result.fit.holds,
+                                              "tolerance": LAW_TOLERANCE}
     return {"run_id": run.run_id, "task": config.task.task, "chance": 1 / config.task.vocab_size,
             "verdict": run.verdict.to_dict(), "lengths": rows, "fit": fitted, "fit_status": result.status,
             "fit_reason": result.reason}

@@ -4,6 +4,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from lengen_core.fit import LAW_TOLERANCE
 from ui import charts, readouts
 from ui.runs import allowed_lengths, evaluation, fitted_law, prediction
 from ui.state import show_view, view_number
@@ -61,8 +62,11 @@ b.metric("m_out (fitted, 95% interval)", "—" if fit is None else f"{fit.m_out:
               "fitted to the measured p in relative error; the interval is a bootstrap over the evaluation samples. "
               "It depends on the lengths and samples used.")
 c.metric("Largest error of the fitted p", "—" if fit is None else f"{fit.max_relative_error:.0%}",
-         help="max |p_fit − p| / p over the measured lengths the law was fitted to: small means the law describes "
-              "this run; R² cannot tell (it was 0.96 for learned positions and 0.9999999 for NoPE).")
+         delta=None if fit is None else ("law describes this run" if fit.holds else
+                                         f"law does not describe this run (worst at {fit.worst_length:,})"),
+         delta_color="off" if fit is None or fit.holds else "inverse", delta_arrow="off",
+         help=f"max |p_fit − p| / p over the measured lengths the law was fitted to; within {LAW_TOLERANCE:.0%} the "
+              "law describes this run. R² cannot tell (it was 0.96 for learned positions and 0.9999999 for NoPE).")
 st.caption(readouts.fit_caption(result))
 
 chart(charts.dilution(table, fit_table, 1 / task.vocab_size),

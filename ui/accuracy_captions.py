@@ -15,7 +15,7 @@ import numpy as np
 
 from lengen_core.config import RunConfig
 from lengen_core.evaluate import wilson_interval
-from lengen_core.fit import FitResult
+from lengen_core.fit import LAW_TOLERANCE, FitResult
 from lengen_core.verdict import CHANCE_TOLERANCE, Verdict
 from ui.captions import (
     NEAR_ONE,
@@ -127,8 +127,11 @@ def mass_caption(label: str, lengths: Sequence[int], measured: Sequence[float], 
     multiples = (1, 2) if last is None else tuple(dict.fromkeys((1, 2, last)))
     parts = [f"p {accuracy_points(lengths, measured, train_length, multiples)}"]
     if fit.fit is not None:
-        parts.append(f"the dilution law fits every point past training within {fit.fit.max_relative_error:.0%} "
-                     f"(m_out {fit.fit.m_out:.2f})")
+        law = fit.fit
+        parts.append(f"the dilution law fits every point past training within {law.max_relative_error:.0%} "
+                     f"(m_out {law.m_out:.2f})" if law.holds else
+                     f"the dilution law does NOT describe it within {LAW_TOLERANCE:.0%}: it misses by "
+                     f"{law.max_relative_error:.0%} at {law.worst_length:,} (m_out {law.m_out:.2f})")
     elif fit.status in ("not_learned", "at_chance"):
         parts.append(f"no dilution law ({m_out_text(fit)})")
     if predicted is not None:
@@ -143,9 +146,12 @@ def mass_caption(label: str, lengths: Sequence[int], measured: Sequence[float], 
 
 
 def m_out_text(fit: FitResult) -> str:
-    """'5.27 (5.22–5.32)' for a fitted law, else why there is none: 'not learned', 'at chance', …."""
+    """'5.27 (5.22–5.32)' for a fitted law ('…; law off by 14%' past LAW_TOLERANCE), else why there is
+    none: 'not learned', 'at chance', …."""
     if fit.fit is not None:
-        return f"{fit.fit.m_out:.2f} ({fit.fit.m_out_low:.2f}–{fit.fit.m_out_high:.2f})"
+        law = fit.fit
+        return f"{law.m_out:.2f} ({law.m_out_low:.2f}–{law.m_out_high:.2f})" + (
+            "" if law.holds else f"; law off by {law.max_relative_error:.0%}")
     return {"not_learned": "not learned", "at_chance": "at chance", "too_few_points": "too few lengths",
             "not_applicable": "n/a (transformer)"}.get(fit.status, fit.status)
 

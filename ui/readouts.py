@@ -92,8 +92,8 @@ def inverse_mass_caption(lengths: Sequence[int], masses: Sequence[float], train_
 def fit_caption(fit: FitResult) -> str:
     if fit.fit is None:
         return fit.reason
-    return (f"fitted law: {fit.reason} It is fitted to p in relative error; the interval is a bootstrap over the "
-            "evaluation samples.")
+    return (f"fitted law: {fit.reason} It is the law with the smallest largest relative error of p over those "
+            "lengths; the interval is a bootstrap over the evaluation samples.")
 
 
 def carrier_caption(metrics: CarrierMetrics, baseline: CarrierMetrics, offset: int, trained_positions: bool,

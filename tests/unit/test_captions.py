@@ -120,8 +120,8 @@ def test_a_curve_over_every_position_reads_no_claim() -> None:
 # --- target mass, carrier, key numbers (Compare) ------------------------------------------------------
 
 
-def fitted(error: float = 0.14) -> FitResult:
-    law = DilutionFit(16, 1.1, 5.27, 5.22, 5.32, error, 5, 256)
+def fitted(error: float = 0.08) -> FitResult:
+    law = DilutionFit(16, 1.1, 5.27, 5.22, 5.32, error, 5, 256, 128)
     return FitResult("fitted", law, "m_out 5.27")
 
 
@@ -129,7 +129,9 @@ def test_mass_caption_says_whether_the_prediction_tracks_the_measurement() -> No
     measured = [0.89, 0.86, 0.82, 0.53, 0.44]
     close = accuracy_captions.mass_caption("RoPE", LENGTHS, measured, [0.88, 0.87, 0.82, 0.56, 0.45], fitted(), 16)
     assert "p 0.89 at 1×, 0.86 at 2×, 0.44 at 16×" in close
-    assert "within 14% (m_out 5.27)" in close
+    assert "within 8% (m_out 5.27)" in close
+    missed = accuracy_captions.mass_caption("RoPE", LENGTHS, measured, None, fitted(0.14), 16)
+    assert "does NOT describe it within 10%: it misses by 14% at 128 (m_out 5.27)" in missed
     assert "within 0.03 of it at every length" in close
     far = accuracy_captions.mass_caption("RoPE", LENGTHS, measured, [0.88, 0.87, 0.4, 0.56, 0.45], fitted(), 16)
     assert "does NOT track it: 0.40 against 0.82 measured at 64" in far
@@ -143,6 +145,7 @@ def test_mass_caption_gives_no_law_for_a_run_at_chance() -> None:
 
 def test_m_out_text_gives_the_interval_or_why_there_is_none() -> None:
     assert accuracy_captions.m_out_text(fitted()) == "5.27 (5.22–5.32)"
+    assert accuracy_captions.m_out_text(fitted(0.14)) == "5.27 (5.22–5.32); law off by 14%"
     assert accuracy_captions.m_out_text(FitResult("not_learned", None, "")) == "not learned"
     assert accuracy_captions.m_out_text(NOT_APPLICABLE) == "n/a (transformer)"
 

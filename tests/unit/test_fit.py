@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from lengen_core.evaluate import evaluate
-from lengen_core.fit import MIN_POINTS, fit_dilution
+from lengen_core.fit import LAW_TOLERANCE, MIN_POINTS, fit_dilution
 
 L_TRAIN = 16
 V = 16
@@ -26,8 +26,36 @@ def test_exact_law_data_give_back_its_parameters():
     fit = result.fit
     assert fit.m_out == pytest.approx(5.0, abs=1e-6)
     assert fit.inverse_mass_at_train == pytest.approx(1.15, rel=1e-6)
-    assert fit.max_relative_error < 1e-6
+    assert fit.max_relative_error < 1e-6 and fit.holds
     assert fit.points == len(LENGTHS) and fit.longest == LENGTHS[-1]
+    assert "more than" not in result.reason
+
+
+def test_the_fit_minimises_the_largest_relative_error():
+    """The fit is the minimax one: on data the law cannot follow (1/p rising faster for a while), no
+    (a, m_out) on a fine grid has a smaller largest error, and its error is spread over at least three
+    points (the equioscillation of a two-parameter minimax fit), unlike a least-squares fit's."""
+    n = np.asarray(LENGTHS[:8], dtype=float)
+    masses = 1 / (1.1 + (n - L_TRAIN) * np.exp(-5.0) + 2 * np.exp(-5.0) * np.clip(n - 64, 0, 64))
+    fit = fit_dilution(n, masses, None, L_TRAIN, WIDE).fit
+    a, m = np.meshgrid(np.linspace(1.0, 1.6, 601), np.linspace(4.5, 5.5, 1001), indexing="ij")
+    grid = 1 / (a[..., None] + (n - L_TRAIN) * np.exp(-m[..., None]))
+    best_on_grid = np.abs(grid / masses - 1).max(axis=-1).min()
+    assert fit.max_relative_error <= best_on_grid + 1e-4
+    errors = np.abs(fit.target_mass(n) / masses - 1)
+    assert np.sum(errors >= fit.max_relative_error - 1e-4) >= 3
+
+
+def test_a_run_the_law_cannot_follow_is_told_so_and_where():
+    """Keys between 64 and 128 weigh 6× the far average (a rise of the carrier there, as measured on
+    runs away from the defaults): no two-parameter law gets within 10%, and the reason names the
+    stretch from the measured points."""
+    n = np.asarray(LENGTHS[:8], dtype=float)
+    masses = 1 / (1.1 + (n - L_TRAIN) * np.exp(-5.0) + 5 * np.exp(-5.0) * np.clip(n - 64, 0, 64))
+    result = fit_dilution(n, masses, None, L_TRAIN, WIDE)
+    assert result.fit.max_relative_error > LAW_TOLERANCE and not result.fit.holds
+    assert "does not describe this run" in result.reason
+    assert "Between L = 64 and 128" in result.reason
 
 
 def test_the_interval_covers_the_truth_under_sampling_noise():
@@ -95,16 +123,16 @@ def test_the_law_is_fitted_only_where_p_exceeds_two_over_v():
 
 
 def test_the_goodness_figure_separates_rope_from_learned_positions(rope, learned):
-    """RoPE's law holds within 12% where it applies (measured 0.096–0.107: the two-parameter law
-    cannot follow the step of p between 4× and 8×). Learned positions' p falls below 2/V at the first
+    """RoPE's law holds within 10% where it applies (measured 0.079–0.083 at 256–2,048 samples: the
+    worst point is the step of p between 4× and 8×, which no two-parameter law follows). Learned positions' p falls below 2/V at the first
     length past training, so no law is fitted; forced onto every point, their 'law' misses by more
-    than 100% somewhere (R² gave 0.96 for it)."""
+    than 50% somewhere (R² gave 0.96 for it)."""
     lengths = [16, 32, 64, 128, 256, 512, 1024, 2048, 4096]
     fits = {}
     for name, run in (("rope", rope), ("learned", learned)):
         reports = evaluate(run.model, run.config, lengths, samples=1024)
         masses, sems = [r.target_mass for r in reports], [r.target_mass_sem for r in reports]
         fits[name] = fit_dilution(lengths, masses, sems, L_TRAIN, V), fit_dilution(lengths, masses, sems, L_TRAIN, WIDE)
-    assert fits["rope"][0].fit.max_relative_error <= 0.12
+    assert fits["rope"][0].fit.max_relative_error <= LAW_TOLERANCE and fits["rope"][0].fit.holds
     assert fits["learned"][0].status == "too_few_points"
-    assert fits["learned"][1].fit.max_relative_error >= 1.0
+    assert fits["learned"][1].fit.max_relative_error >= 0.5  # measured 0.67

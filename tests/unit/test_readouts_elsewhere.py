@@ -34,7 +34,7 @@ def test_rope_learned_extrapolates_and_has_an_aligned_low_rank_carrier(runs):
     reports, fit, found = readouts(run)
     assert run.verdict.learned and run.verdict.at_chance_beyond is False
     assert reports[2].accuracy >= 0.9  # 4×
-    assert fit.status == "fitted" and fit.fit.max_relative_error <= 0.12 and fit.fit.m_out > 0  # measured 0.07
+    assert fit.status == "fitted" and fit.fit.holds and fit.fit.m_out > 0  # measured 0.06
     assert found.alignment and found.argmax_offset == 5
     assert not found.baseline.aligned
     assert found.effective_rank < found.baseline.effective_rank
