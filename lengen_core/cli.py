@@ -1,6 +1,8 @@
 """Command line: `python -m lengen_core train|evaluate|carrier|heads|runs|delete`.
 
-Results go to stdout (JSON under `--json`, a short readable summary otherwise). Bad input gives one
+Results go to stdout (JSON under `--json`, a short readable summary otherwise). Runs are read from
+the person's store (`$LENGEN_HOME`) and then from the presets shipped with the lab, a read-only
+store (`lengen_core.store.preset_store`), so a run id the app shows opens here too. Bad input gives one
 line on stderr and exit status 2, never a traceback. This module writes to the streams it is
 given, so it stays testable and the rest of the core never prints.
 """
@@ -12,17 +14,26 @@ import json
 import math
 import sys
 from collections.abc import Sequence
-from typing import Any, TextIO
+from typing import Any, TextIO, get_args
 
 from lengen_core.carrier import ALIGNMENT_MARGIN, extract_carrier
-from lengen_core.config import MAX_EVAL_LENGTH, ConfigError, RunConfig
+from lengen_core.config import (
+    MAX_EVAL_LENGTH,
+    AttentionName,
+    ConfigError,
+    DeviceName,
+    EncodingName,
+    LengthMode,
+    RunConfig,
+    TaskName,
+)
 from lengen_core.dilution import predict
 from lengen_core.encodings import LengthError
 from lengen_core.evaluate import evaluate
 from lengen_core.fit import LAW, LAW_TOLERANCE, NOT_APPLICABLE, fit_dilution
 from lengen_core.heads import analyse_heads
 from lengen_core.sequence import evaluate_sequence
-from lengen_core.store import RunStore, StoreError
+from lengen_core.store import RunStore, StoreError, preset_store
 from lengen_core.training import train
 
 USER_ERRORS = (ConfigError, LengthError, StoreError, ValueError)
@@ -56,6 +67,7 @@ def build_parser() -> Parser:
 
     t = commands.add_parser("train", parents=[json_flag], help="train a run (or reuse the stored one with the same config)")
     defaults = RunConfig()
+    choices = {"--task": TaskName, "--encoding": EncodingName, "--attention": AttentionName, "--length-mode": LengthMode}
     for flag, value, kind in (
         ("--task", defaults.task.task, str),
         ("--encoding", defaults.model.encoding, str),
@@ -73,9 +85,12 @@ def build_parser() -> Parser:
         ("--lr", defaults.train.learning_rate, float),
         ("--seed", defaults.train.seed, int),
     ):
-        t.add_argument(flag, type=kind, default=value, help=f"default {value}")
+        allowed = get_args(choices[flag]) if flag in choices else None
+        t.add_argument(flag, type=kind, default=value, choices=allowed,
+                       help=f"default {value}")
     t.add_argument("--keep-training", action="store_true", help="do not stop early at the target accuracy")
-    t.add_argument("--device", default="auto", help="auto (CUDA, then MPS, then CPU), cpu, cuda or mps")
+    t.add_argument("--device", default="auto", choices=get_args(DeviceName),
+                   help="auto: CUDA, then MPS, then CPU (default auto)")
     t.add_argument("--retrain", action="store_true", help="train even if the run is stored already")
 
     e = commands.add_parser("evaluate", parents=[json_flag], help="accuracy, target mass, prediction and fitted law at lengths")
@@ -110,9 +125,17 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     )
 
 
+def _load(run_id: str, store: RunStore) -> Any:
+    """The run from the person's store, else from the presets shipped with the lab."""
+    presets = preset_store()
+    if not store.exists(run_id) and presets.exists(run_id):
+        return presets.load(run_id)
+    return store.load(run_id)
+
+
 def command_train(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
     config = config_from_args(args)
-    run = None if args.retrain else store.find(config)
+    run = None if args.retrain else store.find(config) or preset_store().find(config)
     reused = run is not None
     if run is None:
         run = train(config, args.device)
@@ -161,7 +184,7 @@ def _sequence_rows(run, lengths: list[int], samples: int, seed: int) -> list[dic
 
 
 def command_evaluate(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
-    run = store.load(args.run_id)
+    run = _load(args.run_id, store)
     config = run.config
     single_head = config.task.task == "retrieval" and config.model.n_layers == 0
     default = [config.task.train_length * 2**i for i in range(7 if single_head else 5)]
@@ -184,7 +207,7 @@ def command_evaluate(args: argparse.Namespace, store: RunStore) -> dict[str, Any
 
 
 def command_heads(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
-    run = store.load(args.run_id)
+    run = _load(args.run_id, store)
     heads = [
         {**{key: value for key, value in vars(h).items() if key != "carrier"},
          "carrier": [float(v) for v in h.carrier]}
@@ -196,7 +219,7 @@ def command_heads(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
 
 
 def command_carrier(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
-    run = store.load(args.run_id)
+    run = _load(args.run_id, store)
     carrier = extract_carrier(run.model, run.config, search_length=args.search_length)
     return {
         "run_id": run.run_id,
@@ -222,17 +245,22 @@ def _carrier_metrics(metrics) -> dict[str, Any]:
 
 
 def command_runs(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
+    presets = preset_store()
     runs = [
-        {"run_id": s.run_id, "encoding": s.config.model.encoding, "attention": s.config.model.attention,
-         "offset": s.config.task.offset, "train_length": s.config.task.train_length, "seed": s.config.train.seed,
-         "steps": s.steps, "train_accuracy": s.train_accuracy, "created": s.created.isoformat(),
-         "verdict": None if s.verdict is None else s.verdict.to_dict()}
-        for s in store.list_runs()
+        {"run_id": s.run_id, "preset": source is presets, "encoding": s.config.model.encoding,
+         "attention": s.config.model.attention, "task": s.config.task.task, "layers": s.config.model.n_layers,
+         "heads": s.config.model.n_heads, "offset": s.config.task.offset, "train_length": s.config.task.train_length,
+         "seed": s.config.train.seed, "steps": s.steps, "train_accuracy": s.train_accuracy,
+         "created": s.created.isoformat(), "verdict": None if s.verdict is None else s.verdict.to_dict()}
+        for source in (store, presets) for s in source.list_runs()
+        if source is store or not store.exists(s.run_id)
     ]
-    return {"root": str(store.root), "runs": runs, "corrupt": store.corrupt_runs()}
+    return {"root": str(store.root), "preset_root": str(presets.root), "runs": runs, "corrupt": store.corrupt_runs()}
 
 
 def command_delete(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
+    if not store.exists(args.run_id) and preset_store().exists(args.run_id):
+        preset_store().delete(args.run_id)  # refuses: the presets are read-only
     store.delete(args.run_id)
     return {"deleted": args.run_id}
 
@@ -288,6 +316,7 @@ def _summary(result: dict[str, Any]) -> str:
     if "runs" in result:
         learned = lambda r: "" if r["verdict"] is None else "  learned" if r["verdict"]["learned"] else "  did not learn"
         return "\n".join(f"{r['run_id']}  steps {r['steps']}  acc {r['train_accuracy']:.3f}{learned(r)}"
+                         + ("  (preset, read-only)" if r["preset"] else "")
                          for r in result["runs"]) \
             or f"no runs in {result['root']}"
     skip = {"config", "spectrum", "carrier", "singular_values", "near_recurrences", "verdict", "baseline"}

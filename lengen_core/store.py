@@ -5,7 +5,9 @@
                          metrics.json         what happened in training and the verdict on it
                                               (lengen_core.verdict), a format number, the time saved
 
-`<root>` is `$LENGEN_HOME`, else `~/.lengen`. A run is written into a `.tmp-*` directory beside the
+`<root>` is `$LENGEN_HOME`, else `~/.lengen`. The presets shipped with the lab are a store of their
+own, read-only (`preset_store()`, `assets/presets/` beside the package): it can be read like any
+other, and `save` and `delete` refuse. A run is written into a `.tmp-*` directory beside the
 runs, flushed to disk and renamed into place, so a crash leaves at most a temp directory (which
 listing ignores), never half a run. Run ids are checked against a strict pattern before any path
 is built from them, so no id can name a path outside the store. A run damaged after it was written
@@ -37,6 +39,7 @@ FORMAT = 1  # of metrics.json; bump when the layout changes so old readers refus
 TEMP_PREFIX = ".tmp-"
 CONFIG_FILE, WEIGHTS_FILE, METRICS_FILE = "config.json", "weights.safetensors", "metrics.json"
 _RUN_ID = re.compile(r"[a-z0-9][a-z0-9._-]{0,127}")
+PRESET_ROOT = Path(__file__).resolve().parent.parent / "assets" / "presets"
 _RUN_FIELDS = ("device", "steps", "train_seconds", "loss", "train_accuracy", "stopped_early", "history")
 
 
@@ -62,6 +65,11 @@ def default_root() -> Path:
     return Path(home).expanduser() if home else Path.home() / ".lengen"
 
 
+def preset_store() -> RunStore:
+    """The presets shipped with the lab, read-only."""
+    return RunStore(PRESET_ROOT, read_only=True)
+
+
 def check_run_id(run_id: object) -> str:
     """Return `run_id` if it is safe as a directory name, else raise `StoreError`.
 
@@ -77,9 +85,15 @@ def check_run_id(run_id: object) -> str:
 
 
 class RunStore:
-    def __init__(self, root: Path | None = None) -> None:
+    def __init__(self, root: Path | None = None, read_only: bool = False) -> None:
         self.root = Path(root) if root is not None else default_root()
         self.runs_dir = self.root / "runs"
+        self.read_only = read_only
+
+    def _check_writable(self, action: str) -> None:
+        if self.read_only:
+            raise StoreError(f"cannot {action}: {self.root} holds the presets shipped with the lab and is read-only "
+                             f"(your runs are in {default_root()})")
 
     def run_dir(self, run_id: str) -> Path:
         """Where `run_id` lives (whether or not it exists); a bad id raises before a path is built."""
@@ -90,6 +104,7 @@ class RunStore:
 
     def save(self, run: Run) -> Path:
         """Write `run` atomically. Same id means same config and seed, so a stored copy is kept."""
+        self._check_writable(f"save {run.run_id}")
         final = self.run_dir(run.run_id)
         self.runs_dir.mkdir(parents=True, exist_ok=True)
         temp = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=self.runs_dir))
@@ -142,6 +157,7 @@ class RunStore:
 
     def delete(self, run_id: str) -> None:
         """Rename the run out of sight before removing it, so a crash mid-delete leaves no half run."""
+        self._check_writable(f"delete {run_id}")
         directory = self._existing(run_id)
         doomed = self.runs_dir / f"{TEMP_PREFIX}delete-{run_id}-{uuid.uuid4().hex}"
         os.rename(directory, doomed)

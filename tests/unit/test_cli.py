@@ -24,7 +24,7 @@ from lengen_core.config import MAX_EVAL_LENGTH, MAX_STEPS, RunConfig
 from lengen_core.dilution import predict
 from lengen_core.evaluate import sequence_tokens
 from lengen_core.heads import PIN_SHARE, analyse_heads
-from lengen_core.store import RunStore
+from lengen_core.store import PRESET_ROOT, RunStore, StoreError, preset_store
 from lengen_core.tasks import targets_of
 from lengen_core.training import Run, train
 
@@ -81,7 +81,8 @@ def assert_user_error(outcome: Outcome, *fragments: str) -> str:
 
 
 def stored_ids() -> list[str]:
-    return [run["run_id"] for run in ok_json("runs", "--json")["runs"]]
+    """The person's runs (`runs` lists the read-only presets after them)."""
+    return [run["run_id"] for run in ok_json("runs", "--json")["runs"] if not run["preset"]]
 
 
 def assert_reports_the_training(result: dict[str, Any]) -> None:
@@ -151,6 +152,7 @@ def test_train_json_prints_one_object_and_stores_the_run(capsys: pytest.CaptureF
     assert result["train_accuracy"] >= 2 / config.task.vocab_size  # 30 steps learn: measured 19/128, chance 1/16
     assert stored_ids() == [result["run_id"]]
     listed = ok_json("runs", "--json")["runs"][0]
+    assert listed["preset"] is False
     assert (listed["steps"], listed["seed"], listed["encoding"]) == (30, 3, "rope")
     assert capsys.readouterr() == ("", "")  # the command wrote only to the streams it was given
 
@@ -283,11 +285,38 @@ def test_carrier_of_a_converged_rope_run_peaks_at_the_offset() -> None:
 # --- runs and delete --------------------------------------------------------------------------
 
 
-def test_runs_on_an_empty_store(home: Path) -> None:
-    assert ok_json("runs", "--json") == {"root": str(home), "runs": [], "corrupt": {}}
+def test_runs_on_an_empty_store_lists_the_presets_read_only(home: Path) -> None:
+    result = ok_json("runs", "--json")
+    presets = {s.run_id for s in preset_store().list_runs()}
+    assert len(presets) >= 3
+    assert (result["root"], result["preset_root"], result["corrupt"]) == (str(home), str(PRESET_ROOT), {})
+    assert {r["run_id"] for r in result["runs"]} == presets and all(r["preset"] for r in result["runs"])
     outcome = run_cli("runs")
     assert outcome.code == 0
-    assert outcome.stdout == f"no runs in {home}\n"
+    assert outcome.stdout.count("(preset, read-only)") == len(presets)
+
+
+def test_a_preset_id_opens_from_a_fresh_home_and_cannot_be_deleted(home: Path) -> None:
+    """The ids the app shows for its presets work here: evaluate, carrier and heads read them from
+    the shipped store; delete refuses and the preset stays; nothing is written to the person's store."""
+    preset = next(s for s in preset_store().list_runs() if s.config.task.task == "retrieval"
+                  and s.config.model.encoding == "rope" and s.config.model.attention == "softmax")
+    result = ok_json("evaluate", preset.run_id, "--lengths", "16,64", "--samples", "64", "--json")
+    assert result["run_id"] == preset.run_id and result["verdict"]["learned"]
+    assert [row["length"] for row in result["lengths"]] == [16, 64]
+    assert ok_json("carrier", preset.run_id, "--search-length", "256", "--json")["argmax_offset"] == preset.config.task.offset
+    assert_user_error(run_cli("delete", preset.run_id), "read-only", preset.run_id)
+    assert preset_store().exists(preset.run_id)
+    assert not (home / "runs").exists() or not any((home / "runs").iterdir())
+    with pytest.raises(StoreError, match="read-only"):
+        preset_store().save(preset_store().load(preset.run_id))
+
+
+def test_train_help_lists_the_choices() -> None:
+    text = cli.build_parser()._subparsers._group_actions[0].choices["train"].format_help()
+    for choices in ("{retrieval,shift}", "{rope,learned,sinusoidal,alibi,nope}", "{softmax,linear}",
+                    "{fixed,sampled}", "{auto,cpu,cuda,mps}"):
+        assert choices in text, choices
 
 
 def test_delete_removes_the_run() -> None:
