@@ -4,6 +4,7 @@
     config_from_query(params)      -> RunConfig, or ConfigError naming the parameter at fault
     run_id_from_query(params)      -> a safe run id or None, or StoreError / ConfigError
     view_int(params, "samples", 64, 1024, 256)  -> a bounded view setting
+    view_run_ids(params, "compare", known)      -> the runs a repeated parameter names, and what was dropped
     run_archive(store, run_id)     -> the run's three files as zip bytes
 
 Query values arrive as strings (or lists of strings when a key repeats) from anyone who can paste
@@ -46,6 +47,7 @@ EXTRA_KEYS = {
 CONFIG_KEYS = {**MAIN_KEYS, **EXTRA_KEYS}
 RUN_KEY = "run"
 MAX_VALUE_LENGTH = 64  # longer than any valid value; keeps hostile input out of messages too
+MAX_LINKED_RUNS = 16  # runs one link may name (Compare)
 
 _INT = re.compile(r"[+-]?\d{1,18}")
 _FLOAT = re.compile(r"[+-]?(\d{1,20}(\.\d{0,20})?|\.\d{1,20})([eE][+-]?\d{1,4})?")
@@ -119,6 +121,60 @@ def view_ints(params: QueryParams, name: str, low: int, high: int, default: Sequ
     if bad:
         raise ConfigError(f"link parameter '{name}' has {bad[0]}: allowed {low} to {high}")
     return values
+
+
+def view_bool(params: QueryParams, name: str, default: bool) -> bool:
+    """An on/off view setting: true/false (or 1/0), else `default` when absent."""
+    return default if name not in params else bool(_parse(name, _single(params, name), bool))
+
+
+def view_choice(params: QueryParams, name: str, choices: Sequence[str], default: str) -> str:
+    """A view setting that must be one of `choices` (names such as a head's 'L0H1'), else `default`."""
+    if name not in params:
+        return default
+    value = _single(params, name)
+    if value not in choices:
+        shown = ", ".join(choices[:8]) + (", …" if len(choices) > 8 else "")
+        raise ConfigError(f"link parameter '{name}' is {_shown(value)}: allowed {shown}")
+    return value
+
+
+def view_run_ids(params: QueryParams, name: str, known: Collection[str],
+                 max_count: int = MAX_LINKED_RUNS) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The runs a repeated parameter names (`compare=A&compare=B`), in order without repeats, and one
+    message for each value dropped: not a run id, not among `known`, or past `max_count`.
+
+    A bad value costs only itself: the others are kept. Absent, it is `((), ())`.
+    """
+    if name not in params:
+        return (), ()
+    raw = params[name]
+    values = [raw] if isinstance(raw, str) else list(raw)
+    kept: list[str] = []
+    dropped: list[str] = []
+    for value in values:
+        if not isinstance(value, str) or not value.strip():
+            dropped.append(f"link parameter '{name}' has an empty value: give a run id")
+            continue
+        value = value.strip()
+        if len(value) > MAX_VALUE_LENGTH * 4:
+            dropped.append(f"link parameter '{name}' has a value {len(value)} characters long: a run id has "
+                           "at most 128")
+            continue
+        try:
+            check_run_id(value)
+        except StoreError as error:
+            dropped.append(f"link parameter '{name}': {error}")
+            continue
+        if value not in known:
+            dropped.append(f"link parameter '{name}' names the run {_shown(value)}, which is not stored here: "
+                           f"allowed are the {len(known)} presets and stored runs listed under Runs")
+        elif value not in kept:
+            if len(kept) == max_count:
+                dropped.append(f"link parameter '{name}' names more than {max_count} runs: dropped {_shown(value)}")
+            else:
+                kept.append(value)
+    return tuple(kept), tuple(dropped)
 
 
 def run_archive(store: RunStore, run_id: str) -> bytes:

@@ -4,35 +4,49 @@ import pandas as pd
 import streamlit as st
 
 from ui import accuracy_captions, compare_charts, mechanism_captions
-from ui.analyses import comparison
-from ui.presets import preset_ids, single_head_presets
-from ui.runs import load_run, run_label, stored_run_ids
+from ui.analyses import comparisons
+from ui.presets import single_head_presets
+from ui.runs import load_run, run_labels, run_options
+from ui.state import show_view, view_flag, view_number, view_runs
 from ui.widgets import chart
+
+LONGEST, SAMPLES = [1 << p for p in range(6, 17)], [64, 128, 256, 512]
 
 st.title("Compare runs")
 st.markdown("RoPE against learned positions against linear attention, or several seeds and offsets of one "
             "recipe: each run keeps its colour on every chart below.")
 
-options = list(dict.fromkeys([*preset_ids().values(), *stored_run_ids()]))
+options = run_options()
+run_names = run_labels(options)
+view_runs("compare-runs", "compare", options, list(single_head_presets().values()))
+st.session_state["compare-runs"] = [run_id for run_id in st.session_state["compare-runs"] if run_id in options]
 left, middle, right = st.columns([3, 1, 1])
+with middle:
+    view_number("compare-longest", "longest", LONGEST[0], LONGEST[-1], 1 << 12, LONGEST)
+with right:
+    view_number("compare-samples", "samples", SAMPLES[0], SAMPLES[-1], 128, SAMPLES)
 chosen = left.multiselect(
-    "Runs", options, default=list(single_head_presets().values()), format_func=run_label,
-    help="Presets ship with the app; runs you train on the Train page are added here.",
+    "Runs", options, key="compare-runs", format_func=run_names.__getitem__,
+    help="Presets ship with the app; runs you train on the Train page are added here. Each ends with the start "
+         "of its run id.",
 )
 longest = middle.select_slider(
-    "Longest test length", [1 << p for p in range(6, 17)], value=1 << 12,
+    "Longest test length", LONGEST, key="compare-longest",
     format_func=lambda n: f"2^{n.bit_length() - 1} = {n:,}",
     help="Lengths double from each run's training length up to this one (transformers stop at 16×, "
          "a learned table at its end).",
 )
-samples = right.select_slider("Samples per length", [64, 128, 256, 512], value=128,
+samples = right.select_slider("Samples per length", SAMPLES, key="compare-samples",
                               help="Random sequences per length; more samples, less noise, more time.")
+show_view("compare", chosen)
+show_view("longest", str(longest))
+show_view("samples", str(samples))
 if not chosen:
     st.info("Pick at least one run above.")
     st.stop()
 
-labels = {run_id: run_label(run_id).removeprefix("Preset: ") for run_id in chosen}
-results = {run_id: comparison(run_id, longest, samples) for run_id in chosen}
+labels = {run_id: run_names[run_id].removeprefix("Preset: ") for run_id in chosen}
+results = comparisons(chosen, longest, samples)
 runs = {run_id: load_run(run_id) for run_id in chosen}
 configs = {run_id: run.config for run_id, run in runs.items()}
 learned = {run_id: None if run.verdict is None else run.verdict.learned for run_id, run in runs.items()}
@@ -56,13 +70,15 @@ chart(compare_charts.mass_overlay(curves),
                                               configs[i].task.train_length)
                for i, r in results.items()), curves, "compare-mass")
 window = 4 * max(c.task.train_length for c in configs.values())  # Δ shown: up to 4 × the longest training
-scaled = st.toggle("Scale each carrier to its peak", value=True,
+view_flag("compare-scaled", "scaled", True)
+scaled = st.toggle("Scale each carrier to its peak", key="compare-scaled",
                    help="On: each carrier minus its mean, divided by its largest |value|, so shapes compare. "
                         "Off: in nats, minus the mean (RoPE's carrier is far larger than the others).")
 carriers = pd.concat([
     pd.DataFrame({"run": labels[i], "offset": r.carrier_offsets, "s": r.carrier_values, "source": r.carrier_source})
     .query("offset < @window") for i, r in results.items()
 ], ignore_index=True)
+show_view("scaled", "true" if scaled else "false")
 centred = carriers["s"] - carriers.groupby("run")["s"].transform("mean")
 carriers["shown"] = centred / centred.abs().groupby(carriers["run"]).transform("max") if scaled else centred
 alignment = "; ".join(

@@ -8,10 +8,11 @@ from ui import accuracy_captions, attention_captions, charts, compare_charts, me
 from ui.analyses import head_attention, heads, length_multiples, sequence_evaluation
 from ui.presets import transformer_presets
 from ui.runs import load_run
-from ui.state import select_run
+from ui.state import select_run, show_view, view_number, view_option
 from ui.widgets import chart, run_summary, selected_run
 
 MULTIPLES = (1, 2, 4, 8, 16)  # test lengths, × the training length
+SAMPLES = [16, 32, 64, 128, 256]
 
 st.title("From one head to a transformer")
 st.markdown("A 2-layer, 2-head transformer trained on the **shift** task (every position t ≥ k answers the token "
@@ -64,9 +65,13 @@ table = pd.DataFrame([{key: getattr(h, key) for key in ("layer", "head", "argmax
                                                        "effective_rank", "target_weight", "is_carrier", "pinned_key",
                                                        "pinned_share")} for h in reports])
 names = [f"L{h.layer} H{h.head}" for h in reports]
+in_link = [f"L{h.layer}H{h.head}" for h in reports]  # the link's spelling: head=L1H0
 best = max(range(len(reports)), key=lambda i: (reports[i].is_carrier, reports[i].target_weight))
-picked = st.selectbox("Head", range(len(reports)), index=best, format_func=lambda i: names[i],
-                      help="Layer and head; the carrier head with the most weight on the target is picked first.")
+view_option("transformer-head", "head", in_link, in_link[best])
+chosen_head = st.selectbox("Head", in_link, key="transformer-head", format_func=lambda h: names[in_link.index(h)],
+                           help="Layer and head; the carrier head with the most weight on the target is picked first.")
+show_view("head", chosen_head)
+picked = in_link.index(chosen_head)
 head = reports[picked]
 st.dataframe(table, hide_index=True, column_config={
     "toeplitz_fraction": st.column_config.NumberColumn(format="%.3f"),
@@ -90,8 +95,10 @@ for column, (multiple, length) in zip(columns[1:], zip((1, 4), length_multiples(
               pd.DataFrame(weights).rename_axis("query").reset_index(), f"head-attention-{length}")
 
 st.subheader("Accuracy by position and by length")
-samples = st.select_slider("Samples per length", [16, 32, 64, 128, 256], value=64,
+view_number("transformer-samples", "samples", SAMPLES[0], SAMPLES[-1], 64, SAMPLES)
+samples = st.select_slider("Samples per length", SAMPLES, key="transformer-samples",
                            help="Random sequences per length; every position of each is scored.")
+show_view("samples", str(samples))
 lengths = length_multiples(run.run_id, MULTIPLES)
 evaluated = sequence_evaluation(run.run_id, lengths, samples)
 by_length = pd.DataFrame([{"length": r.length, "accuracy": r.accuracy, "accuracy_beyond": r.accuracy_beyond,

@@ -2,7 +2,10 @@
 
 Like `ui.runs`, every function reads the shared model and returns plain data; none changes it.
 `comparison` puts a single-head run and a transformer run into the same shape, so the Compare page
-overlays them without asking which is which.
+overlays them without asking which is which; `comparisons` measures several, one after another,
+under one bar ("run i of n, m of 9 lengths done"). Like `ui.runs.evaluation`, full-sequence
+evaluations are cached length by length (each length has its own sequences, so the numbers are
+those of one batched call).
 """
 
 from __future__ import annotations
@@ -13,20 +16,42 @@ import numpy as np
 import streamlit as st
 import torch
 
-from lengen_core.evaluate import sequence_tokens
+from lengen_core.evaluate import LengthError, check_lengths, check_sweep, sequence_tokens
 from lengen_core.fit import NOT_APPLICABLE, FitResult
 from lengen_core.heads import HeadReport, analyse_heads
 from lengen_core.sequence import MAX_SEQUENCE_LENGTH, SequenceReport, evaluate_sequence
 from ui.equivariance import ShiftCheck, check_equivariance
-from ui.runs import allowed_lengths, carrier, evaluation, fitted_law, load_run, prediction
+from ui.runs import (
+    Progress,
+    allowed_lengths,
+    carrier,
+    evaluation,
+    law_of,
+    length_by_length,
+    load_run,
+    prediction,
+)
 
 CARRIER_SEARCH = 1 << 16  # the Carrier page's default, so the two pages share the cached carrier
 
 
-@st.cache_data(show_spinner="Evaluating every position…", max_entries=64)
-def sequence_evaluation(run_id: str, lengths: tuple[int, ...], samples: int = 64) -> list[SequenceReport]:
+def sequence_evaluation(run_id: str, lengths: tuple[int, ...], samples: int = 64,
+                        progress: Progress | None = None) -> list[SequenceReport]:
+    """`evaluate_sequence` at `lengths`, checked as one request, measured and cached length by length."""
     run = load_run(run_id)
-    return evaluate_sequence(run.model, run.config, list(lengths), samples=samples)
+    check_lengths(run.config, run.model, lengths)
+    check_sweep(lengths, samples)
+    too_long = [n for n in lengths if n > MAX_SEQUENCE_LENGTH]
+    if too_long:
+        raise LengthError(f"length {too_long[0]} is beyond {MAX_SEQUENCE_LENGTH}, the limit for full-sequence evaluation")
+    return length_by_length(lengths, lambda length: _sequence_at(run_id, length, samples), progress,
+                            "Evaluating every position")
+
+
+@st.cache_data(show_spinner=False, max_entries=1024)  # the bar says what is going on
+def _sequence_at(run_id: str, length: int, samples: int) -> SequenceReport:
+    run = load_run(run_id)
+    return evaluate_sequence(run.model, run.config, [length], samples=samples)[0]
 
 
 @st.cache_data(show_spinner="Measuring every head…", max_entries=32)
@@ -90,19 +115,29 @@ def _multiples(run_id: str, longest: int) -> tuple[int, ...]:
     return tuple(n for n in allowed_lengths(run_id, candidates) if n <= longest)
 
 
-@st.cache_data(show_spinner="Comparing…", max_entries=64)
-def comparison(run_id: str, longest: int, samples: int) -> Comparison:
+def comparisons(run_ids: list[str], longest: int, samples: int) -> dict[str, Comparison]:
+    """`comparison` of each run in turn, under one bar."""
+    results = {}
+    with Progress("Comparing", runs=len(run_ids)) as progress:
+        for run_id in run_ids:
+            results[run_id] = comparison(run_id, longest, samples, progress)
+            progress.next_run()
+    return results
+
+
+def comparison(run_id: str, longest: int, samples: int, progress: Progress | None = None) -> Comparison:
+    """One run measured at the doubling lengths up to `longest`; every part is cached on its own."""
     run = load_run(run_id)
     lengths = _multiples(run_id, longest)
     if run.config.model.n_layers == 0:
-        reports = evaluation(run_id, lengths, samples)
+        reports = evaluation(run_id, lengths, samples, progress)
         predicted = tuple(p.target_mass for p in prediction(run_id, lengths))
         found = carrier(run_id, CARRIER_SEARCH)
         offsets, values, source = found.offsets, found.values, found.source
         toeplitz, argmax, baseline = found.toeplitz_fraction, found.argmax_offset, found.baseline.toeplitz_fraction
-        fit = fitted_law(run_id, lengths, samples)
+        fit = law_of(run_id, lengths, reports)
     else:
-        reports = sequence_evaluation(run_id, lengths, samples)
+        reports = sequence_evaluation(run_id, lengths, samples, progress)
         predicted = None
         best = max(heads(run_id), key=lambda h: (h.is_carrier, h.target_weight))
         offsets, values, source = np.arange(len(best.carrier)), best.carrier, f"measured, head L{best.layer}H{best.head}"

@@ -9,6 +9,7 @@ drawn, so the move from waiting to running redraws the page once to switch to th
 from __future__ import annotations
 
 import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 
 from lengen_core.jobs import JobStatus, TrainingPool
@@ -70,10 +71,16 @@ def _live(pool: TrainingPool, drawn_waiting: bool) -> None:
     st.button("Stop", on_click=pool.stop, args=(ticket,), key="stop-training",
               help="Stop now; the run so far is saved with steps set to the steps done (a waiting request is dropped).")
     if status.progress is not None and status.history["step"]:
-        st.plotly_chart(charts.training_curve(pd.DataFrame(status.history), status.progress.total_steps),
-                        width="stretch", key="live-curve")
+        st.plotly_chart(live_curve(status.history, status.progress.step), width="stretch", key="live-curve")
         st.caption("**What to look for:** the loss falls and the batch accuracy climbs to 1; RoPE and learned "
                    "positions both fit the training length, the difference shows only at longer lengths.")
+
+
+def live_curve(history: dict[str, list[float]], steps_done: int) -> go.Figure:
+    """The curve so far, its x-axis ending at the steps done: a run that stops early (or has just
+    begun) fills the width instead of hugging the left of the configured step count."""
+    recorded = int(max(history["step"], default=0))
+    return charts.training_curve(pd.DataFrame(history), max(steps_done, recorded, 1))
 
 
 def _finish(ticket: int, status: JobStatus) -> None:

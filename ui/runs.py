@@ -2,20 +2,33 @@
 
 Models are loaded once per process (`st.cache_resource`) and shared between sessions, so nothing
 here or in a page may change a model in place; analyses are plain data (`st.cache_data`).
+
+Evaluations are cached length by length, so a sweep that is not all cached yet shows a bar of the
+lengths done (`Progress`), and a longer sweep reuses the shorter one's lengths. The numbers are
+those of one batched call: each length draws its sequences from its own seed.
 """
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from typing import Self, TypeVar
+
 import streamlit as st
+from streamlit.runtime.scriptrunner import add_script_run_ctx
 
 from lengen_core.carrier import Carrier, extract_carrier
+from lengen_core.config import RunConfig
 from lengen_core.dilution import Prediction, predict
-from lengen_core.evaluate import LengthError, LengthReport, check_lengths, evaluate
+from lengen_core.evaluate import LengthError, LengthReport, check_lengths, check_sweep, evaluate
 from lengen_core.fit import FitResult, fit_dilution
 from lengen_core.heatmap import Heatmap, attention_heatmap
 from lengen_core.store import RunStore, StoreError
 from lengen_core.training import Run
 from ui.presets import PRESET_ROOT, preset_ids
+
+T = TypeVar("T")
+BAR_DELAY = 0.5  # seconds of work before the bar shows (Streamlit's spinner waits as long): cached work never flashes one
 
 
 def stores() -> list[RunStore]:
@@ -23,9 +36,19 @@ def stores() -> list[RunStore]:
     return [RunStore(), RunStore(root=PRESET_ROOT)]
 
 
+def stored_configs() -> dict[str, RunConfig]:
+    """run id -> config of every readable stored run (presets included), newest first."""
+    summaries = sorted((s for store in stores() for s in store.list_runs()), key=lambda s: s.created, reverse=True)
+    return {s.run_id: s.config for s in summaries}
+
+
 def stored_run_ids() -> list[str]:
-    summaries = [s for store in stores() for s in store.list_runs()]
-    return [s.run_id for s in sorted(summaries, key=lambda s: s.created, reverse=True)]
+    return list(stored_configs())
+
+
+def run_options() -> list[str]:
+    """Every run a picker offers: the presets first, then the stored runs, newest first."""
+    return list(dict.fromkeys([*preset_ids().values(), *stored_run_ids()]))
 
 
 @st.cache_resource(show_spinner="Loading run…", max_entries=32)
@@ -39,31 +62,145 @@ def load_run(run_id: str) -> Run:
     raise StoreError(f"no run named {run_id} in {', '.join(str(s.root) for s in stores())}")
 
 
+def run_labels(run_ids: Iterable[str]) -> dict[str, str]:
+    """run id -> a label no other run in `run_ids` shares.
+
+    A picker's value is its option's label (Streamlit matches the browser's choice back by label),
+    so two runs with one label would be one choice. A preset is 'Preset: RoPE'; another run names
+    what tells runs apart (task, layers × heads, length mode, offset, length, seed, steps) and ends
+    with the start of its config hash, lengthened to the whole id in the unlikely case that is shared.
+    """
+    run_ids = list(dict.fromkeys(run_ids))
+    presets = {run_id: name for name, run_id in preset_ids().items()}
+    configs = stored_configs()
+    labels = {run_id: _label(run_id, presets.get(run_id), configs.get(run_id), short=True) for run_id in run_ids}
+    counts: dict[str, int] = {}
+    for label in labels.values():
+        counts[label] = counts.get(label, 0) + 1
+    return {run_id: label if counts[label] == 1 else _label(run_id, presets.get(run_id), configs.get(run_id), short=False)
+            for run_id, label in labels.items()}
+
+
 def run_label(run_id: str) -> str:
-    presets = {v: k for k, v in preset_ids().items()}
-    if run_id in presets:
-        return f"Preset: {presets[run_id]}"
-    try:
-        config = load_run(run_id).config
-    except StoreError:
-        return run_id
+    """The label of one run, as `run_labels` gives it among the runs offered."""
+    return run_labels([*run_options(), run_id])[run_id]
+
+
+def _label(run_id: str, preset: str | None, config: RunConfig | None, short: bool) -> str:
+    if preset is not None:
+        return f"Preset: {preset}" if short else f"Preset: {preset} · #{run_id}"
+    if config is None:
+        return run_id  # not readable here: its id is all there is to show
     task, model, train = config.task, config.model, config.train
-    return f"{model.encoding}·{model.attention} k={task.offset} L={task.train_length} seed {train.seed} · {train.steps} steps"
+    tag = run_id.rsplit("-", 1)[-1][:6] if short else run_id
+    return (f"{model.encoding}·{model.attention} {task.task} {model.n_layers}×{model.n_heads} {task.length_mode} "
+            f"k={task.offset} L={task.train_length} s{train.seed} · {train.steps} steps · #{tag}")
 
 
-@st.cache_data(show_spinner="Evaluating…", max_entries=64)
-def evaluation(run_id: str, lengths: tuple[int, ...], samples: int = 256) -> list[LengthReport]:
+class Progress:
+    """A bar for work done length by length over one or more runs, drawn once the work has taken
+    `BAR_DELAY` seconds (by a timer thread, as Streamlit's spinner is) and removed when it ends.
+
+        with Progress("Comparing", runs=3) as progress:
+            for run_id in run_ids:
+                comparison(run_id, ..., progress)   # calls progress.at(j, m, length) before each length
+                progress.next_run()
+    """
+
+    def __init__(self, what: str, runs: int = 1) -> None:
+        self.what, self.runs = what, runs
+        self.run, self.done, self.lengths, self.length = 0, 0, 0, None
+        self._lock = threading.Lock()
+        self._shown = self._closed = False
+        self._slot = None
+        self._timer: threading.Timer | None = None
+
+    def __enter__(self) -> Self:
+        self._slot = st.empty()
+        self._timer = threading.Timer(BAR_DELAY, self._show)
+        add_script_run_ctx(self._timer)
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._timer.cancel()
+        with self._lock:
+            self._closed = True
+            self._slot.empty()
+
+    def at(self, done: int, lengths: int, length: int | None) -> None:
+        """`done` of this run's `lengths` lengths are done; `length` is next."""
+        with self._lock:
+            self.done, self.lengths, self.length = done, lengths, length
+            self._draw()
+
+    def next_run(self) -> None:
+        with self._lock:
+            self.run, self.done, self.lengths, self.length = min(self.run + 1, self.runs), 0, 0, None
+            self._draw()
+
+    def fraction(self) -> float:
+        within = self.done / self.lengths if self.lengths else 0.0
+        return min(1.0, (self.run + within) / self.runs)
+
+    def text(self) -> str:
+        run = f" run {self.run + 1} of {self.runs}," if self.runs > 1 else ""
+        now = f", now L = {self.length:,}" if self.length is not None else ""
+        return f"{self.what}:{run} {self.done} of {self.lengths} lengths done{now}"
+
+    def _show(self) -> None:
+        with self._lock:
+            self._shown = True
+            self._draw()
+
+    def _draw(self) -> None:  # under the lock
+        if self._shown and not self._closed:
+            self._slot.progress(self.fraction(), text=self.text())
+
+
+def length_by_length(lengths: Sequence[int], measure: Callable[[int], T], progress: Progress | None,
+                     what: str) -> list[T]:
+    """`measure` at each length in turn, counted on `progress` (a bar of its own when None)."""
+    if progress is None:
+        with Progress(what) as own:
+            return length_by_length(lengths, measure, own, what)
+    results = []
+    for done, length in enumerate(lengths):
+        progress.at(done, len(lengths), length)
+        results.append(measure(length))
+    progress.at(len(lengths), len(lengths), None)
+    return results
+
+
+def evaluation(run_id: str, lengths: tuple[int, ...], samples: int = 256,
+               progress: Progress | None = None) -> list[LengthReport]:
+    """`evaluate` at `lengths`, checked as one request, measured and cached length by length."""
     run = load_run(run_id)
-    return evaluate(run.model, run.config, list(lengths), samples=samples)
+    check_lengths(run.config, run.model, lengths)
+    check_sweep(lengths, samples)
+    return length_by_length(lengths, lambda length: _evaluation_at(run_id, length, samples), progress, "Evaluating")
+
+
+@st.cache_data(show_spinner=False, max_entries=1024)  # the bar says what is going on
+def _evaluation_at(run_id: str, length: int, samples: int) -> LengthReport:
+    run = load_run(run_id)
+    return evaluate(run.model, run.config, [length], samples=samples)[0]
+
+
+def fitted_law(run_id: str, lengths: tuple[int, ...], samples: int = 256, progress: Progress | None = None) -> FitResult:
+    """The law fitted to `evaluation(run_id, lengths, samples)`, gated by the run's verdict."""
+    return law_of(run_id, lengths, evaluation(run_id, lengths, samples, progress))
+
+
+def law_of(run_id: str, lengths: tuple[int, ...], reports: list[LengthReport]) -> FitResult:
+    """The law fitted to `reports`, the run's evaluation at `lengths`."""
+    return _fit(run_id, lengths, tuple(r.target_mass for r in reports), tuple(r.target_mass_sem for r in reports))
 
 
 @st.cache_data(show_spinner="Fitting the dilution law…", max_entries=64)
-def fitted_law(run_id: str, lengths: tuple[int, ...], samples: int = 256) -> FitResult:
-    """The law fitted to `evaluation(run_id, lengths, samples)`, gated by the run's verdict."""
+def _fit(run_id: str, lengths: tuple[int, ...], masses: tuple[float, ...], sems: tuple[float, ...]) -> FitResult:
     run = load_run(run_id)
-    reports = evaluation(run_id, lengths, samples)
-    return fit_dilution(lengths, [r.target_mass for r in reports], [r.target_mass_sem for r in reports],
-                        run.config.task.train_length, run.config.task.vocab_size, run.verdict)
+    return fit_dilution(lengths, masses, sems, run.config.task.train_length, run.config.task.vocab_size, run.verdict)
 
 
 @st.cache_data(show_spinner="Predicting from the weights…", max_entries=64)

@@ -1,7 +1,9 @@
 """Session state: the selected run follows the person from page to page, and the URL follows both.
 
-A first visit selects the RoPE preset. The sidebar shows the selected run, a selector of every
-preset and stored run, and the run as a download. The query string holds the selected run's
+A first visit selects the RoPE preset. The sidebar shows the selected run's id, a selector of
+every preset and stored run (each label unique: the selector's value travels by label), and the
+run as a download. Only the person changes the selected run: a page, a rerun or a link already
+applied never does. The query string holds the selected run's
 config (`lengen_core.share`) and the page's view settings, so a pasted link opens the same run and
 view: a link's run is selected when it is stored here; otherwise the Train page opens with the
 link's config in its form. A bad link is a message at the top of the page and changes nothing.
@@ -26,12 +28,15 @@ from lengen_core.share import (
     config_to_query,
     has_config,
     run_archive,
+    view_bool,
+    view_choice,
     view_int,
+    view_run_ids,
 )
 from lengen_core.share import run_id_from_query as link_run_id
 from lengen_core.store import StoreError
 from ui.presets import DEFAULT_PRESET, preset_ids
-from ui.runs import load_run, run_label, stored_run_ids, stores
+from ui.runs import load_run, run_labels, run_options, stores
 
 RUN_KEY_STATE = "run_id"
 PICKER_KEY = "_run_picker"
@@ -71,14 +76,14 @@ def _query() -> dict[str, list[str]]:
     return {key: st.query_params.get_all(key) for key in st.query_params}
 
 
-def _written() -> dict[str, str]:
+def _written() -> dict[str, list[str]]:
     return st.session_state.setdefault(WRITTEN_KEY, {})
 
 
 def _is_new(params: dict[str, list[str]], keys: set[str]) -> bool:
     """Does the URL carry values for `keys` that this session did not write?"""
-    ours = {key: [value] for key, value in _written().items() if key in keys}
-    theirs = {key: value for key, value in params.items() if key in keys}
+    ours = {key: values for key, values in _written().items() if key in keys}
+    theirs = {key: values for key, values in params.items() if key in keys}
     return bool(theirs) and theirs != ours
 
 
@@ -87,7 +92,7 @@ def _follow_link() -> None:
     params = _query()
     if not _is_new(params, SELECTION_KEYS):
         return
-    _written().update({key: values[-1] for key, values in params.items() if key in SELECTION_KEYS})
+    _written().update({key: values for key, values in params.items() if key in SELECTION_KEYS})
     try:
         run_id = link_run_id(params)
         config = config_from_query(params) if has_config(params) else None
@@ -108,17 +113,18 @@ def _follow_link() -> None:
     st.switch_page(TRAIN_PAGE)
 
 
-def _show_in_link(params: dict[str, str], keys: set[str]) -> None:
-    """Make the URL's values for `keys` exactly `params`, and remember them as written."""
+def _show_in_link(params: dict[str, str | list[str]], keys: set[str]) -> None:
+    """Make the URL's values for `keys` exactly `params` (a list: the key repeated), and remember them."""
     written = _written()
     for key in keys - set(params):
         written.pop(key, None)
         if key in st.query_params:
             del st.query_params[key]
     for key, value in params.items():
-        written[key] = value
-        if st.query_params.get_all(key) != [value]:
-            st.query_params[key] = value
+        values = [value] if isinstance(value, str) else list(value)
+        written[key] = values
+        if st.query_params.get_all(key) != values:
+            st.query_params[key] = values if len(values) != 1 else values[0]
 
 
 def _link_of_selection() -> dict[str, str]:
@@ -131,8 +137,9 @@ def _link_of_selection() -> dict[str, str]:
     return {} if config is None else config_to_query(config)
 
 
-def _picked() -> None:
-    select_run(st.session_state[PICKER_KEY])
+def _picked(options: list[str]) -> None:
+    if st.session_state.get(PICKER_KEY) in options:  # a run id, never a stale label
+        select_run(st.session_state[PICKER_KEY])
 
 
 def run_sidebar() -> None:
@@ -140,15 +147,17 @@ def run_sidebar() -> None:
     _follow_link()
     for message in st.session_state.pop(NOTICES_KEY, []):
         st.warning(plain(message), icon=":material/link_off:")
-    options = list(dict.fromkeys([*preset_ids().values(), *stored_run_ids()]))
+    options = run_options()
     current = selected_run_id()
     if current is not None and current not in options:
         options.insert(0, current)
     if options:
         if st.session_state.get(PICKER_KEY) != current:
             st.session_state[PICKER_KEY] = current if current in options else options[0]
+        labels = run_labels(options)
         st.sidebar.selectbox(
-            "Selected run", options, key=PICKER_KEY, format_func=run_label, on_change=_picked,
+            "Selected run", options, key=PICKER_KEY, format_func=labels.__getitem__, on_change=_picked,
+            args=(options,),
             help="Every page shows this run. Presets ship with the app; runs you train are added here.",
         )
         current = selected_run_id()
@@ -179,7 +188,7 @@ def view_setting(key: str, name: str, read: Callable[[dict[str, list[str]]], Any
     """
     params = _query()
     if _is_new(params, {name}):
-        _written()[name] = params[name][-1]
+        _written()[name] = params[name]
         try:
             st.session_state[key] = read(params)
         except ConfigError as error:
@@ -194,6 +203,36 @@ def view_number(key: str, name: str, low: int, high: int, default: int, choices:
     view_setting(key, name, lambda params: view_int(params, name, low, high, default, choices), default)
 
 
-def show_view(name: str, value: str | None) -> None:
-    """After drawing a widget: the URL shows its value (None: nothing to show)."""
-    _show_in_link({} if value is None else {name: value}, {name})
+def view_flag(key: str, name: str, default: bool) -> None:
+    """`view_setting` for an on/off switch (true or false in the link)."""
+    view_setting(key, name, lambda params: view_bool(params, name, default), default)
+
+
+def view_option(key: str, name: str, choices: Sequence[str], default: str) -> None:
+    """`view_setting` for one of `choices`; a value the widget no longer offers falls back to `default`."""
+    if st.session_state.get(key, default) not in choices:
+        st.session_state[key] = default
+    view_setting(key, name, lambda params: view_choice(params, name, choices, default), default)
+
+
+def view_runs(key: str, name: str, known: Sequence[str], default: Sequence[str]) -> None:
+    """`view_setting` for runs named by a repeated parameter (`compare=A&compare=B`).
+
+    Each value that names no run here is a warning of its own and is dropped; the others are kept.
+    A link whose every value is dropped keeps the widget as it was.
+    """
+    params = _query()
+    if _is_new(params, {name}):
+        _written()[name] = params[name]
+        kept, dropped = view_run_ids(params, name, known)
+        for message in dropped:
+            st.warning(plain(message[:1].upper() + message[1:] + "; dropped."), icon=":material/link_off:")
+        if kept:
+            st.session_state[key] = list(kept)
+    if key not in st.session_state:
+        st.session_state[key] = list(default)
+
+
+def show_view(name: str, value: str | Sequence[str] | None) -> None:
+    """After drawing a widget: the URL shows its value (a list: the name repeated; None or []: nothing)."""
+    _show_in_link({} if value is None or (not isinstance(value, str) and not value) else {name: value}, {name})

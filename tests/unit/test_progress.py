@@ -1,0 +1,88 @@
+"""Length by length: the app measures and caches each length on its own to count them on a bar; the
+numbers must be those of one batched call, and the bar must count each length once."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from lengen_core.config import RunConfig, with_changes
+from lengen_core.evaluate import LengthError, evaluate
+from lengen_core.sequence import evaluate_sequence
+from lengen_core.store import RunStore
+from lengen_core.training import initial_model, train
+from ui.runs import Progress, evaluation, length_by_length
+
+RETRIEVAL = with_changes(RunConfig(), offset=5, train_length=16, seed=0)
+SHIFT = with_changes(RETRIEVAL, task="shift", n_layers=1, n_heads=2)
+
+
+def numbers(report) -> dict:
+    """Everything a report says except how long it took."""
+    return {k: v.tolist() if hasattr(v, "tolist") else v for k, v in dataclasses.asdict(report).items()
+            if k != "seconds"}
+
+
+def test_one_length_at_a_time_gives_the_batched_numbers() -> None:
+    model, lengths = initial_model(RETRIEVAL), [16, 64, 1024, 5000]
+    batched = evaluate(model, RETRIEVAL, lengths, samples=64)
+    alone = [evaluate(model, RETRIEVAL, [n], samples=64)[0] for n in lengths]
+    assert [numbers(r) for r in alone] == [numbers(r) for r in batched]
+    assert len({r.accuracy for r in batched} | {r.target_mass for r in batched}) > 2  # not all alike
+
+
+def test_full_sequence_evaluation_one_length_at_a_time_gives_the_batched_numbers() -> None:
+    model, lengths = initial_model(SHIFT), [16, 32, 64]
+    batched = evaluate_sequence(model, SHIFT, lengths, samples=8)
+    alone = [evaluate_sequence(model, SHIFT, [n], samples=8)[0] for n in lengths]
+    assert [numbers(r) for r in alone] == [numbers(r) for r in batched]
+
+
+class Recorder:
+    """Stands in for the bar: records each call."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[int, int, int | None]] = []
+
+    def at(self, done: int, lengths: int, length: int | None) -> None:
+        self.calls.append((done, lengths, length))
+
+
+def test_the_bar_counts_each_length_once_in_order() -> None:
+    recorder, measured = Recorder(), []
+    results = length_by_length([16, 32, 64], lambda n: measured.append(n) or n * 2, recorder, "Evaluating")
+    assert results == [32, 64, 128] and measured == [16, 32, 64]
+    assert recorder.calls == [(0, 3, 16), (1, 3, 32), (2, 3, 64), (3, 3, None)]
+
+
+def test_the_apps_evaluation_is_the_batched_one_and_counts_every_length() -> None:
+    run = train(with_changes(RETRIEVAL, steps=5, seed=321), "cpu")
+    RunStore().save(run)
+    lengths = (16, 64, 256)
+    recorder = Recorder()
+    shown = evaluation(run.run_id, lengths, 32, recorder)
+    assert [numbers(r) for r in shown] == [numbers(r) for r in evaluate(run.model, run.config, list(lengths), samples=32)]
+    assert [call for call in recorder.calls if call[2] is not None] == [(0, 3, 16), (1, 3, 64), (2, 3, 256)]
+    again = Recorder()
+    assert [numbers(r) for r in evaluation(run.run_id, lengths, 32, again)] == [numbers(r) for r in shown]  # cached
+    assert len(again.calls) == 4
+
+
+def test_the_apps_evaluation_refuses_a_sweep_as_one_request_before_measuring_any_length() -> None:
+    run = train(with_changes(RETRIEVAL, steps=5, seed=322), "cpu")
+    RunStore().save(run)
+    recorder = Recorder()
+    with pytest.raises(LengthError, match="must be larger than the offset"):
+        evaluation(run.run_id, (64, 3), 32, recorder)
+    assert recorder.calls == []
+
+
+def test_the_bar_text_says_run_and_lengths() -> None:
+    progress = Progress("Comparing", runs=3)
+    progress.run, progress.done, progress.lengths, progress.length = 1, 4, 9, 1024
+    assert progress.text() == "Comparing: run 2 of 3, 4 of 9 lengths done, now L = 1,024"
+    assert progress.fraction() == pytest.approx((1 + 4 / 9) / 3)
+    single = Progress("Evaluating")
+    single.done, single.lengths, single.length = 2, 5, None
+    assert single.text() == "Evaluating: 2 of 5 lengths done" and single.fraction() == pytest.approx(0.4)
