@@ -138,10 +138,9 @@ def command_train(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
     run = None if args.retrain else store.find(config) or preset_store().find(config)
     reused = run is not None
     if run is None:
+        store.check_can_save(config)  # a read-only, full or over-quota store is found before training
         run = train(config, args.device)
-        if args.retrain and store.exists(run.run_id):
-            store.delete(run.run_id)
-        store.save(run)
+        (store.replace if args.retrain else store.save)(run)
     return {
         "run_id": run.run_id,
         "config": config.to_dict(),

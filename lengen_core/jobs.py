@@ -14,6 +14,7 @@ training never compete for one interpreter's lock. Nothing here knows about a UI
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import threading
@@ -74,6 +75,8 @@ class TrainingPool:
         isolate: bool = False,
     ) -> None:
         self.store = store
+        with contextlib.suppress(OSError):
+            store.clean_partial()  # what a killed save left behind (its writer is gone)
         self.max_concurrent = max_concurrent or os.cpu_count() or 1
         self.isolate = isolate  # each training in a child process (a server); else in a worker thread
         self.threads = max(1, (os.cpu_count() or 1) // self.max_concurrent)  # torch threads per child
@@ -108,6 +111,7 @@ class TrainingPool:
             if job is None and self.store.exists(run_id):
                 job = _Job(config, state="done", stored_run_id=run_id, from_store=True)
             elif job is None:
+                self.store.check_can_save(config)  # read-only, full or over quota: say so before training
                 if len(self._queue) >= self.max_queue:
                     waiting = len(self._queue)
                     raise QueueFull(

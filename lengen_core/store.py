@@ -16,6 +16,8 @@ is reported by `corrupt_runs` and skipped by `list_runs`, so one bad directory c
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import os
 import re
@@ -23,11 +25,13 @@ import shutil
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeGuard
 
+import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
@@ -40,6 +44,13 @@ TEMP_PREFIX = ".tmp-"
 CONFIG_FILE, WEIGHTS_FILE, METRICS_FILE = "config.json", "weights.safetensors", "metrics.json"
 _RUN_ID = re.compile(r"[a-z0-9][a-z0-9._-]{0,127}")
 PRESET_ROOT = Path(__file__).resolve().parent.parent / "assets" / "presets"
+LOCK_FILE = ".lock"  # in the runs directory: writers of the same store take turns to rename runs in and out
+QUOTA_ENV = "LENGEN_STORE_QUOTA_MB"
+DEFAULT_QUOTA_MB = 2_048  # the person's store, all runs together; the least recently used go first
+SPACE_MARGIN = 2.0  # a save needs its weights twice over on disk (the temp copy, and headroom)
+# What damage looks like when a record is parsed: a wrong type, a number beyond a float ("1e400" steps),
+# JSON nested deeper than the parser's stack.
+_DAMAGE = (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError, RecursionError)
 _RUN_FIELDS = ("device", "steps", "train_seconds", "loss", "train_accuracy", "stopped_early", "history")
 
 
@@ -84,16 +95,43 @@ def check_run_id(run_id: object) -> str:
     return run_id
 
 
+def quota_bytes() -> int:
+    """The person's store quota: `$LENGEN_STORE_QUOTA_MB` megabytes, else DEFAULT_QUOTA_MB."""
+    text = os.environ.get(QUOTA_ENV, "").strip()
+    if not text:
+        return DEFAULT_QUOTA_MB << 20
+    if not re.fullmatch(r"\d{1,9}", text) or int(text) < 1:
+        raise StoreError(f"{QUOTA_ENV}={text!r} is not allowed: give the store's size limit in whole megabytes, "
+                         "at least 1")
+    return int(text) << 20
+
+
+def weights_bytes(config: RunConfig) -> int:
+    """The size of a run's weights file for `config`, from its architecture built on the meta device
+    (no memory is allocated); a table shared by several layers counts once, as it is written once."""
+    with torch.device("meta"):
+        model = initial_model(config)
+    tensors = {id(t): t for t in (*model.parameters(), *model.buffers())}
+    return sum(t.numel() * t.element_size() for t in tensors.values())
+
+
 class RunStore:
-    def __init__(self, root: Path | None = None, read_only: bool = False) -> None:
+    """One store of runs. `read_only` (the presets) refuses every write; otherwise saves stay within
+    `quota` bytes (default `quota_bytes()`) by evicting the least recently used runs."""
+
+    def __init__(self, root: Path | None = None, read_only: bool = False, quota: int | None = None) -> None:
         self.root = Path(root) if root is not None else default_root()
         self.runs_dir = self.root / "runs"
         self.read_only = read_only
+        self.quota = quota
 
     def _check_writable(self, action: str) -> None:
         if self.read_only:
             raise StoreError(f"cannot {action}: {self.root} holds the presets shipped with the lab and is read-only "
                              f"(your runs are in {default_root()})")
+
+    def _quota(self) -> int:
+        return self.quota if self.quota is not None else quota_bytes()
 
     def run_dir(self, run_id: str) -> Path:
         """Where `run_id` lives (whether or not it exists); a bad id raises before a path is built."""
@@ -102,40 +140,116 @@ class RunStore:
     def exists(self, run_id: str) -> bool:
         return self.run_dir(run_id).is_dir()
 
+    def check_can_save(self, config: RunConfig) -> int:
+        """Before training: can this store take a run of `config`? Raises `StoreError` saying why not
+        (read-only, larger than the quota, not enough disk); returns the weights' size in bytes."""
+        self._check_writable(f"save {config.run_id()}")
+        size = weights_bytes(config)
+        quota = self._quota()
+        if size > quota:
+            raise StoreError(f"a run of this config needs {_megabytes(size)} for its weights, more than the store's "
+                             f"quota of {_megabytes(quota)} ({QUOTA_ENV}); use fewer layers, a smaller d_model or, "
+                             "for learned positions, a smaller max_positions")
+        try:
+            self.runs_dir.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile(prefix=_temp_prefix(), dir=self.runs_dir):
+                pass
+        except OSError as error:
+            raise StoreError(f"the run store {self.root} cannot be written ({error.strerror or error}); set "
+                             "LENGEN_HOME to a writable folder") from error
+        free = shutil.disk_usage(self.runs_dir).free
+        if free < SPACE_MARGIN * size:
+            raise StoreError(f"the disk of the run store {self.root} has {_megabytes(free)} free; a run of this config "
+                             f"needs {_megabytes(SPACE_MARGIN * size)} to be saved: free some space or delete runs")
+        return size
+
     def save(self, run: Run) -> Path:
-        """Write `run` atomically. Same id means same config and seed, so a stored copy is kept."""
+        """Write `run` atomically. Same id means same config and seed, so a stored copy is kept. Then
+        the least recently used other runs are evicted while the store is over its quota."""
         self._check_writable(f"save {run.run_id}")
         final = self.run_dir(run.run_id)
-        self.runs_dir.mkdir(parents=True, exist_ok=True)
-        temp = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=self.runs_dir))
+        temp = self._write_temp(run)
         try:
-            _write_run(temp, run)
-            try:
-                os.rename(temp, final)
-            except OSError:
-                if not final.is_dir():
-                    raise
+            with self._lock():
+                try:
+                    os.rename(temp, final)
+                except OSError:
+                    if not final.is_dir():
+                        raise
         finally:
             shutil.rmtree(temp, ignore_errors=True)  # gone after a successful rename
         _fsync_dir(self.runs_dir)  # makes the rename itself durable
+        self.enforce_quota(keep={run.run_id})
         return final
 
+    def replace(self, run: Run) -> Path:
+        """Write `run` in place of a stored copy of the same id (a retraining). Writers of one store
+        take turns: two replacing the same id both succeed, and the last one's copy stays whole."""
+        self._check_writable(f"save {run.run_id}")
+        final = self.run_dir(run.run_id)
+        temp = self._write_temp(run)
+        doomed = self.runs_dir / f"{_temp_prefix()}replaced-{run.run_id}"
+        try:
+            with self._lock():
+                if final.is_dir():
+                    os.rename(final, doomed)
+                os.rename(temp, final)
+        finally:
+            shutil.rmtree(temp, ignore_errors=True)
+            shutil.rmtree(doomed, ignore_errors=True)
+        _fsync_dir(self.runs_dir)
+        self.enforce_quota(keep={run.run_id})
+        return final
+
+    def _write_temp(self, run: Run) -> Path:
+        self.runs_dir.mkdir(parents=True, exist_ok=True)
+        temp = Path(tempfile.mkdtemp(prefix=_temp_prefix(), dir=self.runs_dir))
+        try:
+            _write_run(temp, run)
+        except BaseException:
+            shutil.rmtree(temp, ignore_errors=True)
+            raise
+        return temp
+
+    @contextlib.contextmanager
+    def _lock(self) -> Iterator[None]:
+        """An exclusive lock on this store's runs directory (POSIX; elsewhere, none)."""
+        if os.name != "posix":
+            yield
+            return
+        import fcntl
+
+        self.runs_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.runs_dir / LOCK_FILE, "a+b") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
     def load(self, run_id: str, device: str = "cpu") -> Run:
-        """Rebuild the model from its config, load the weights, and put it in eval mode on `device`.
+        """Rebuild the model from its config, load the weights (checked against the sha256 recorded
+        when they were saved), and put it in eval mode on `device`.
 
         The returned `Run.device` is where the model now is; the training device is in metrics.json.
         """
         directory = self._existing(run_id)
-        summary, fields = _read_record(directory)
+        summary, fields, digest = _read_record(directory)
         model = initial_model(summary.config)  # the architecture; its weights are replaced below
         weights_path = directory / WEIGHTS_FILE
+        if digest is not None and _sha256(weights_path) != digest:
+            raise StoreError(f"damaged weights file {weights_path}: its sha256 differs from the one recorded when it "
+                             "was saved; delete the run and train it again")
         try:
-            model.load_state_dict(load_file(weights_path))
+            model.load_state_dict(_with_aliases(load_file(weights_path), model))
         except (OSError, RuntimeError, SafetensorError) as error:
             raise StoreError(f"damaged weights file {weights_path}: {error}") from error
         target = resolve_device(device)
         model = model.eval().to(target)
         verdict = summary.verdict if summary.verdict is not None else judge(model, summary.config)
+        if not self.read_only:
+            with contextlib.suppress(OSError):
+                os.utime(directory)  # last use, for the quota's eviction order
         return Run(config=summary.config, model=model, **{**fields, "device": str(target)}, verdict=verdict)
 
     def find(self, config: RunConfig, device: str = "cpu") -> Run | None:
@@ -158,19 +272,53 @@ class RunStore:
     def delete(self, run_id: str) -> None:
         """Rename the run out of sight before removing it, so a crash mid-delete leaves no half run."""
         self._check_writable(f"delete {run_id}")
-        directory = self._existing(run_id)
-        doomed = self.runs_dir / f"{TEMP_PREFIX}delete-{run_id}-{uuid.uuid4().hex}"
-        os.rename(directory, doomed)
+        directory = self._existing(run_id)  # checks the id before any path is touched
+        doomed = self.runs_dir / f"{_temp_prefix()}delete-{run_id}-{uuid.uuid4().hex}"
+        with self._lock():
+            try:
+                os.rename(directory, doomed)
+            except FileNotFoundError:  # another writer deleted it since
+                raise StoreError(f"no run named {run_id} in {self.root}") from None
         shutil.rmtree(doomed)
 
+    def size(self) -> dict[str, int]:
+        """Bytes on disk of each stored run."""
+        if not self.runs_dir.is_dir():
+            return {}
+        return {d.name: sum(f.stat().st_size for f in d.iterdir() if f.is_file())
+                for d in self.runs_dir.iterdir() if d.is_dir() and _is_run_id(d.name)}
+
+    def enforce_quota(self, keep: set[str] = frozenset()) -> list[str]:
+        """Delete the least recently used runs (not in `keep`) while the store is over its quota;
+        returns their ids. Last use is a run directory's time, set when it is saved or loaded."""
+        if self.read_only:
+            return []
+        sizes = self.size()
+        total, quota = sum(sizes.values()), self._quota()
+        evicted = []
+        by_age = sorted((run_id for run_id in sizes if run_id not in keep),
+                        key=lambda run_id: self.run_dir(run_id).stat().st_mtime)
+        for run_id in by_age:
+            if total <= quota:
+                break
+            with contextlib.suppress(StoreError, OSError):  # another writer deleted it first
+                self.delete(run_id)
+                evicted.append(run_id)
+            total -= sizes[run_id]
+        return evicted
+
     def clean_partial(self, older_than_seconds: float = 3600.0) -> list[str]:
-        """Remove leftover `.tmp-*` directories; young ones may belong to a save still in progress."""
+        """Remove leftover temp directories: those of a process that is gone at once, others (from an
+        older version, without a process id) once older than `older_than_seconds`."""
         if not self.runs_dir.is_dir():
             return []
         cutoff = time.time() - older_than_seconds
         removed = []
         for path in sorted(self.runs_dir.iterdir()):
-            if path.name.startswith(TEMP_PREFIX) and path.is_dir() and path.stat().st_mtime <= cutoff:
+            if not (path.name.startswith(TEMP_PREFIX) and path.is_dir()):
+                continue
+            owner = _temp_owner(path.name)
+            if (owner is not None and not _alive(owner)) or (owner is None and path.stat().st_mtime <= cutoff):
                 shutil.rmtree(path, ignore_errors=True)
                 removed.append(path.name)
         return removed
@@ -190,14 +338,85 @@ class RunStore:
             if not directory.is_dir() or not _is_run_id(directory.name):
                 continue  # temp directories and anything else not written by `save`
             try:
-                summary, _ = _read_record(directory)
+                summary, _, _ = _read_record(directory)
                 _check_weights(directory / WEIGHTS_FILE)
             except StoreError as error:
                 corrupt[directory.name] = str(error)
+            except Exception as error:  # noqa: BLE001 — one bad folder must never hide the others
+                corrupt[directory.name] = f"unreadable run {directory}: {error!r}"
             else:
                 summaries.append(summary)
         summaries.sort(key=lambda summary: summary.created, reverse=True)  # stable: ties stay by id
         return summaries, corrupt
+
+
+def _megabytes(size: float) -> str:
+    return f"{size / (1 << 20):,.0f} MB" if size >= 1 << 20 else f"{size / (1 << 20):.2f} MB"
+
+
+def _temp_prefix() -> str:
+    """Temp directories carry their writer's process id, so a leftover of a killed writer is known."""
+    return f"{TEMP_PREFIX}{os.getpid()}-"
+
+
+def _temp_owner(name: str) -> int | None:
+    match = re.fullmatch(re.escape(TEMP_PREFIX) + r"(\d{1,10})-.*", name)
+    return int(match.group(1)) if match else None
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, owned by someone else
+        return True
+    return True
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as file:
+            while chunk := file.read(1 << 20):
+                digest.update(chunk)
+    except OSError as error:
+        raise StoreError(f"damaged weights file {path}: {error}") from error
+    return digest.hexdigest()
+
+
+def _storage_key(tensor: torch.Tensor) -> tuple:
+    return (tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tuple(tensor.shape), tuple(tensor.stride()))
+
+
+def _unique_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The state dict with each tensor once: a table shared by several layers (a transformer's learned
+    positions) is written under its first name only; `_with_aliases` restores the others on load."""
+    seen: set[tuple] = set()
+    unique = {}
+    for name, tensor in model.state_dict().items():
+        key = _storage_key(tensor)
+        if key not in seen:
+            seen.add(key)
+            unique[name] = tensor.detach().cpu().contiguous()
+    return unique
+
+
+def _with_aliases(weights: dict[str, torch.Tensor], model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """`weights` with every name of `model` that shares a tensor with a stored name filled from it
+    (files written before tables were stored once have every name already)."""
+    groups: dict[tuple, list[str]] = {}
+    for name, tensor in model.state_dict().items():
+        groups.setdefault(_storage_key(tensor), []).append(name)
+    full = dict(weights)
+    for names in groups.values():
+        stored = next((name for name in names if name in weights), None)
+        for name in names:
+            if stored is not None and name not in full:
+                full[name] = weights[stored]
+    return full
 
 
 def _is_run_id(name: object) -> TypeGuard[str]:
@@ -205,13 +424,12 @@ def _is_run_id(name: object) -> TypeGuard[str]:
 
 
 def _write_run(directory: Path, run: Run) -> None:
-    # clone: a transformer's blocks share the learned position table, and safetensors refuses tensors
-    # that share memory; each name gets its own copy, and loading writes them all back into one table
-    weights = {name: tensor.detach().cpu().clone().contiguous() for name, tensor in run.model.state_dict().items()}
-    save_file(weights, directory / WEIGHTS_FILE)
-    _fsync_file(directory / WEIGHTS_FILE)
+    weights_path = directory / WEIGHTS_FILE
+    save_file(_unique_state(run.model), weights_path)
+    _fsync_file(weights_path)
     created = datetime.now(UTC).isoformat()
-    metrics = {"format": FORMAT, "created": created, **{name: getattr(run, name) for name in _RUN_FIELDS}}
+    metrics = {"format": FORMAT, "created": created, "weights_sha256": _sha256(weights_path),
+               **{name: getattr(run, name) for name in _RUN_FIELDS}}
     if run.verdict is not None:
         metrics["verdict"] = run.verdict.to_dict()
     _write_json(directory / CONFIG_FILE, run.config.to_dict())
@@ -224,12 +442,13 @@ def _write_run(directory: Path, run: Run) -> None:
     _fsync_dir(directory)
 
 
-def _read_record(directory: Path) -> tuple[RunSummary, dict[str, Any]]:
-    """The summary and the `Run` fields of a stored run, checked; `StoreError` names the bad file."""
+def _read_record(directory: Path) -> tuple[RunSummary, dict[str, Any], str | None]:
+    """The summary, the `Run` fields and the recorded sha256 of the weights (None for a run saved
+    before it was recorded) of a stored run, checked; `StoreError` names the bad file."""
     config_path, metrics_path = directory / CONFIG_FILE, directory / METRICS_FILE
     try:
         config = RunConfig.from_dict(_read_json(config_path))
-    except (TypeError, ValueError) as error:
+    except _DAMAGE as error:
         raise StoreError(f"invalid run config in {config_path}: {error}") from error
     if config.run_id() != directory.name:
         raise StoreError(f"{config_path} describes run {config.run_id()}, not {directory.name}")
@@ -249,12 +468,15 @@ def _read_record(directory: Path) -> tuple[RunSummary, dict[str, Any]]:
         }
         created = datetime.fromisoformat(metrics["created"])
         verdict = Verdict.from_dict(metrics["verdict"]) if "verdict" in metrics else None
-    except (KeyError, TypeError, ValueError, AttributeError) as error:
+        digest = metrics.get("weights_sha256")
+        if digest is not None and not (isinstance(digest, str) and re.fullmatch(r"[0-9a-f]{64}", digest)):
+            raise ValueError(f"weights_sha256 {str(digest)[:80]!r} is not a sha256 in hex")
+    except _DAMAGE as error:
         raise StoreError(f"missing or invalid field in {metrics_path}: {error!r}") from error
     if created.tzinfo is None:  # only a hand-edited file; naive and aware times cannot be sorted together
         created = created.replace(tzinfo=UTC)
     summary = RunSummary(directory.name, config, fields["steps"], fields["train_accuracy"], created, verdict)
-    return summary, fields
+    return summary, fields, digest
 
 
 def _check_weights(path: Path) -> None:
@@ -269,7 +491,7 @@ def _check_weights(path: Path) -> None:
 def _read_json(path: Path) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:  # ValueError covers bad UTF-8 and bad JSON
+    except (OSError, ValueError, RecursionError) as error:  # bad UTF-8, bad JSON, nesting past the parser's stack
         raise StoreError(f"unreadable {path}: {error}") from error
 
 
