@@ -99,18 +99,26 @@ def _follow_link() -> None:
     except (ConfigError, StoreError) as error:
         notify(f"This link cannot be opened: {error}. Nothing was changed.")
         return
-    if config is not None:
-        run_id = config.run_id()
-    if any(store.exists(run_id) for store in stores()):
+    described = None if config is None else config.run_id()
+    if run_id is not None and _stored(run_id):  # the run a link names wins over the one its settings describe
         select_run(run_id)
         return
     if config is None:
         notify(f"This link names the run {run_id!r}, which is not stored here. Nothing was changed.")
         return
+    if run_id is not None and run_id != described:
+        notify(f"This link names the run {run_id!r}, which is not stored here; its settings were used instead.")
+    if _stored(described):
+        select_run(described)
+        return
     st.session_state[LINK_CONFIG_KEY] = config
     notify("This link's run is not trained here yet: the form below holds its config and seed. "
            "Press Train to train it (or change the settings first).")
     st.switch_page(TRAIN_PAGE)
+
+
+def _stored(run_id: str) -> bool:
+    return any(store.exists(run_id) for store in stores())
 
 
 def _show_in_link(params: dict[str, str | list[str]], keys: set[str]) -> None:

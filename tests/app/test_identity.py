@@ -80,3 +80,21 @@ def test_choosing_another_run_is_what_changes_it(look_alikes) -> None:
     app.switch_page("pages/carrier.py").run()
     assert app.session_state["run_id"] == look_alikes["retrieval"]
     assert app.query_params["task"] == "retrieval"
+
+
+def test_a_link_naming_a_run_opens_that_run_even_beside_another_runs_settings(look_alikes) -> None:
+    app = AppTest.from_file(APP, default_timeout=300)
+    app.query_params.update({**config_to_query(RETRIEVAL), "run": look_alikes["shift"]})
+    app.run()
+    assert app.session_state["run_id"] == look_alikes["shift"]
+    assert not app.warning
+    assert app.query_params["task"] == "shift"  # the address bar now describes the run shown
+
+
+def test_a_link_naming_an_absent_run_beside_settings_says_so_and_opens_the_settings_run(look_alikes) -> None:
+    app = AppTest.from_file(APP, default_timeout=300)
+    app.query_params.update({**config_to_query(SHIFT), "run": "rope-softmax-shift-s0-000000000000"})
+    app.run()
+    assert app.session_state["run_id"] == look_alikes["shift"]
+    assert "names the run 'rope-softmax-shift-s0-000000000000', which is not stored here; its settings were used" in \
+        " ".join(w.value for w in app.warning).replace("\\", "")
