@@ -1,17 +1,21 @@
 """Theory: the derivations of the carrier and the dilution law, a live equivariance check (C3), the RASP-L view (C9),
-and the lab's science document (docs/science.md)."""
+the glossary every page links its terms to, and the lab's science document (docs/science.md)."""
 
 import pandas as pd
 import streamlit as st
 
 from ui import mechanism_captions, theory_charts
 from ui.analyses import equivariance
+from ui.glossary import GLOSSARY_ANCHOR, glossary, lead
 from ui.presets import science_document
+from ui.state import show_view, view_number
 from ui.widgets import chart, run_summary, selected_run
 
 TOLERANCE = 1e-3
+LAST_POSITION = 1_000  # the live check's positions t, u: 0 … LAST_POSITION
 
 st.title("Theory: why a relative rule carries over")
+lead("theory")
 
 st.header("1. The RoPE logit depends on the offset alone (C3)")
 st.markdown(r"Write each rotated pair of features $(x_j, x_{j+D/2})$ as one complex number $z_j$. RoPE turns "
@@ -54,10 +58,16 @@ if run is not None:
     run_summary(run)
     L_train, k = run.config.task.train_length, run.config.task.offset
     left, right = st.columns(2)
-    t = left.number_input("Query position t", 0, 1_000, L_train - 1,
+    with left:
+        view_number("theory-t", "t", 0, LAST_POSITION, min(L_train - 1, LAST_POSITION))
+    with right:
+        view_number("theory-u", "u", 0, LAST_POSITION, min(max(0, L_train - 1 - k), LAST_POSITION))
+    t = left.number_input("Query position t", 0, LAST_POSITION, key="theory-t",
                           help="The query's position before shifting; the last training position by default.")
-    u = right.number_input("Key position u", 0, 1_000, max(0, L_train - 1 - k),
+    u = right.number_input("Key position u", 0, LAST_POSITION, key="theory-u",
                            help="The key's position before shifting; the target key t − k by default.")
+    show_view("t", str(t))
+    show_view("u", str(u))
     checks = equivariance(run.run_id, int(t), int(u))
     table = pd.DataFrame([vars(c) for c in checks])
     measured = table["max_abs_difference"].dropna()
@@ -91,7 +101,11 @@ st.markdown(r"The selector `key == query - k` is a predicate of $t - u$ alone. R
             r"account that is the solution gradient descent picks there; it says nothing about positions it "
             r"never saw.")
 
-st.header("6. The lab's science document")
+st.header("6. Glossary", anchor=GLOSSARY_ANCHOR)
+st.markdown("Every term the pages use, in plain words; the links on every page jump to these entries.")
+glossary()
+
+st.header("7. The lab's science document")
 st.markdown("Everything on these pages in one place, with what each readout means and does **not** mean, the "
             "verdict on every run, the fitted law and the prediction: `docs/science.md` in the lab's repository, "
             "shown here in full.")

@@ -7,6 +7,7 @@ from lengen_core.config import ConfigError, RunConfig, with_changes
 from lengen_core.jobs import QueueFull
 from lengen_core.training import resolve_device
 from ui import accuracy_captions, charts
+from ui.glossary import lead
 from ui.live import MESSAGE_KEY, TICKET_KEY, live_training
 from ui.pool import hold, training_pool
 from ui.runs import stores
@@ -29,6 +30,7 @@ if st.session_state.get(PREFILLED_KEY) != base:
 
 
 st.title("Train a run")
+lead("train")
 pool = training_pool()
 st.caption(f"Device in use: **{resolve_device(pool.device)}**. The task: answer the token k places before the "
            "last one (C2), or shift the whole sequence by k. Training stops early once the batch accuracy "
