@@ -6,12 +6,14 @@ import streamlit as st
 
 import ui.pool
 from ui.state import run_sidebar
+from ui.widgets import readable_layout
 
 # The server's event loop (health checks, static files, websockets) shares the interpreter lock with
 # every session's script thread; handing the lock on every 1 ms instead of 5 ms keeps it answering
 # while a class's pages run (load test, 20 sessions, one run each: worst health check 1.8 s -> 0.4 s).
 sys.setswitchinterval(0.001)
 st.set_page_config(page_title="lengen", layout="wide")
+readable_layout()  # metric labels wrap, side-by-side charts stack on narrow screens
 page = st.navigation([
     st.Page("pages/start.py", title="Start", icon=":material/home:", default=True),
     st.Page("pages/train.py", title="Train", icon=":material/model_training:"),

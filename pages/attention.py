@@ -8,11 +8,13 @@ from lengen_core.config import ConfigError
 from lengen_core.heatmap import MAX_HEATMAP_LENGTH
 from lengen_core.share import view_ints
 from ui import attention_captions, charts
+from ui.glossary import lead
 from ui.runs import allowed_lengths, heatmap
 from ui.state import show_view, view_number, view_setting
 from ui.widgets import chart, run_summary, selected_run
 
 st.title("Attention beyond the training length")
+lead("attention")
 run = selected_run()
 if run is None:
     st.stop()
@@ -51,16 +53,23 @@ show_view("trace", str(trace_length))
 
 expected = attention_captions.trace_expectation(run.config.model.encoding, run.config.model.attention)
 learned = None if run.verdict is None else run.verdict.learned
-columns = st.columns(2)
+head = None
+if run.config.model.n_layers > 0:  # the maps, zoom and trace read the first head of the first layer
+    head = "Layer 0, head 0"
+    st.info(f"This run has {run.config.model.n_layers} layers × {run.config.model.n_heads} heads: the maps below are "
+            "its first layer's first head (layer 0, head 0). Every head's carrier and attention is on the "
+            "Transformer page.", icon=":material/stacks:")
 for i, length in enumerate(shown):
     result = heatmap(run.run_id, length)
+    if i % 2 == 0:  # a row of two per pair of lengths, so they stay in order when narrow screens stack them
+        columns = st.columns(2)
     with columns[i % 2]:
         cells = result.weights.shape[0]
         trace = attention_captions.argmax_trace(result.argmax_keys, L_train, k)
-        chart(charts.attention_map(result.weights, result.pool, length, L_train),
+        chart(charts.attention_map(result.weights, result.pool, length, L_train, head),
               f"{attention_captions.trace_caption(trace, expected, learned)} Cells: {cells}×{cells}, pooling "
               f"{result.pool}×{result.pool} (max).",
-              pd.DataFrame(result.weights).rename_axis("query_cell").reset_index(), f"heatmap-{length}")
+              pd.DataFrame(result.weights).rename_axis("query_cell").reset_index(), f"heatmap-{length}", run.run_id)
 
 result = heatmap(run.run_id, trace_length)
 left, right = st.columns(2)
@@ -69,12 +78,12 @@ with left:
     zoom_frame = pd.DataFrame(result.zoom, index=result.zoom_first_query + np.arange(result.zoom.shape[0]),
                               columns=result.zoom_first_key + np.arange(result.zoom.shape[1]))
     on_target = zoom_frame.iloc[-1].get(target)  # None when the target key is outside the zoom
-    chart(charts.zoom_map(result.zoom, result.zoom_first_query, result.zoom_first_key, target),
+    chart(charts.zoom_map(result.zoom, result.zoom_first_query, result.zoom_first_key, target, head),
           attention_captions.zoom_caption(int(result.argmax_keys[-1]), target, on_target, learned),
-          zoom_frame.rename_axis("query").reset_index(), f"zoom-{trace_length}")
+          zoom_frame.rename_axis("query").reset_index(), f"zoom-{trace_length}", run.run_id)
 with right:
     trace = pd.DataFrame({"query": np.arange(trace_length), "argmax_key": result.argmax_keys})
-    chart(charts.argmax_trace(result.argmax_keys, L_train, k),
+    chart(charts.argmax_trace(result.argmax_keys, L_train, k, head),
           attention_captions.trace_caption(attention_captions.argmax_trace(result.argmax_keys, L_train, k), expected,
                                            learned),
-          trace, f"argmax-{trace_length}")
+          trace, f"argmax-{trace_length}", run.run_id)

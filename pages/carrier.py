@@ -5,11 +5,13 @@ import streamlit as st
 
 from lengen_core.carrier import ALIGNMENT_MARGIN
 from ui import charts, readouts
+from ui.glossary import lead
 from ui.runs import carrier
 from ui.state import show_view, view_number
 from ui.widgets import chart, require_single_head, run_summary, selected_run
 
 st.title("The carrier kernel")
+lead("carrier")
 run = selected_run()
 if run is None:
     st.stop()
@@ -17,13 +19,17 @@ run_summary(run)
 require_single_head(run)
 
 SEARCH = [1 << p for p in range(10, 21)]
-view_number("carrier-search", "search", SEARCH[0], SEARCH[-1], 1 << 16, SEARCH)
-search = st.select_slider(
-    "Search near-recurrences up to offset", SEARCH, key="carrier-search",
-    format_func=lambda n: f"2^{n.bit_length() - 1} = {n:,}",
-    help="Far offsets where a token pair's logit comes back near the target's; longer searches take longer.",
-)
-show_view("search", str(search))
+analytic = getattr(run.model.encoding, "rotary", False)  # near-recurrences are searched for analytic carriers only
+if analytic:
+    view_number("carrier-search", "search", SEARCH[0], SEARCH[-1], 1 << 16, SEARCH)
+    search = st.select_slider(
+        "Search near-recurrences up to offset", SEARCH, key="carrier-search",
+        format_func=lambda n: f"2^{n.bit_length() - 1} = {n:,}",
+        help="Far offsets where a token pair's logit comes back near the target's; longer searches take longer.",
+    )
+else:  # a measured carrier has no near-recurrence search: no slider that would do nothing
+    search = SEARCH[0]
+show_view("search", str(search) if analytic else None)
 result = carrier(run.run_id, search)
 trained, untrained = result.metrics, result.baseline
 
@@ -48,25 +54,27 @@ st.caption(f"Carrier source: **{result.source}** ({'read from the weights, no fo
 trained_positions = getattr(run.model.encoding, "trained_positions", False)
 chart(charts.carrier_curve(result.offsets, result.values, result.train_length, result.offset),
       readouts.carrier_caption(trained, untrained, result.offset, trained_positions, run.verdict),
-      pd.DataFrame({"offset": result.offsets, "s": result.values}), "carrier")
+      pd.DataFrame({"offset": result.offsets, "s": result.values}), "carrier", run.run_id)
 
 left, right = st.columns(2)
 with left:
     chart(charts.spectrum(result.frequencies, result.amplitudes, result.source == "analytic"),
           readouts.spectrum_caption(result.amplitudes, trained.active_frequencies, untrained.active_frequencies),
-          pd.DataFrame({"frequency": result.frequencies, "amplitude": result.amplitudes}), "spectrum")
+          pd.DataFrame({"frequency": result.frequencies, "amplitude": result.amplitudes}), "spectrum", run.run_id)
 with right:
     chart(charts.singular_values(result.singular_values, trained.effective_rank),
           readouts.rank_caption(trained.effective_rank, untrained.effective_rank, len(result.singular_values),
                                 result.source == "analytic" and trained.aligned and bool(run.verdict and run.verdict.learned)),
           pd.DataFrame({"index": range(1, len(result.singular_values) + 1), "singular_value": result.singular_values}),
-          "singular-values")
+          "singular-values", run.run_id)
 
 recurrences = pd.DataFrame([vars(r) for r in result.near_recurrences],
                            columns=["offset", "query_token", "key_token", "gap"])
-if recurrences.empty:
-    st.info("No near-recurrences found in the searched range (none are computed for measured carriers).")
+if not analytic:
+    st.caption("Near-recurrences are searched for analytic (RoPE) carriers only: this carrier is measured.")
+elif recurrences.empty:
+    st.info(f"No near-recurrences found up to offset {search:,}.")
 else:
     chart(charts.recurrences(recurrences["offset"].tolist(), recurrences["gap"].tolist(), result.train_length),
           readouts.recurrence_caption(recurrences["offset"].tolist()),
-          recurrences, "near-recurrences")
+          recurrences, "near-recurrences", run.run_id)

@@ -5,12 +5,14 @@ import pandas as pd
 import streamlit as st
 
 from lengen_core.fit import LAW_TOLERANCE
-from ui import charts, readouts
+from ui import accuracy_captions, charts, readouts
+from ui.glossary import lead
 from ui.runs import allowed_lengths, evaluation, fitted_law, prediction
 from ui.state import show_view, view_number
-from ui.widgets import chart, require_single_head, run_summary, selected_run
+from ui.widgets import chart, csv_name, require_single_head, run_summary, selected_run
 
 st.title("Accuracy against length: the dilution law")
+lead("dilution")
 run = selected_run()
 if run is None:
     st.stop()
@@ -54,30 +56,36 @@ if fit is not None:  # drawn only where it was fitted: from the training length 
 last = reports[-1]
 a, b, c = st.columns(3)
 a.metric(f"Accuracy at L = {last.length:,}", f"{last.accuracy:.2f}",
-         help=f"Measured at the query on {last.samples} sequences; 95% Wilson interval "
-              f"{last.accuracy_low:.3f} to {last.accuracy_high:.3f}.")
-b.metric("m_out (fitted, 95% interval)", "—" if fit is None else f"{fit.m_out:.2f}",
-         delta=None if fit is None else f"{fit.m_out_low:.2f} to {fit.m_out_high:.2f}", delta_color="off", delta_arrow="off",
+         delta=f"95%: {last.accuracy_low:.3f} to {last.accuracy_high:.3f}", delta_color="off", delta_arrow="off",
+         help=f"Measured at the query on {last.samples:,} sequences at the longest test length; the interval is "
+              "95% Wilson.")
+b.metric("m_out (fitted)", "—" if fit is None else f"{fit.m_out:.2f}",
+         delta=None if fit is None else f"95%: {fit.m_out_low:.2f} to {fit.m_out_high:.2f}", delta_color="off",
+         delta_arrow="off",
          help="Effective margin of the target over far keys in 1/p(L) = 1/p(L_train) + (L − L_train)·e^(−m_out), "
-              "fitted to the measured p in relative error; the interval is a bootstrap over the evaluation samples. "
-              "It depends on the lengths and samples used.")
-c.metric("Largest error of the fitted p", "—" if fit is None else f"{fit.max_relative_error:.0%}",
+              "fitted to the measured p (smallest largest relative error); the interval is a bootstrap over the "
+              "evaluation samples. It depends on the lengths and samples it was fitted to (the caption below says "
+              "which), so another page or the command line, with other lengths or samples, gives another figure.")
+c.metric("Largest error of the fit", "—" if fit is None else f"{fit.max_relative_error:.0%}",
          delta=None if fit is None else ("law describes this run" if fit.holds else
                                          f"law does not describe this run (worst at {fit.worst_length:,})"),
          delta_color="off" if fit is None or fit.holds else "inverse", delta_arrow="off",
          help=f"max |p_fit − p| / p over the measured lengths the law was fitted to; within {LAW_TOLERANCE:.0%} the "
               "law describes this run. R² cannot tell (it was 0.96 for learned positions and 0.9999999 for NoPE).")
-st.caption(readouts.fit_caption(result))
+st.caption(f"**m_out: {accuracy_captions.m_out_text(result, samples)}.** {readouts.fit_caption(result)}")
 
 chart(charts.dilution(table, fit_table, 1 / task.vocab_size),
       readouts.dilution_caption(run.config.model.encoding, run.config.model.attention, lengths, table["accuracy"],
                                 table["predicted_accuracy"], task.train_length, run.verdict),
-      table, "dilution")
+      table, "dilution", run.run_id)
 chart(charts.inverse_mass(table, fit_table),
       readouts.inverse_mass_caption(lengths, table["target_mass"], task.train_length),
       table[["length", "samples", "target_mass", "target_mass_sem", "predicted_mass"]]
-      .assign(inverse_mass=1 / table["target_mass"]), "inverse-mass")
+      .assign(inverse_mass=1 / table["target_mass"]), "inverse-mass", run.run_id)
 if fit_table is not None:
-    st.download_button("Download the fitted law (CSV)", fit_table.assign(m_out=fit.m_out).to_csv(index=False).encode(),
-                       "fitted-law.csv", "text/csv", help="The fitted p on a grid from the training length to the "
-                                                          "longest measured length (where it was fitted).")
+    st.download_button("Download the fitted law (CSV)",
+                       fit_table.assign(m_out=fit.m_out, m_out_low=fit.m_out_low, m_out_high=fit.m_out_high,
+                                        samples=samples).to_csv(index=False).encode(),
+                       csv_name("fitted-law", run.run_id), "text/csv",
+                       help="The fitted p on a grid from the training length to the longest measured length (where it "
+                            "was fitted), with m_out and the samples per length it was fitted from.")

@@ -4,12 +4,14 @@ import pandas as pd
 import streamlit as st
 
 from ui import accuracy_captions, compare_charts
+from ui.glossary import lead
 from ui.presets import PRESETS, single_head_presets, transformer_presets
 from ui.runs import evaluation, load_run
 from ui.state import select_run, selected_run_id
 from ui.widgets import chart
 
 st.title("lengen: why relative positions generalise")
+lead("start")
 st.markdown(
     "A single attention head learns to fetch the token **k = 3 places back** from sequences of 16 "
     "tokens. Then we ask it to do the same on sequences up to 256 times longer. With **RoPE** the rule "
@@ -59,8 +61,9 @@ SAMPLES = 128
 with picture:  # its spinner shows where the picture will be
     reports = {label: evaluation(run_id, LENGTHS, SAMPLES) for label, run_id in single_head_presets().items()}
     curves = pd.concat([
-        pd.DataFrame({"run": label, "length": LENGTHS, "accuracy": [r.accuracy for r in rows],
-                      "accuracy_low": [r.accuracy_low for r in rows], "accuracy_high": [r.accuracy_high for r in rows]})
+        pd.DataFrame({"run": label, "length": LENGTHS, "samples": [r.samples for r in rows],
+                      "accuracy": [r.accuracy for r in rows], "accuracy_low": [r.accuracy_low for r in rows],
+                      "accuracy_high": [r.accuracy_high for r in rows]})
         for label, rows in reports.items()
     ])
     chance = 1 / PRESETS["RoPE"].task.vocab_size
@@ -71,4 +74,4 @@ with picture:  # its spinner shows where the picture will be
     ], note=f"Bands: 95% Wilson intervals over {SAMPLES} sequences per length.")
     figure = compare_charts.accuracy_overlay(curves, chance)
     chart(figure.update_layout(title="The three presets: accuracy against length", height=380),
-          look_for, curves, "start-accuracy")
+          look_for, curves, "start-accuracy", stem="presets")

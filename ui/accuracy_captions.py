@@ -145,13 +145,16 @@ def mass_caption(label: str, lengths: Sequence[int], measured: Sequence[float], 
     return f"**{label}**: {'; '.join(parts)}."
 
 
-def m_out_text(fit: FitResult) -> str:
+def m_out_text(fit: FitResult, samples: int | None = None) -> str:
     """'5.27 (5.22–5.32)' for a fitted law ('…; law off by 14%' past LAW_TOLERANCE), else why there is
-    none: 'not learned', 'at chance', …."""
+    none: 'not learned', 'at chance', …. With `samples`, what the figure came from, so two figures for
+    one run that differ say why: '5.27 (5.22–5.32), fitted 16–256 (5 lengths), 256 samples'."""
     if fit.fit is not None:
         law = fit.fit
-        return f"{law.m_out:.2f} ({law.m_out_low:.2f}–{law.m_out_high:.2f})" + (
-            "" if law.holds else f"; law off by {law.max_relative_error:.0%}")
+        text = f"{law.m_out:.2f} ({law.m_out_low:.2f}–{law.m_out_high:.2f})"
+        if samples is not None:
+            text += f", fitted {law.train_length:,}–{law.longest:,} ({law.points} lengths), {samples:,} samples"
+        return text + ("" if law.holds else f"; law off by {law.max_relative_error:.0%}")
     return {"not_learned": "not learned", "at_chance": "at chance", "too_few_points": "too few lengths",
             "not_applicable": "n/a (transformer)"}.get(fit.status, fit.status)
 

@@ -1,4 +1,9 @@
-"""Plotly chart builders: plain data in, a figure out. No Streamlit, no tensors."""
+"""Plotly chart builders: plain data in, a figure out. No Streamlit, no tensors.
+
+Readable on a projector: log axes are labelled at powers of ten only, as 10ⁿ (`log_axis`); heatmap
+axes end at the data; every hover gives rounded numbers and, for a measurement, how many samples it
+came from (`hover`); accuracy is drawn with its 95% Wilson band (`band`).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 HEIGHT = 380
+MAP_HEIGHT = 500  # a square heatmap: as tall as a stacked chart on a 1024 px screen is wide
 MEASURED, PREDICTED, FITTED, REFERENCE = "#1f77b4", "#ff7f0e", "#2ca02c", "#7f7f7f"
 
 
@@ -15,63 +21,142 @@ def _layout(figure: go.Figure, title: str, x: str, y: str | None, height: int = 
     figure.update_layout(
         title=title, xaxis_title=x, height=height, margin=dict(l=60, r=20, t=50, b=90),
         legend=dict(orientation="h", yanchor="top", y=-0.22, x=0, xanchor="left"),
+        hoverlabel=dict(namelength=-1),
     )
+    figure.update_xaxes(exponentformat="power")  # 10⁻⁴, never the SI "100μ"
+    figure.update_yaxes(exponentformat="power")
     if y is not None:
         figure.update_yaxes(title_text=y)
     return figure
 
 
+def log_axis(figure: go.Figure, axis: str = "x", values=None, **options) -> go.Figure:
+    """A log axis labelled only at powers of ten, as 10ⁿ (plotly's own reads "5, 10, 2, 5, 100").
+    `axis` is "x" or "y"; given the `values` drawn on it, an axis that would hold fewer than two powers
+    of ten spans the decades around them instead, so it has two labels. `options` go to update_xaxes/yaxes."""
+    update = figure.update_xaxes if axis == "x" else figure.update_yaxes
+    span = None if values is None else decades(values)
+    if span is not None:
+        options.setdefault("range", span)
+    return update(type="log", dtick=1, exponentformat="power", showexponent="all", **options)
+
+
+def decades(values) -> list[float] | None:
+    """log10 range of the powers of ten around `values` when they cover fewer than two of them, else None."""
+    positive = np.asarray(values, dtype=np.float64)
+    positive = positive[np.isfinite(positive) & (positive > 0)]
+    if not len(positive):
+        return None
+    low, high = np.log10(positive.min()), np.log10(positive.max())
+    if np.floor(high) - np.ceil(low) >= 1:
+        return None
+    return [float(np.floor(low)) - 0.05, float(max(np.ceil(high), np.floor(low) + 1)) + 0.05]
+
+
+def hover(*lines: str) -> str:
+    """A hover template from lines whose numbers carry their format ("%{y:.3f}"), the trace name last."""
+    return "<br>".join(lines) + "<extra>%{fullData.name}</extra>"
+
+
+def band(figure: go.Figure, x, low, high, colour: str, name: str = "95% Wilson band", **options) -> None:
+    """A shaded interval from `low` to `high`: the upper edge, then the lower edge filled up to it.
+    `options` (legendgroup, showlegend, …) apply to both edges; only the lower one can be in the legend."""
+    edge = {"mode": "lines", "line": dict(width=0, color=colour), "hoverinfo": "skip", **options}
+    figure.add_scatter(x=list(x), y=list(high), name=f"{name} (upper)", **{**edge, "showlegend": False})
+    figure.add_scatter(x=list(x), y=list(low), name=name, fill="tonexty", fillcolor=_transparent(colour), **edge)
+
+
+def _transparent(colour: str, alpha: float = 0.18) -> str:
+    red, green, blue = (int(colour[i:i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({red}, {green}, {blue}, {alpha})"
+
+
+def _named(title: str, head: str | None) -> str:
+    """The title, after the head it shows when the run has several ('Layer 0, head 0 · L = 64')."""
+    return f"{head} · {title}" if head else title
+
+
+def accuracy_hover(table: pd.DataFrame, x: str = "L = %{x:,}") -> tuple[np.ndarray | None, str]:
+    """customdata and hover template of an accuracy curve: its interval and sample count where the
+    table has them (columns `accuracy_low`, `accuracy_high`, `samples`)."""
+    columns = [c for c in ("accuracy_low", "accuracy_high", "samples") if c in table.columns]
+    lines, i = [x, "accuracy %{y:.3f}"], 0
+    if {"accuracy_low", "accuracy_high"} <= set(columns):
+        lines[1] += " (95%: %{customdata[0]:.3f}–%{customdata[1]:.3f})"
+        i = 2
+    if "samples" in columns:
+        lines.append(f"n = %{{customdata[{i}]:,}} sequences")
+    return (table[columns].to_numpy() if columns else None), hover(*lines)
+
+
 def training_curve(history: pd.DataFrame, total_steps: int) -> go.Figure:
     figure = make_subplots(specs=[[{"secondary_y": True}]])
     figure.add_scatter(x=history["step"], y=history["loss"], name="loss", line_color=MEASURED,
-                       mode="lines+markers", marker_size=3)
+                       mode="lines+markers", marker_size=3, hovertemplate=hover("step %{x:,}", "loss %{y:.3f}"))
     figure.add_scatter(x=history["step"], y=history["accuracy"], name="accuracy", line_color=PREDICTED,
-                       mode="lines+markers", marker_size=3, secondary_y=True)
+                       mode="lines+markers", marker_size=3, secondary_y=True,
+                       hovertemplate=hover("step %{x:,}", "batch accuracy %{y:.3f}"))
     figure.update_xaxes(range=[0, total_steps])
     figure.update_yaxes(title_text="cross-entropy loss", secondary_y=False, rangemode="tozero")
     figure.update_yaxes(title_text="batch accuracy", secondary_y=True, range=[0, 1.05], dtick=0.2)
     return _layout(figure, "Training", "step", None)
 
 
-def attention_map(weights: np.ndarray, pool: int, length: int, train_length: int) -> go.Figure:
-    cells = pool * np.arange(weights.shape[0])
-    figure = go.Figure(go.Heatmap(z=weights, x=cells, y=cells, colorscale="Viridis", zmin=0,
-                                  colorbar=dict(title="weight", thickness=12)))
-    for line in (dict(x0=train_length - 0.5, x1=train_length - 0.5, y0=0, y1=length),
-                 dict(y0=train_length - 0.5, y1=train_length - 0.5, x0=0, x1=length)):
-        figure.add_shape(type="line", line=dict(color="white", dash="dash", width=1.5), **line)
-    figure.update_yaxes(autorange="reversed", scaleanchor="x")
+def attention_map(weights: np.ndarray, pool: int, length: int, train_length: int, head: str | None = None) -> go.Figure:
+    """The pooled queries × keys map; each cell is drawn over the pool × pool positions it covers, and
+    the axes end where the positions do (0 … L − 1). `head` names the head of a multi-layer run."""
+    cells = weights.shape[0]
+    end = pool * cells - 0.5  # the last cell's far edge: L − 0.5 when pool divides L
+    where = ("query t %{y:,.0f}, key u %{x:,.0f}" if pool == 1 else
+             f"queries t ≈ %{{y:,.0f}}, keys u ≈ %{{x:,.0f}} ({pool}×{pool} positions)")
+    figure = go.Figure(go.Heatmap(z=weights, x0=(pool - 1) / 2, dx=pool, y0=(pool - 1) / 2, dy=pool,
+                                  colorscale="Viridis", zmin=0, colorbar=dict(title="weight", thickness=12),
+                                  name="attention", hovertemplate=hover(where, "weight %{z:.3f}")))
+    if length > train_length:
+        for line in (dict(x0=train_length - 0.5, x1=train_length - 0.5, y0=-0.5, y1=end),
+                     dict(y0=train_length - 0.5, y1=train_length - 0.5, x0=-0.5, x1=end)):
+            figure.add_shape(type="line", line=dict(color="white", dash="dash", width=1.5), **line)
+    figure.update_xaxes(range=[-0.5, end], constrain="domain")
+    figure.update_yaxes(range=[end, -0.5], scaleanchor="x", constrain="domain")  # query 0 at the top
     pooled = f", max-pooled {pool}×{pool}" if pool > 1 else ""
-    return _layout(figure, f"L = {length}{pooled}", "key position u", "query position t", height=420)
+    figure = _layout(figure, _named(f"L = {length}{pooled}", head), "key position u", "query position t", height=MAP_HEIGHT)
+    return figure.update_layout(margin=dict(b=50))  # no legend below a heatmap
 
 
-def zoom_map(zoom: np.ndarray, first_query: int, first_key: int, target_key: int) -> go.Figure:
+def zoom_map(zoom: np.ndarray, first_query: int, first_key: int, target_key: int, head: str | None = None) -> go.Figure:
+    """Raw weights of the last queries × the last keys; the last query's target key circled when it is in view."""
     queries = first_query + np.arange(zoom.shape[0])
     keys = first_key + np.arange(zoom.shape[1])
-    figure = go.Figure(go.Heatmap(z=zoom, x=keys, y=queries, colorscale="Viridis",
-                                  colorbar=dict(title="weight", thickness=12)))
-    figure.add_scatter(x=[target_key], y=[queries[-1]], mode="markers", name="target key t − k",
-                       marker=dict(symbol="circle-open", size=14, color="red", line_width=2))
-    figure.update_yaxes(autorange="reversed")
-    return _layout(figure, "Zoom: last queries × last keys", "key position u", "query position t")
+    figure = go.Figure(go.Heatmap(z=zoom, x=keys, y=queries, colorscale="Viridis", name="attention",
+                                  colorbar=dict(title="weight", thickness=12),
+                                  hovertemplate=hover("query t %{y:,}, key u %{x:,}", "weight %{z:.3f}")))
+    if keys[0] <= target_key <= keys[-1]:
+        figure.add_scatter(x=[target_key], y=[queries[-1]], mode="markers", name="target key t − k",
+                           marker=dict(symbol="circle-open", size=14, color="red", line_width=2),
+                           hovertemplate=hover("query t %{y:,}, target key u %{x:,}"))
+    figure.update_xaxes(range=[keys[0] - 0.5, keys[-1] + 0.5])
+    figure.update_yaxes(range=[queries[-1] + 0.5, queries[0] - 0.5])
+    return _layout(figure, _named("Zoom: last queries × last keys", head), "key position u", "query position t")
 
 
-def argmax_trace(argmax_keys: np.ndarray, train_length: int, offset: int) -> go.Figure:
+def argmax_trace(argmax_keys: np.ndarray, train_length: int, offset: int, head: str | None = None) -> go.Figure:
     t = np.arange(len(argmax_keys))
     figure = go.Figure()
     figure.add_scatter(x=t, y=argmax_keys, mode="markers", name="j*(t) measured",
-                       marker=dict(size=4, color=MEASURED))
+                       marker=dict(size=4, color=MEASURED), hovertemplate=hover("query t %{x:,}", "argmax key %{y:,}"))
     figure.add_scatter(x=t, y=t - offset, mode="lines", name="j = t − k (relative rule)",
-                       line=dict(color=FITTED, dash="dash"))
+                       line=dict(color=FITTED, dash="dash"), hovertemplate=hover("query t %{x:,}", "key %{y:,}"))
     figure.add_scatter(x=t, y=np.full(len(t), train_length - 1 - offset), mode="lines",
-                       name="j = L_train − 1 − k (pinned)", line=dict(color=PREDICTED, dash="dot"))
+                       name="j = L_train − 1 − k (pinned)", line=dict(color=PREDICTED, dash="dot"),
+                       hovertemplate=hover("query t %{x:,}", "key %{y:,}"))
     figure.add_vline(x=train_length - 0.5, line=dict(color=REFERENCE, dash="dash"))
-    return _layout(figure, "Argmax key j*(t) of every query", "query position t", "argmax key j*")
+    return _layout(figure, _named("Argmax key j*(t) of every query", head), "query position t", "argmax key j*")
 
 
 def carrier_curve(offsets: np.ndarray, values: np.ndarray, train_length: int, offset: int) -> go.Figure:
     figure = go.Figure(go.Scatter(x=offsets, y=values, mode="lines+markers", name="s(Δ)",
-                                  marker=dict(size=4), line_color=MEASURED))
+                                  marker=dict(size=4), line_color=MEASURED,
+                                  hovertemplate=hover("Δ = %{x:,}", "s(Δ) = %{y:.3f} nats")))
     figure.add_vrect(x0=-0.5, x1=train_length - 0.5, fillcolor=REFERENCE, opacity=0.15, line_width=0,
                      annotation_text="training range", annotation_position="bottom right")
     figure.add_vline(x=offset, line=dict(color="red", dash="dash"), annotation_text=f"k = {offset}",
@@ -81,27 +166,29 @@ def carrier_curve(offsets: np.ndarray, values: np.ndarray, train_length: int, of
 
 def recurrences(offsets: list[int], gaps: list[float], train_length: int) -> go.Figure:
     figure = go.Figure(go.Scatter(x=offsets, y=gaps, mode="markers", name="near-recurrence",
-                                  marker=dict(color="red", size=7, symbol="x")))
-    figure.update_xaxes(type="log")
+                                  marker=dict(color="red", size=7, symbol="x"),
+                                  hovertemplate=hover("Δ = %{x:,}", "gap %{y:.2f} nats")))
+    log_axis(figure, "x", offsets)
     return _layout(figure, "Near-recurrences: far offsets whose logit comes back near s(k)",
                    "offset Δ (log)", "gap to target logit (nats)", height=320)
 
 
 def spectrum(frequencies: np.ndarray, amplitudes: np.ndarray, analytic: bool) -> go.Figure:
     figure = go.Figure(go.Scatter(x=frequencies, y=amplitudes, mode="markers+lines", name="A_j",
-                                  line_color=MEASURED))
+                                  line_color=MEASURED, hovertemplate=hover("ω = %{x:.3g} rad/token", "A = %{y:.3g}")))
     if analytic:
-        figure.update_xaxes(type="log")
+        log_axis(figure, "x", frequencies)
     return _layout(figure, "Spectrum", "frequency ω (rad/token)", "amplitude A")
 
 
 def singular_values(values: np.ndarray, rank: int) -> go.Figure:
     shown = values[values > 1e-10 * values.max()] if values.max() > 0 else values[:1]  # the rest is round-off
     index = np.arange(1, len(shown) + 1)
-    figure = go.Figure(go.Scatter(x=index, y=shown, mode="markers+lines", name="σ_i", line_color=MEASURED))
+    figure = go.Figure(go.Scatter(x=index, y=shown, mode="markers+lines", name="σ_i", line_color=MEASURED,
+                                  hovertemplate=hover("i = %{x:d}", "σ_i = %{y:.3g}")))
     figure.add_vline(x=rank + 0.5, line=dict(color="red", dash="dash"),
                      annotation_text=f"effective rank {rank}")
-    figure.update_yaxes(type="log")
+    log_axis(figure, "y", shown)
     return _layout(figure, "Singular values of S_tu = s(t − u) (above 1e-10·σ₁)", "index i", "σ_i (log)")
 
 
@@ -109,34 +196,42 @@ def dilution(table: pd.DataFrame, fit_table: pd.DataFrame | None, chance: float)
     """Measured accuracy (Wilson band) and target mass, the prediction and the fitted law, on log x."""
     n = table["length"]
     figure = go.Figure()
-    figure.add_scatter(x=pd.concat([n, n[::-1]]), y=pd.concat([table["accuracy_high"], table["accuracy_low"][::-1]]),
-                       fill="toself", fillcolor="rgba(31,119,180,0.15)", line_width=0, name="95% Wilson band",
-                       hoverinfo="skip")
+    band(figure, n, table["accuracy_low"], table["accuracy_high"], MEASURED, legendgroup="accuracy")
+    customdata, template = accuracy_hover(table)
     figure.add_scatter(x=n, y=table["accuracy"], mode="markers+lines", name="accuracy measured",
-                       line_color=MEASURED)
+                       line_color=MEASURED, legendgroup="accuracy", customdata=customdata, hovertemplate=template)
     figure.add_scatter(x=n, y=table["target_mass"], mode="markers", name="target mass p measured",
-                       marker=dict(color=MEASURED, symbol="diamond-open", size=9))
+                       marker=dict(color=MEASURED, symbol="diamond-open", size=9),
+                       customdata=table[["target_mass_sem", "samples"]].to_numpy(),
+                       hovertemplate=hover("L = %{x:,}", "p %{y:.3f} ± %{customdata[0]:.3f} (s.e.m.)",
+                                           "n = %{customdata[1]:,} sequences"))
     figure.add_scatter(x=n, y=table["predicted_accuracy"], mode="lines", name="accuracy predicted",
-                       line=dict(color=PREDICTED, dash="dash"))
+                       line=dict(color=PREDICTED, dash="dash"),
+                       hovertemplate=hover("L = %{x:,}", "accuracy predicted %{y:.3f} (from the weights)"))
     figure.add_scatter(x=n, y=table["predicted_mass"], mode="lines", name="p predicted",
-                       line=dict(color=PREDICTED, dash="dot"))
+                       line=dict(color=PREDICTED, dash="dot"),
+                       hovertemplate=hover("L = %{x:,}", "p predicted %{y:.3f} (from the weights)"))
     if fit_table is not None:
         figure.add_scatter(x=fit_table["length"], y=fit_table["fitted_mass"], mode="lines",
-                           name="p fitted law", line=dict(color=FITTED, width=3, dash="longdash"))
+                           name="p fitted law", line=dict(color=FITTED, width=3, dash="longdash"),
+                           hovertemplate=hover("L = %{x:,}", "p fitted %{y:.3f}"))
     figure.add_hline(y=chance, line=dict(color=REFERENCE, dash="dash"), annotation_text=f"chance 1/V = {chance:.3f}")
-    figure.update_xaxes(type="log")
+    log_axis(figure, "x", n)
     figure.update_yaxes(range=[0, 1.05])
     return _layout(figure, "Accuracy and target mass against length", "test length L (log)", "", height=460)
 
 
 def inverse_mass(table: pd.DataFrame, fit_table: pd.DataFrame | None) -> go.Figure:
     figure = go.Figure(go.Scatter(x=table["length"], y=1 / table["target_mass"], mode="markers",
-                                  name="1/p measured", marker=dict(color=MEASURED, size=8)))
+                                  name="1/p measured", marker=dict(color=MEASURED, size=8),
+                                  customdata=table[["samples"]].to_numpy(),
+                                  hovertemplate=hover("L = %{x:,}", "1/p = %{y:.3g}", "n = %{customdata[0]:,} sequences")))
     figure.add_scatter(x=table["length"], y=1 / table["predicted_mass"], mode="lines", name="1/p predicted",
-                       line=dict(color=PREDICTED, dash="dot"))
+                       line=dict(color=PREDICTED, dash="dot"), hovertemplate=hover("L = %{x:,}", "1/p predicted %{y:.3g}"))
     if fit_table is not None:
         figure.add_scatter(x=fit_table["length"], y=1 / fit_table["fitted_mass"], mode="lines",
-                           name="1/p fitted: 1/p(L_train) + (L − L_train)·e^(−m_out)", line_color=FITTED)
-    figure.update_xaxes(type="log")
-    figure.update_yaxes(type="log")
+                           name="1/p fitted: 1/p(L_train) + (L − L_train)·e^(−m_out)", line_color=FITTED,
+                           hovertemplate=hover("L = %{x:,}", "1/p fitted %{y:.3g}"))
+    log_axis(figure, "x", table["length"])
+    log_axis(figure, "y", 1 / table["target_mass"])
     return _layout(figure, "1/p against length (log–log)", "test length L (log)", "1/p (log)")

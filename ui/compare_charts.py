@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 import plotly.graph_objects as go
-from plotly.colors import hex_to_rgb, qualitative
+from plotly.colors import qualitative
 
 from ui import accuracy_captions
-from ui.charts import REFERENCE, _layout
+from ui.charts import REFERENCE, _layout, accuracy_hover, band, hover, log_axis
 
 if TYPE_CHECKING:
     from lengen_core.training import Run
@@ -26,32 +26,23 @@ def colours(runs: list[str]) -> dict[str, str]:
 
 
 def length_axis(figure: go.Figure, lengths: pd.Series) -> None:
-    """Log x with a label at each tested length (they double), not plotly's 2-and-5 minor labels."""
-    ticks = sorted(set(lengths))
-    if len(ticks) > 12:
-        ticks = ticks[:: -(-len(ticks) // 12)]
-    figure.update_xaxes(type="log", tickvals=ticks, ticktext=[f"{n:,}" for n in ticks])
-
-
-def band(figure: go.Figure, x: pd.Series, low: pd.Series, high: pd.Series, colour: str, group: str) -> None:
-    """A shaded interval from `low` to `high` in the run's colour, toggled with its curve."""
-    red, green, blue = hex_to_rgb(colour)
-    x, low, high = list(x), list(low), list(high)
-    figure.add_scatter(x=x + x[::-1], y=high + low[::-1], fill="toself", mode="lines", line_width=0,
-                       fillcolor=f"rgba({red}, {green}, {blue}, 0.18)", hoverinfo="skip", showlegend=False,
-                       legendgroup=group, name=f"{group} (95% interval)")
+    """Log x labelled at powers of ten (10², 10³, …), spanning at least two of them."""
+    log_axis(figure, "x", lengths)
 
 
 def accuracy_overlay(table: pd.DataFrame, chance: float) -> go.Figure:
     """Accuracy against length (log x) per run, with the chance line; with columns `accuracy_low` and
-    `accuracy_high`, each run's 95% interval as a band."""
+    `accuracy_high`, each run's 95% interval as a band toggled with its curve; with `samples`, the
+    sample count in the hover."""
     figure = go.Figure()
     for run, colour in colours(list(dict.fromkeys(table["run"]))).items():
         rows = table[table["run"] == run]
         if {"accuracy_low", "accuracy_high"} <= set(rows.columns):
-            band(figure, rows["length"], rows["accuracy_low"], rows["accuracy_high"], colour, run)
+            band(figure, rows["length"], rows["accuracy_low"], rows["accuracy_high"], colour, f"{run} (95% interval)",
+                 legendgroup=run, showlegend=False)
+        customdata, template = accuracy_hover(rows)
         figure.add_scatter(x=rows["length"], y=rows["accuracy"], mode="markers+lines", name=run, line_color=colour,
-                           legendgroup=run)
+                           legendgroup=run, customdata=customdata, hovertemplate=template)
     figure.add_hline(y=chance, line=dict(color=REFERENCE, dash="dash"), annotation_text=f"chance 1/V = {chance:.3f}")
     length_axis(figure, table["length"])
     figure.update_yaxes(range=[0, 1.05])
@@ -59,15 +50,20 @@ def accuracy_overlay(table: pd.DataFrame, chance: float) -> go.Figure:
 
 
 def mass_overlay(table: pd.DataFrame) -> go.Figure:
-    """Measured target mass (solid) and the prediction from the weights (dashed, same colour)."""
+    """Measured target mass (solid) and the prediction from the weights (dashed, same colour); with a
+    `samples` column, the sample count in the hover."""
     figure = go.Figure()
+    counted = "samples" in table.columns
+    measured = hover("L = %{x:,}", "p %{y:.3f}", *(["n = %{customdata[0]:,} sequences"] if counted else []))
     for run, colour in colours(list(dict.fromkeys(table["run"]))).items():
         rows = table[table["run"] == run]
         figure.add_scatter(x=rows["length"], y=rows["target_mass"], mode="markers+lines", name=run,
-                           line_color=colour, legendgroup=run)
+                           line_color=colour, legendgroup=run, hovertemplate=measured,
+                           customdata=rows[["samples"]].to_numpy() if counted else None)
         if rows["predicted_mass"].notna().any():
             figure.add_scatter(x=rows["length"], y=rows["predicted_mass"], mode="lines", name=f"{run} (predicted)",
-                               line=dict(color=colour, dash="dash"), legendgroup=run)
+                               line=dict(color=colour, dash="dash"), legendgroup=run,
+                               hovertemplate=hover("L = %{x:,}", "p predicted %{y:.3f} (from the weights)"))
     length_axis(figure, table["length"])
     figure.update_yaxes(range=[0, 1.05])
     return _layout(figure, "Target mass p against length (dashed: predicted from the weights)",
@@ -81,7 +77,7 @@ def carrier_overlay(table: pd.DataFrame, train_lengths: list[int], offsets: list
     for run, colour in colours(list(dict.fromkeys(table["run"]))).items():
         rows = table[table["run"] == run]
         figure.add_scatter(x=rows["offset"], y=rows["shown"], mode="lines+markers", name=run,
-                           line_color=colour, marker_size=3)
+                           line_color=colour, marker_size=3, hovertemplate=hover("Δ = %{x:,}", "%{y:.3f}"))
     figure.add_vrect(x0=-0.5, x1=max(train_lengths) - 0.5, fillcolor=REFERENCE, opacity=0.12, line_width=0,
                      annotation_text="training range", annotation_position="bottom right")
     for k in sorted(set(offsets)):
@@ -100,7 +96,7 @@ def key_numbers(labels: dict[str, str], results: dict[str, Comparison], runs: di
             "run": labels[run_id], "learned": "not judged" if verdict is None else "yes" if verdict.learned else "no",
             "past L_train": None if verdict is None or verdict.at_chance_beyond is None
             else "at chance" if verdict.at_chance_beyond else "above chance",
-            "accuracy at 4×": four, "m_out (95%)": accuracy_captions.m_out_text(result.fit),
+            "accuracy at 4×": four, "m_out (95%)": accuracy_captions.m_out_text(result.fit, result.samples),
             "Toeplitz": result.toeplitz_fraction, "Toeplitz untrained": result.toeplitz_baseline,
             "argmax Δ": result.carrier_argmax, "samples": result.samples, "carrier": result.carrier_source,
             "encoding": config.model.encoding, "attention": config.model.attention,

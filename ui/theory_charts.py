@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from ui.charts import MEASURED, REFERENCE, _layout
+from ui.charts import MEASURED, REFERENCE, _layout, hover, log_axis
 
 FLOOR = 1e-12  # an exact zero (the unshifted pair) drawn at the bottom of the log axis
 
@@ -17,6 +17,7 @@ def equivariance(table: pd.DataFrame, tolerance: float) -> go.Figure:
     figure = go.Figure(go.Scatter(
         x=shown["shift"], y=np.maximum(shown["max_abs_difference"], FLOOR), mode="markers+lines",
         name="max |logit(t+s, u+s) − logit(t, u)|", marker=dict(size=9, color=MEASURED),
+        hovertemplate=hover("shift s = %{x:,}", "max |Δ logit| = %{y:.2e}"),
     ))
     scale = float(table["logit_scale"].iloc[0])
     # Labelled by hand: on a log axis plotly places an hline's own annotation at y = value, not log10(value).
@@ -28,7 +29,7 @@ def equivariance(table: pd.DataFrame, tolerance: float) -> go.Figure:
     values = np.maximum(shown["max_abs_difference"].to_numpy(), FLOOR)
     low = min([tolerance, *values]) / 30
     high = max([scale, *values]) * 30
-    figure.update_xaxes(type="log", dtick=1)
-    figure.update_yaxes(type="log", exponentformat="power", range=[np.log10(low), np.log10(high)])
+    log_axis(figure, "x", shown["shift"])
+    log_axis(figure, "y", range=[np.log10(low), np.log10(high)])
     return _layout(figure, "Equivariance: the same pair of tokens shifted by s", "shift s (log)",
                    "max abs difference (log)", height=400)

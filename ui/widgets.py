@@ -12,15 +12,46 @@ from ui import captions
 from ui.runs import load_run
 from ui.state import selected_run_id
 
+# Injected once by app.py. Metric labels wrap instead of ending in "…", so no label is ever cut; charts
+# laid side by side in st.columns stack once the main area is too narrow for each to be read (two
+# columns below 820 px of main area: a 1024 px screen with the sidebar open; three below 1200 px).
+READABLE_CSS = """<style>
+[data-testid="stMetricLabel"], [data-testid="stMetricLabel"] * {
+    white-space: normal !important; overflow: visible !important; text-overflow: clip !important;
+}
+[data-testid="stMainBlockContainer"] { container-type: inline-size; }
+@container (max-width: 820px) {
+    [data-testid="stHorizontalBlock"]:has([data-testid="stPlotlyChart"]) > [data-testid="stColumn"] {
+        flex: 1 1 100% !important; width: 100% !important;
+    }
+}
+@container (max-width: 1200px) {
+    [data-testid="stHorizontalBlock"]:has(> [data-testid="stColumn"]:nth-child(3)):has([data-testid="stPlotlyChart"])
+    > [data-testid="stColumn"] { flex: 1 1 100% !important; width: 100% !important; }
+}
+</style>"""
 
-def chart(figure: go.Figure, look_for: str, data: pd.DataFrame, name: str) -> None:
-    """The chart, one sentence of what to look for, and its data as CSV."""
+
+def readable_layout() -> None:
+    """The CSS above, for every page (call once per script run, from the router)."""
+    st.html(READABLE_CSS)
+
+
+def chart(figure: go.Figure, look_for: str, data: pd.DataFrame, name: str, stem: str | None = None) -> None:
+    """The chart, one sentence of what to look for, and its data as CSV named after what it shows:
+    `{stem}-{name}.csv`, the stem being the run id (or what else the chart is of), so a folder of
+    downloads says which run each came from."""
     st.plotly_chart(figure, width="stretch", key=f"chart-{name}")
     st.caption(f"**What to look for:** {look_for}")
     st.download_button(
-        "Download data (CSV)", data.to_csv(index=False).encode(), file_name=f"{name}.csv",
+        "Download data (CSV)", data.to_csv(index=False).encode(), file_name=csv_name(name, stem),
         mime="text/csv", key=f"csv-{name}", help="The numbers behind this chart, one row per point.",
     )
+
+
+def csv_name(name: str, stem: str | None = None) -> str:
+    """'rope-softmax-retrieval-s0-ce9f6b-dilution.csv' for stem 'rope-softmax-retrieval-s0-ce9f6b', name 'dilution'."""
+    return f"{stem}-{name}.csv" if stem else f"{name}.csv"
 
 
 def selected_run() -> Run | None:

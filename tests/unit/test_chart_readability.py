@@ -1,0 +1,260 @@
+"""Every chart builder, on made-up data, draws what a projector can show: heatmap axes end at the data,
+log axes are labelled at powers of ten as 10ⁿ, accuracy carries its Wilson band, hovers give rounded
+numbers and the sample count, and m_out says what it was fitted to. The pages' own figures and CSVs
+are checked the same way in tests/app/test_chart_data.py."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import pytest
+
+from lengen_core.evaluate import wilson_interval
+from lengen_core.fit import DilutionFit, FitResult
+from lengen_core.sequence import SequenceReport
+from ui import accuracy_captions, charts, compare_charts, theory_charts, transformer_charts
+from ui.widgets import csv_name
+
+LENGTHS = np.array([16, 32, 64, 128, 256, 512, 1024])
+SAMPLES = 256
+UNFORMATTED = re.compile(r"%\{(?!fullData\.)[^}:]+\}")  # a placeholder without a format: "%{y}" prints 0.9101563
+
+
+def accuracy_table() -> pd.DataFrame:
+    accuracy = np.array([1.0, 0.99, 0.95, 0.8, 0.5, 0.2, 0.07])
+    low, high = zip(*(wilson_interval(round(a * SAMPLES), SAMPLES) for a in accuracy), strict=True)
+    mass = np.array([0.9, 0.85, 0.7, 0.5, 0.3, 0.15, 0.08])
+    return pd.DataFrame({"length": LENGTHS, "samples": SAMPLES, "accuracy": accuracy, "accuracy_low": low,
+                         "accuracy_high": high, "target_mass": mass, "target_mass_sem": mass * 0.02,
+                         "predicted_accuracy": accuracy - 0.01, "predicted_mass": mass + 0.01})
+
+
+def sequence_report(length: int, samples: int = 64, train_length: int = 16) -> SequenceReport:
+    positions = np.arange(3, length, max(1, length // 64))
+    by_position = np.clip(1.2 - positions / length, 0, 1)
+    low, high = wilson_interval(round(0.9 * samples * (length - 3)), samples * (length - 3))
+    return SequenceReport(length=length, samples=samples, accuracy=0.9, accuracy_low=low, accuracy_high=high,
+                          accuracy_beyond=None if length <= train_length else 0.8, positions=positions,
+                          accuracy_by_position=by_position, target_mass=0.7, argmax_key=length - 4,
+                          carrier_layer=1, carrier_head=0, seconds=0.1)
+
+
+def fit_table() -> pd.DataFrame:
+    return pd.DataFrame({"length": LENGTHS, "fitted_mass": [0.88, 0.84, 0.7, 0.52, 0.31, 0.15, 0.08]})
+
+
+def overlay_table() -> pd.DataFrame:
+    one, two = accuracy_table(), accuracy_table()
+    return pd.concat([one.assign(run="RoPE"), two.assign(run="APE", accuracy=two["accuracy"] / 2)], ignore_index=True)
+
+
+def every_figure() -> dict[str, go.Figure]:
+    """One figure from every builder of every chart module, on made-up data."""
+    table, reports = accuracy_table(), [sequence_report(n) for n in (16, 32, 64, 128)]
+    rng = np.random.default_rng(0)
+    offsets = np.arange(64)
+    heads = pd.DataFrame([{"layer": layer, "head": head, "offset": d, "s": float(np.cos(d / 3)), "is_carrier": head == 0,
+                           "pinned_key": None} for layer in range(2) for head in range(2) for d in range(32)])
+    equivariance = pd.DataFrame({"shift": [0, 1, 10, 100, 1000], "max_abs_difference": [0.0, 1e-7, 2e-7, 1e-6, 3e-6],
+                                 "logit_scale": 13.0})
+    carriers = pd.DataFrame({"run": "RoPE", "offset": offsets, "shown": np.cos(offsets / 3)})
+    return {
+        "training": charts.training_curve(pd.DataFrame({"step": [0, 10, 20], "loss": [2.7, 1.0, 0.1],
+                                                        "accuracy": [0.1, 0.6, 1.0]}), 20),
+        "heatmap": charts.attention_map(rng.random((64, 64)), 1, 64, 16),
+        "heatmap-pooled": charts.attention_map(rng.random((256, 256)), 4, 1024, 16, "Layer 0, head 0"),
+        "zoom": charts.zoom_map(rng.random((32, 64)), 992, 960, 1020),
+        "argmax": charts.argmax_trace(np.maximum(np.arange(64) - 3, 0), 16, 3),
+        "carrier": charts.carrier_curve(offsets, np.cos(offsets / 3), 16, 3),
+        "recurrences": charts.recurrences([300, 2_000, 40_000], [0.5, -1.0, 0.2], 16),
+        "spectrum": charts.spectrum(np.geomspace(1e-4, 1, 32), rng.random(32), analytic=True),
+        "singular-values": charts.singular_values(np.geomspace(100, 1e-6, 24), 8),
+        "dilution": charts.dilution(table, fit_table(), 1 / 16),
+        "inverse-mass": charts.inverse_mass(table, fit_table()),
+        "accuracy-overlay": compare_charts.accuracy_overlay(overlay_table(), 1 / 16),
+        "mass-overlay": compare_charts.mass_overlay(overlay_table()),
+        "carrier-overlay": compare_charts.carrier_overlay(carriers, [16], [3], "Carriers", "s"),
+        "head-grid": transformer_charts.head_grid(heads, 2, 2, 3),
+        "head-attention": transformer_charts.head_attention(rng.random((64, 64)), 64, 16, "L1 H0 at L = 64"),
+        "by-position": transformer_charts.accuracy_by_position(transformer_charts.position_table(reports), 16, 1 / 16),
+        "by-length": transformer_charts.accuracy_by_length(transformer_charts.length_table(reports, 16), 1 / 16),
+        "beyond": compare_charts.accuracy_overlay(transformer_charts.beyond_table("RoPE", reports, 16), 1 / 16),
+        "equivariance": theory_charts.equivariance(equivariance, 1e-3),
+    }
+
+
+FIGURES = every_figure()
+
+
+def axes(figure: go.Figure) -> dict[str, object]:
+    layout = figure.layout
+    return {name: layout[name] for name in layout if re.fullmatch(r"[xy]axis\d*", name)}
+
+
+def log_axes(figure: go.Figure) -> dict[str, object]:
+    return {name: axis for name, axis in axes(figure).items() if axis.type == "log"}
+
+
+# --- heatmaps: the axes end where the positions do ---------------------------------------------------
+
+
+@pytest.mark.parametrize("cells, pool, length", [(64, 1, 64), (256, 4, 1024), (256, 64, 16_384)])
+def test_heatmap_axes_stay_within_the_positions(cells: int, pool: int, length: int) -> None:
+    figure = charts.attention_map(np.random.default_rng(1).random((cells, cells)), pool, length, 16)
+    heatmap = figure.data[0]
+    first_edge = heatmap.x0 - heatmap.dx / 2
+    last_edge = heatmap.x0 + heatmap.dx * (cells - 1) + heatmap.dx / 2
+    assert (first_edge, last_edge) == (-0.5, length - 0.5)  # the cells cover exactly the positions 0 … L − 1
+    assert tuple(figure.layout.xaxis.range) == (-0.5, length - 0.5)
+    assert tuple(figure.layout.yaxis.range) == (length - 0.5, -0.5)  # query 0 at the top, none below 0 or past L
+    for shape in figure.layout.shapes:  # the training-length lines stay inside too
+        assert -0.5 <= min(shape.x0, shape.x1) and max(shape.x0, shape.x1) <= length - 0.5
+        assert -0.5 <= min(shape.y0, shape.y1) and max(shape.y0, shape.y1) <= length - 0.5
+    assert figure.layout.yaxis.scaleanchor == "x" and figure.layout.xaxis.constrain == "domain"
+
+
+def test_zoom_and_head_maps_stay_within_their_positions() -> None:
+    zoom = FIGURES["zoom"]
+    assert tuple(zoom.layout.xaxis.range) == (959.5, 1023.5) and tuple(zoom.layout.yaxis.range) == (1023.5, 991.5)
+    head = FIGURES["head-attention"]
+    assert tuple(head.layout.xaxis.range) == (-0.5, 63.5) and tuple(head.layout.yaxis.range) == (63.5, -0.5)
+
+
+def test_the_zoom_circles_the_target_only_when_it_is_in_view() -> None:
+    inside = charts.zoom_map(np.ones((32, 64)), 992, 960, 1020)
+    outside = charts.zoom_map(np.ones((32, 64)), 992, 960, 100)
+    assert [t.name for t in inside.data if t.type == "scatter"] == ["target key t − k"]
+    assert not [t for t in outside.data if t.type == "scatter"]
+
+
+def test_a_multi_layer_map_names_its_layer_and_head() -> None:
+    assert FIGURES["heatmap-pooled"].layout.title.text.startswith("Layer 0, head 0 · L = 1024")
+    assert FIGURES["heatmap"].layout.title.text == "L = 64"
+    assert charts.zoom_map(np.ones((2, 2)), 0, 0, 0, "Layer 0, head 0").layout.title.text.startswith("Layer 0, head 0")
+    assert charts.argmax_trace(np.arange(8), 4, 1, "Layer 0, head 0").layout.title.text.startswith("Layer 0, head 0")
+
+
+# --- log axes: powers of ten, as 10ⁿ ------------------------------------------------------------------
+
+
+def test_the_builders_draw_log_axes() -> None:  # so the next test is not about nothing
+    with_log = {name for name, figure in FIGURES.items() if log_axes(figure)}
+    assert {"dilution", "inverse-mass", "spectrum", "singular-values", "recurrences", "accuracy-overlay",
+            "mass-overlay", "by-length", "beyond", "equivariance"} <= with_log
+
+
+@pytest.mark.parametrize("name", FIGURES)
+def test_every_log_axis_is_labelled_at_powers_of_ten(name: str) -> None:
+    for axis_name, axis in log_axes(FIGURES[name]).items():
+        assert axis.dtick == 1, (name, axis_name)
+        assert axis.exponentformat == "power" and axis.showexponent == "all", (name, axis_name)
+        assert axis.tickvals is None, (name, axis_name)  # no hand-placed labels between the powers
+
+
+@pytest.mark.parametrize("name", FIGURES)
+def test_no_axis_uses_si_prefixes(name: str) -> None:  # "100μ" on the spectrum
+    for axis_name, axis in axes(FIGURES[name]).items():
+        assert axis.exponentformat == "power", (name, axis_name)
+
+
+def test_a_log_axis_over_less_than_a_decade_spans_the_powers_around_it() -> None:
+    assert charts.decades([1.05, 2.5]) == [-0.05, 1.05]  # 1/p from 1.05 to 2.5: labelled at 1 and 10
+    assert charts.decades([16, 64]) == [0.95, 2.05]
+    assert charts.decades([16, 4096]) is None  # 100 and 1000 inside already
+    assert tuple(FIGURES["inverse-mass"].layout.yaxis.range) == (-0.05, 2.05)  # 1/p from 1.1 to 12.5
+
+
+# --- uncertainty: Wilson bands, samples in the hover ---------------------------------------------------
+
+
+def bands(figure: go.Figure) -> list[tuple[list[float], list[float]]]:
+    """(upper, lower) y of each filled band: a trace filled to the one before it."""
+    found = []
+    for before, trace in zip(figure.data, figure.data[1:], strict=False):
+        if trace.fill == "tonexty":
+            found.append((list(before.y), list(trace.y)))
+    return found
+
+
+@pytest.mark.parametrize("name, expected", [("dilution", 1), ("accuracy-overlay", 2), ("beyond", 1),
+                                            ("by-position", 4), ("by-length", 2)])
+def test_accuracy_is_drawn_with_its_wilson_band(name: str, expected: int) -> None:
+    found = bands(FIGURES[name])
+    assert len(found) == expected
+    for upper, lower in found:
+        assert all(low <= high for low, high in zip(lower, upper, strict=True))
+
+
+def test_the_dilution_band_is_the_wilson_interval_of_each_length() -> None:
+    table = accuracy_table()
+    [(upper, lower)] = bands(FIGURES["dilution"])
+    assert upper == list(table["accuracy_high"]) and lower == list(table["accuracy_low"])
+
+
+def test_the_band_by_position_counts_samples_times_the_positions_in_each_bin() -> None:
+    report = sequence_report(256)
+    table = transformer_charts.position_table([report])
+    widths = np.diff(np.append(report.positions, 256))
+    i = 5
+    assert (table["accuracy_low"][i], table["accuracy_high"][i]) == wilson_interval(
+        round(report.accuracy_by_position[i] * 64 * widths[i]), 64 * widths[i])
+    assert (table["samples"] == 64).all()
+
+
+@pytest.mark.parametrize("name", FIGURES)
+def test_every_hover_has_formatted_numbers(name: str) -> None:
+    for trace in FIGURES[name].data:
+        if trace.hoverinfo == "skip":
+            continue
+        assert trace.hovertemplate, (name, trace.name)
+        assert not UNFORMATTED.findall(trace.hovertemplate), (name, trace.name, trace.hovertemplate)
+
+
+@pytest.mark.parametrize("name", ["dilution", "accuracy-overlay", "mass-overlay", "by-position", "by-length", "beyond",
+                                  "inverse-mass"])
+def test_measured_points_give_their_sample_count_in_the_hover(name: str) -> None:
+    counted = [t for t in FIGURES[name].data if t.hovertemplate and "n = %{customdata" in t.hovertemplate]
+    assert counted
+    for trace in counted:  # the column it points at holds the sample count
+        index = int(re.search(r"n = %\{customdata\[(\d)\]", trace.hovertemplate).group(1))
+        assert {row[index] for row in trace.customdata} <= {SAMPLES, 64}
+
+
+def test_the_hover_of_accuracy_reads_like_the_caption() -> None:
+    trace = next(t for t in FIGURES["dilution"].data if t.name == "accuracy measured")
+    assert trace.hovertemplate == ("L = %{x:,}<br>accuracy %{y:.3f} (95%: %{customdata[0]:.3f}–%{customdata[1]:.3f})"
+                                   "<br>n = %{customdata[2]:,} sequences<extra>%{fullData.name}</extra>")
+
+
+# --- tables and CSVs ------------------------------------------------------------------------------------
+
+
+def test_transformer_tables_carry_the_sample_count() -> None:
+    reports = [sequence_report(n) for n in (16, 32, 64)]
+    for table in (transformer_charts.position_table(reports), transformer_charts.length_table(reports, 16),
+                  transformer_charts.beyond_table("RoPE", reports, 16)):
+        assert (table["samples"] == 64).all()
+    lengths = transformer_charts.length_table(reports, 16)
+    assert lengths["accuracy_beyond_low"].isna().tolist() == [True, False, False]  # nothing past training at 16
+
+
+def test_csv_files_are_named_after_their_run_and_chart() -> None:
+    assert csv_name("dilution", "rope-softmax-retrieval-s0-ce9f6b") == "rope-softmax-retrieval-s0-ce9f6b-dilution.csv"
+    assert csv_name("compare-accuracy") == "compare-accuracy.csv"
+
+
+# --- m_out says what it was fitted to -------------------------------------------------------------------
+
+
+def test_m_out_names_the_lengths_and_samples_it_came_from() -> None:
+    law = DilutionFit(16, 1.1, 5.19, 5.17, 5.23, 0.05, 7, 1024, 512)
+    fitted = FitResult("fitted", law, "")
+    assert accuracy_captions.m_out_text(fitted) == "5.19 (5.17–5.23)"  # without samples, as before
+    assert accuracy_captions.m_out_text(fitted, 256) == "5.19 (5.17–5.23), fitted 16–1,024 (7 lengths), 256 samples"
+    missed = FitResult("fitted", DilutionFit(16, 1.1, 5.19, 5.17, 5.23, 0.14, 7, 1024, 512), "")
+    assert accuracy_captions.m_out_text(missed, 1024) == ("5.19 (5.17–5.23), fitted 16–1,024 (7 lengths), 1,024 "
+                                                          "samples; law off by 14%")
+    assert accuracy_captions.m_out_text(FitResult("at_chance", None, ""), 256) == "at chance"
