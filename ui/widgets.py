@@ -12,11 +12,11 @@ from ui import captions
 from ui.runs import load_run
 from ui.state import selected_run_id
 
-# Injected once by app.py. Metric labels wrap instead of ending in "…", so no label is ever cut; charts
+# Injected once by app.py. Metric labels and page links wrap instead of ending in "…", so none is cut; charts
 # laid side by side in st.columns stack once the main area is too narrow for each to be read (two
 # columns below 820 px of main area: a 1024 px screen with the sidebar open; three below 1200 px).
 READABLE_CSS = """<style>
-[data-testid="stMetricLabel"], [data-testid="stMetricLabel"] * {
+[data-testid="stMetricLabel"], [data-testid="stMetricLabel"] *, [data-testid="stPageLink-NavLink"] * {
     white-space: normal !important; overflow: visible !important; text-overflow: clip !important;
 }
 [data-testid="stMainBlockContainer"] { container-type: inline-size; }

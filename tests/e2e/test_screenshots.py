@@ -1,5 +1,5 @@
 """Every page at a projector's 1400×900 and a small laptop's 1024×768: screenshots into
-`artifacts/screenshots/` (look at them), no st.metric label cut off, every chart wide enough to read.
+`artifacts/screenshots/` (look at them), no st.metric label or page link cut off, every chart wide enough to read.
 
 One tab per viewport (one browser session, so the selected run follows it from page to page); the
 transformer pages are visited again with the transformer preset selected, so their charts are drawn.
@@ -20,8 +20,8 @@ PAGES = ["Start", "Train", "Attention", "Carrier", "Dilution", "Compare", "Theor
 TRANSFORMER_PAGES = ["Transformer", "Attention"]
 MIN_CHART_WIDTH = 300
 
-# Elements inside a metric label whose text overflows its box: the label is cut off (ellipsis).
-CUT_LABELS = """() => [...document.querySelectorAll('[data-testid="stMetricLabel"]')]
+# Metric labels and page links with an element whose text overflows its box: cut off (ellipsis).
+CUT_LABELS = """() => [...document.querySelectorAll('[data-testid="stMetricLabel"], [data-testid="stPageLink-NavLink"]')]
     .filter(label => [label, ...label.querySelectorAll('*')].some(e => e.scrollWidth > e.clientWidth + 1))
     .map(label => label.innerText)"""
 PAGE_HEIGHT = "() => document.querySelector('[data-testid=\"stMain\"]').scrollHeight"
@@ -58,7 +58,7 @@ def check_and_shoot(tab, name: str) -> list[str]:
     tab.wait_for_timeout(500)
     tab.screenshot(path=SHOTS / f"{name}.png", full_page=True)
     tab.set_viewport_size({"width": width, "height": height})
-    problems = [f"{name}: metric label cut off: {label!r}" for label in tab.evaluate(CUT_LABELS)]
+    problems = [f"{name}: label cut off: {label!r}" for label in tab.evaluate(CUT_LABELS)]
     problems += [f"{name}: chart {title!r} only {width:.0f} px wide" for width, title in tab.evaluate(CHART_WIDTHS)
                  if width < MIN_CHART_WIDTH]
     if tab.locator('[data-testid="stException"]').count():
