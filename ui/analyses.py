@@ -131,6 +131,8 @@ def comparison(run_id: str, longest: int, samples: int, progress: Progress | Non
     lengths = _multiples(run_id, longest)
     if run.config.model.n_layers == 0:
         reports = evaluation(run_id, lengths, samples, progress)
+        if progress is not None:
+            progress.doing("the prediction from the weights and the carrier")
         predicted = tuple(p.target_mass for p in prediction(run_id, lengths))
         found = carrier(run_id, CARRIER_SEARCH)
         offsets, values, source = found.offsets, found.values, found.source
@@ -138,6 +140,8 @@ def comparison(run_id: str, longest: int, samples: int, progress: Progress | Non
         fit = law_of(run_id, lengths, reports)
     else:
         reports = sequence_evaluation(run_id, lengths, samples, progress)
+        if progress is not None:
+            progress.doing("every head's carrier")
         predicted = None
         best = max(heads(run_id), key=lambda h: (h.is_carrier, h.target_weight))
         offsets, values, source = np.arange(len(best.carrier)), best.carrier, f"measured, head L{best.layer}H{best.head}"

@@ -110,6 +110,7 @@ class Progress:
     def __init__(self, what: str, runs: int = 1) -> None:
         self.what, self.runs = what, runs
         self.run, self.done, self.lengths, self.length = 0, 0, 0, None
+        self.now: str | None = None  # what is computed once the lengths are done
         self._lock = threading.Lock()
         self._shown = self._closed = False
         self._slot = None
@@ -131,12 +132,19 @@ class Progress:
     def at(self, done: int, lengths: int, length: int | None) -> None:
         """`done` of this run's `lengths` lengths are done; `length` is next."""
         with self._lock:
-            self.done, self.lengths, self.length = done, lengths, length
+            self.done, self.lengths, self.length, self.now = done, lengths, length, None
+            self._draw()
+
+    def doing(self, what: str) -> None:
+        """The lengths are done; `what` (e.g. 'the carrier') is being computed."""
+        with self._lock:
+            self.length, self.now = None, what
             self._draw()
 
     def next_run(self) -> None:
         with self._lock:
             self.run, self.done, self.lengths, self.length = min(self.run + 1, self.runs), 0, 0, None
+            self.now = None
             self._draw()
 
     def fraction(self) -> float:
@@ -144,9 +152,14 @@ class Progress:
         return min(1.0, (self.run + within) / self.runs)
 
     def text(self) -> str:
-        run = f" run {self.run + 1} of {self.runs}," if self.runs > 1 else ""
-        now = f", now L = {self.length:,}" if self.length is not None else ""
-        return f"{self.what}:{run} {self.done} of {self.lengths} lengths done{now}"
+        parts = [f"run {self.run + 1} of {self.runs}"] if self.runs > 1 else []
+        if self.lengths:
+            parts.append(f"{self.done} of {self.lengths} lengths done")
+        if self.length is not None:
+            parts.append(f"now L = {self.length:,}")
+        elif self.now is not None:
+            parts.append(f"now {self.now}")
+        return f"{self.what}: {', '.join(parts) or 'starting'}"
 
     def _show(self) -> None:
         with self._lock:

@@ -4,6 +4,7 @@ numbers must be those of one batched call, and the bar must count each length on
 from __future__ import annotations
 
 import dataclasses
+import time
 
 import pytest
 
@@ -86,3 +87,48 @@ def test_the_bar_text_says_run_and_lengths() -> None:
     single = Progress("Evaluating")
     single.done, single.lengths, single.length = 2, 5, None
     assert single.text() == "Evaluating: 2 of 5 lengths done" and single.fraction() == pytest.approx(0.4)
+    progress.done, progress.length, progress.now = 9, None, "the carrier"
+    assert progress.text() == "Comparing: run 2 of 3, 9 of 9 lengths done, now the carrier"
+    progress.run, progress.lengths, progress.now = 2, 0, None
+    assert progress.text() == "Comparing: run 3 of 3" and progress.fraction() == pytest.approx(2 / 3)
+
+
+class Slot:
+    """Stands in for the page's placeholder: records what is drawn in it."""
+
+    def __init__(self) -> None:
+        self.drawn: list[tuple[float, str]] = []
+        self.cleared_after = None
+
+    def progress(self, value: float, text: str) -> None:
+        assert self.cleared_after is None, "drawn after the work ended"
+        self.drawn.append((value, text))
+
+    def empty(self) -> None:
+        self.cleared_after = len(self.drawn)
+
+
+@pytest.fixture
+def slot(monkeypatch) -> Slot:
+    placeholder = Slot()
+    monkeypatch.setattr("ui.runs.st.empty", lambda: placeholder)
+    monkeypatch.setattr("ui.runs.BAR_DELAY", 0.05)
+    return placeholder
+
+
+def test_quick_work_never_draws_a_bar(slot) -> None:
+    assert length_by_length([16, 32], lambda n: n, None, "Evaluating") == [16, 32]
+    assert slot.drawn == [] and slot.cleared_after == 0
+
+
+def test_slow_work_draws_the_bar_and_removes_it_at_the_end(slot) -> None:
+    def slow(n: int) -> int:
+        time.sleep(0.1)
+        return n
+
+    length_by_length([16, 32, 64], slow, None, "Evaluating")
+    texts = [text for _, text in slot.drawn]
+    assert "Evaluating: 0 of 3 lengths done, now L = 16" in texts
+    assert "Evaluating: 2 of 3 lengths done, now L = 64" in texts
+    assert [value for value, _ in slot.drawn] == sorted(value for value, _ in slot.drawn)  # never goes back
+    assert slot.cleared_after == len(slot.drawn)
