@@ -32,6 +32,7 @@ from lengen_core.encodings import LengthError
 from lengen_core.evaluate import evaluate
 from lengen_core.fit import LAW, LAW_TOLERANCE, NOT_APPLICABLE, fit_dilution
 from lengen_core.heads import analyse_heads
+from lengen_core.runtime import limit_heap_growth
 from lengen_core.sequence import evaluate_sequence
 from lengen_core.store import RunStore, StoreError, preset_store
 from lengen_core.training import train
@@ -331,6 +332,7 @@ def _summary(result: dict[str, Any]) -> str:
 
 
 def main(argv: Sequence[str] | None = None, stdout: TextIO = sys.stdout, stderr: TextIO = sys.stderr) -> int:
+    limit_heap_growth()
     try:
         args = build_parser().parse_args(argv)
         result = COMMANDS[args.command](args, RunStore())

@@ -26,6 +26,7 @@ from typing import Literal
 import torch
 
 from lengen_core.config import RunConfig, with_changes
+from lengen_core.runtime import limit_heap_growth
 from lengen_core.store import RunStore
 from lengen_core.training import Progress, Run, Training
 
@@ -144,6 +145,7 @@ def serve_child(argv: list[str]) -> None:
     """The child's entry: its pipe end's file descriptor, the store's root, the device, torch threads."""
     fd, root, device, threads = argv
     os.nice(CHILD_NICENESS)
+    limit_heap_growth()
     _child_main(Connection(int(fd)), root, device, int(threads))
 
 
