@@ -42,15 +42,23 @@ def log_axis(figure: go.Figure, axis: str = "x", values=None, **options) -> go.F
 
 
 def decades(values) -> list[float] | None:
-    """log10 range of the powers of ten around `values` when they cover fewer than two of them, else None."""
+    """log10 range reaching two powers of ten when `values` cover fewer, else None: out to the nearer
+    power when one is inside ([32, 256] → 10 … 256), to the powers around them when none is."""
     positive = np.asarray(values, dtype=np.float64)
     positive = positive[np.isfinite(positive) & (positive > 0)]
     if not len(positive):
         return None
     low, high = np.log10(positive.min()), np.log10(positive.max())
-    if np.floor(high) - np.ceil(low) >= 1:
+    inside = np.floor(high) - np.ceil(low) + 1  # powers of ten within [low, high]
+    if inside >= 2:
         return None
-    return [float(np.floor(low)) - 0.05, float(max(np.ceil(high), np.floor(low) + 1)) + 0.05]
+    if inside == 1:  # reach the power below the one inside, or the one above, whichever is nearer
+        below, above = np.ceil(low) - 1, np.floor(high) + 1
+        low, high = (below, high) if low - below <= above - high else (low, above)
+    else:
+        low, high = np.floor(low), np.floor(low) + 1
+    pad = 0.05 * (high - low)
+    return [float(low - pad), float(high + pad)]
 
 
 def hover(*lines: str) -> str:

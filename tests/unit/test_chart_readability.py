@@ -160,11 +160,18 @@ def test_no_axis_uses_si_prefixes(name: str) -> None:  # "100μ" on the spectrum
         assert axis.exponentformat == "power", (name, axis_name)
 
 
-def test_a_log_axis_over_less_than_a_decade_spans_the_powers_around_it() -> None:
-    assert charts.decades([1.05, 2.5]) == [-0.05, 1.05]  # 1/p from 1.05 to 2.5: labelled at 1 and 10
-    assert charts.decades([16, 64]) == [0.95, 2.05]
-    assert charts.decades([16, 4096]) is None  # 100 and 1000 inside already
-    assert tuple(FIGURES["inverse-mass"].layout.yaxis.range) == (-0.05, 2.05)  # 1/p from 1.1 to 12.5
+@pytest.mark.parametrize("values", [[1.05, 2.5], [16, 64], [32, 256], [100, 900], [1.1, 12.5], [3e-5, 2e-4]])
+def test_a_short_log_axis_reaches_two_powers_of_ten(values: list[float]) -> None:
+    low, high = charts.decades(values)
+    assert low <= np.log10(min(values)) and np.log10(max(values)) <= high  # the data stay in view
+    assert len(range(int(np.ceil(low)), int(np.floor(high)) + 1)) == 2  # two labels, no more
+
+
+def test_a_log_axis_reaches_the_nearer_power_and_leaves_a_long_one_alone() -> None:
+    assert 0.9 < charts.decades([32, 256])[0] and charts.decades([32, 256])[1] < 2.5  # out to 10, not to 1,000
+    assert 1.9 < charts.decades([100, 900])[0]  # out to 1,000, not to 10
+    assert charts.decades([16, 4096]) is None  # 100 and 1,000 inside already
+    assert tuple(FIGURES["inverse-mass"].layout.yaxis.range) == tuple(charts.decades(1 / accuracy_table()["target_mass"]))
 
 
 # --- uncertainty: Wilson bands, samples in the hover ---------------------------------------------------
