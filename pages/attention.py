@@ -53,9 +53,10 @@ show_view("trace", str(trace_length))
 
 expected = attention_captions.trace_expectation(run.config.model.encoding, run.config.model.attention)
 learned = None if run.verdict is None else run.verdict.learned
+last_only = run.config.task.task == "retrieval"  # the shift task scores every query t ≥ k
 head = None
 if run.config.model.n_layers > 0:  # the maps, zoom and trace read the first head of the first layer
-    head = "Layer 0, head 0"
+    head, expected = "Layer 0, head 0", None  # one head of several: the claims are about the carrier head
     st.info(f"This run has {run.config.model.n_layers} layers × {run.config.model.n_heads} heads: the maps below are "
             "its first layer's first head (layer 0, head 0). Every head's carrier and attention is on the "
             "Transformer page.", icon=":material/stacks:")
@@ -67,7 +68,7 @@ for i, length in enumerate(shown):
         cells = result.weights.shape[0]
         trace = attention_captions.argmax_trace(result.argmax_keys, L_train, k)
         chart(charts.attention_map(result.weights, result.pool, length, L_train, head),
-              f"{attention_captions.trace_caption(trace, expected, learned)} Cells: {cells}×{cells}, pooling "
+              f"{attention_captions.trace_caption(trace, expected, learned, last_only)} Cells: {cells}×{cells}, pooling "
               f"{result.pool}×{result.pool} (max).",
               pd.DataFrame(result.weights).rename_axis("query_cell").reset_index(), f"heatmap-{length}", run.run_id)
 
@@ -85,5 +86,5 @@ with right:
     trace = pd.DataFrame({"query": np.arange(trace_length), "argmax_key": result.argmax_keys})
     chart(charts.argmax_trace(result.argmax_keys, L_train, k, head),
           attention_captions.trace_caption(attention_captions.argmax_trace(result.argmax_keys, L_train, k), expected,
-                                           learned),
+                                           learned, last_only),
           trace, f"argmax-{trace_length}", run.run_id)

@@ -26,7 +26,7 @@ def record(page: str, preset: str, params: dict[str, str] | None = None) -> tupl
     original = ui.widgets.chart
 
     def recording(figure, look_for, data, name, stem=None):
-        calls.append({"figure": figure, "data": data, "name": name, "stem": stem})
+        calls.append({"figure": figure, "look_for": look_for, "data": data, "name": name, "stem": stem})
         original(figure, look_for, data, name, stem)
 
     with pytest.MonkeyPatch.context() as patch:
@@ -117,6 +117,15 @@ def test_a_multi_layer_run_names_the_head_its_maps_show(drawn) -> None:
     titles = [c["figure"].layout.title.text for c in drawn["attention-transformer"]]
     assert titles and all(title.startswith("Layer 0, head 0 · ") for title in titles)
     assert not any("head" in c["figure"].layout.title.text for c in drawn["attention"])
+
+
+def test_one_head_of_a_transformer_makes_no_single_head_claim(drawn) -> None:
+    """Layer 0 head 0 of a shift-task transformer is not its carrier head and every query t ≥ k is scored:
+    no 'RoPE run does NOT follow t − k', no 'the only one the retrieval task scores'."""
+    single = " ".join(c["look_for"] for c in drawn["attention"])
+    several = " ".join(c["look_for"] for c in drawn["attention-transformer"])
+    assert "the retrieval task scores" in single and "relative rule (C3)" in single
+    assert "retrieval task" not in several and "C3" not in several and "does NOT" not in several
 
 
 def test_m_out_says_what_it_was_fitted_to(apps) -> None:
