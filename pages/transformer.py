@@ -6,6 +6,7 @@ import streamlit as st
 
 from ui import accuracy_captions, attention_captions, charts, compare_charts, mechanism_captions, transformer_charts
 from ui.analyses import head_attention, heads, length_multiples, sequence_evaluation
+from ui.glossary import lead
 from ui.presets import transformer_presets
 from ui.runs import load_run
 from ui.state import select_run, show_view, view_number, view_option
@@ -15,6 +16,7 @@ MULTIPLES = (1, 2, 4, 8, 16)  # test lengths, × the training length
 SAMPLES = [16, 32, 64, 128, 256]
 
 st.title("From one head to a transformer")
+lead("transformer")
 st.markdown("A 2-layer, 2-head transformer trained on the **shift** task (every position t ≥ k answers the token "
             "k places back). Does one of its heads learn the same carrier as the single head, and does it carry "
             "over to longer inputs?")
@@ -67,6 +69,9 @@ table = pd.DataFrame([{key: getattr(h, key) for key in ("layer", "head", "argmax
 names = [f"L{h.layer} H{h.head}" for h in reports]
 in_link = [f"L{h.layer}H{h.head}" for h in reports]  # the link's spelling: head=L1H0
 best = max(range(len(reports)), key=lambda i: (reports[i].is_carrier, reports[i].target_weight))
+if st.session_state.get("transformer-head-run") != run.run_id:  # another run: start from its best head
+    st.session_state.pop("transformer-head", None)
+    st.session_state["transformer-head-run"] = run.run_id
 view_option("transformer-head", "head", in_link, in_link[best])
 chosen_head = st.selectbox("Head", in_link, key="transformer-head", format_func=lambda h: names[in_link.index(h)],
                            help="Layer and head; the carrier head with the most weight on the target is picked first.")

@@ -76,3 +76,15 @@ def test_transformer_bad_head_is_a_message_and_the_best_head_stays() -> None:
     assert "'head' is 'L7H0': allowed L0H0, L0H1, L1H0, L1H1" in warnings(app)
     assert app.selectbox(key="transformer-head").value in {"L0H0", "L0H1", "L1H0", "L1H1"}
     assert app.select_slider(key="transformer-samples").value == 16
+
+
+def test_transformer_head_starts_from_the_best_head_of_each_run_opened() -> None:
+    app = open_link({"run": transformer_presets()["Transformer RoPE"], "head": "L0H0"}, "pages/transformer.py")
+    assert app.selectbox(key="transformer-head").value == "L0H0"
+    app.button(key="open-Transformer learned").click().run()
+    assert app.session_state["run_id"] == transformer_presets()["Transformer learned"]
+    heads = next(d.value for d in app.dataframe if "argmax_offset" in d.value.columns)
+    best = heads.sort_values(["is_carrier", "target_weight"], ascending=False).iloc[0]
+    assert f"L{best['layer']}H{best['head']}" != "L0H0"  # else this test could not tell
+    assert app.selectbox(key="transformer-head").value == f"L{best['layer']}H{best['head']}"
+    assert app.query_params["head"] == f"L{best['layer']}H{best['head']}"

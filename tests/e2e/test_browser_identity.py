@@ -55,9 +55,10 @@ def query(tab) -> dict[str, list[str]]:
 
 
 def chips(tab) -> list[str]:
-    """The runs Compare's picker shows as chosen."""
-    return tab.locator('[data-testid="stMultiSelect"] [data-tag-index]').evaluate_all(
-        "tags => tags.map(tag => tag.getAttribute('aria-label'))")
+    """The runs Compare's picker shows as chosen (once it shows any: it is redrawn as the page settles)."""
+    tags = tab.locator('[data-testid="stMultiSelect"] [data-tag-index]')
+    tags.first.wait_for(timeout=30_000)
+    return tags.evaluate_all("tags => tags.map(tag => tag.getAttribute('aria-label'))")
 
 
 def assert_no_traceback(tab) -> None:
