@@ -7,6 +7,11 @@ constant offset of every logit would otherwise make every head rank 1), and the 
 attention weight on the target offset. A **carrier head** selects the offset: argmax offset k and a
 mean weight of at least 0.5 on it. With absolute positions, a head is **pinned**
 when, beyond the training length, most queries attend to one key inside the training range.
+
+Every statistic is accumulated as the forward pass hands over each block of queries (an observer,
+lengen_core.attention), a batch of sequences at a time: memory is the sums (a T × T matrix per
+head at the training length, key counts per head at 4× it) and one batch's forward pass, never
+every layer's and head's full attention of every sequence.
 """
 
 from __future__ import annotations
@@ -38,44 +43,81 @@ class HeadReport:
     pinned_share: float
 
 
+TOKENS_PER_BATCH = 1 << 15  # tokens per forward pass
+
+
+class _Sums:
+    """An observer accumulating, per layer and head: the sum of the logits (at the training length),
+    the summed share of |weight| on key t − k for queries t in [k, L), and counts of the argmax
+    key of the queries t ≥ L (at 4 × L, for pinning)."""
+
+    def __init__(self, layers: int, heads: int, length: int, train_length: int, offset: int, pinning: bool) -> None:
+        self.length, self.train_length, self.offset, self.pinning = length, train_length, offset, pinning
+        self.logits = None if pinning else torch.zeros(layers, heads, length, length, dtype=torch.float64)
+        self.share = torch.zeros(layers, heads, dtype=torch.float64)
+        self.keys = torch.zeros(layers, heads, length, dtype=torch.float64) if pinning else None
+        self.samples = 0
+
+    def __call__(self, layer: int, start: int, logits: torch.Tensor, weights: torch.Tensor) -> None:
+        stop = start + logits.shape[2]
+        if self.pinning:
+            first = max(start, self.train_length)
+            if first < stop:
+                keys = weights[:, :, first - start :].abs().argmax(dim=-1)  # (B, H, queries beyond)
+                heads = keys.shape[1]
+                flat = (torch.arange(heads, device=keys.device)[None, :, None] * self.length + keys).flatten()
+                self.keys[layer] += torch.bincount(flat.cpu(), minlength=heads * self.length).view(heads, -1)
+            return
+        self.logits[layer, :, start:stop] += logits.sum(dim=0).double().cpu()
+        first, k = max(start, self.offset), self.offset
+        if first < stop:
+            w = weights[:, :, first - start :].abs()  # (B, H, q, T); |w| so linear attention counts too
+            t = torch.arange(first, stop, device=w.device)
+            on_target = w[:, :, torch.arange(len(t), device=w.device), t - k]  # (B, H, q)
+            self.share[layer] += (on_target / w.sum(dim=-1)).sum(dim=(0, 2)).double().cpu()
+
+
 @torch.no_grad()
-def _patterns(model: torch.nn.Module, config: RunConfig, length: int, samples: int, seed: int):
+def _accumulate(model: torch.nn.Module, config: RunConfig, length: int, samples: int, seed: int,
+                pinning: bool) -> _Sums:
     device = next(model.parameters()).device
     tokens = sequence_tokens(seed, length, samples, config.task.vocab_size).to(device)
-    return model.attend(tokens, 0)
+    layers = max(1, config.model.n_layers)
+    heads = config.model.n_heads if config.model.n_layers else 1
+    sums = _Sums(layers, heads, length, config.task.train_length, config.task.offset, pinning)
+    batch = max(1, TOKENS_PER_BATCH // length)
+    for begin in range(0, samples, batch):
+        model(tokens[begin : begin + batch], 0, observe=sums)
+    sums.samples = samples
+    return sums
 
 
 def _pinning(model: torch.nn.Module, config: RunConfig, samples: int, seed: int) -> dict[tuple[int, int], tuple]:
     """(layer, head) -> (most common argmax key of queries t ≥ L_train at 4 × L_train, its share)."""
-    L = config.task.train_length
-    length = 4 * L
+    length = 4 * config.task.train_length
     try:
         model.encoding.check_length(length)
     except ValueError:
         return {}
-    found = {}
-    for pattern in _patterns(model, config, length, samples, seed):
-        keys = pattern.weights[:, :, L:].abs().argmax(dim=-1)  # (S, H, queries beyond)
-        for head in range(keys.shape[1]):
-            mode = int(keys[:, head].flatten().mode().values)
-            found[pattern.layer, head] = (mode, float((keys[:, head] == mode).float().mean()))
-    return found
+    counts = _accumulate(model, config, length, samples, seed, pinning=True).keys  # (layers, H, 4L)
+    total = counts.sum(dim=-1)  # (layers, H)
+    modes = counts.argmax(dim=-1)
+    return {(layer, head): (int(modes[layer, head]), float(counts[layer, head, modes[layer, head]] / total[layer, head]))
+            for layer in range(counts.shape[0]) for head in range(counts.shape[1])}
 
 
 def analyse_heads(model: torch.nn.Module, config: RunConfig, samples: int = 256, seed: int = 11) -> list[HeadReport]:
     L, k = config.task.train_length, config.task.offset
-    t = torch.arange(k, L)
+    sums = _accumulate(model, config, L, samples, seed, pinning=False)
+    mean_logits = (sums.logits / samples).numpy()  # (layers, H, T, T)
+    targets = (sums.share / (samples * (L - k))).numpy()  # (layers, H)
     rows = []
-    for pattern in _patterns(model, config, L, samples, seed):
-        mean_logits = pattern.logits.mean(dim=0).double().cpu().numpy()  # (H, T, T)
-        queries = pattern.weights.abs()[:, :, t]  # (S, H, q, T); |w| so linear attention counts too
-        share = queries[..., t - k].diagonal(dim1=2, dim2=3) / queries.sum(dim=-1)  # (S, H, q)
-        target = share.mean(dim=(0, 2)).cpu()  # (H,)
-        for head in range(mean_logits.shape[0]):
-            matrix = mean_logits[head]
+    for layer in range(mean_logits.shape[0]):
+        for head in range(mean_logits.shape[1]):
+            matrix = mean_logits[layer, head]
             carrier = np.array([np.diagonal(matrix, -d).mean() for d in range(L)])
             singular = np.linalg.svd(matrix - matrix.mean(), compute_uv=False)  # centred, as for one head
-            rows.append((pattern.layer, head, carrier, matrix, singular, float(target[head])))
+            rows.append((layer, head, carrier, matrix, singular, float(targets[layer, head])))
     pins = _pinning(model, config, max(16, samples // 4), seed)
     reports = []
     for layer, head, carrier, matrix, singular, weight in rows:

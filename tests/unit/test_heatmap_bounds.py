@@ -92,3 +92,26 @@ def test_the_largest_transformer_at_the_longest_length_stays_within_its_memory_b
     assert done.returncode == 0, done.stderr[-2000:]
     grown = int(done.stdout.split()[-1])
     assert grown < 1 << 30, f"peak memory grew by {grown / 2**20:.0f} MB"
+
+
+def test_head_statistics_accumulated_block_by_block_match_the_full_patterns():
+    """analyse_heads sums as the forward pass goes (one batch of sequences at a time); the same
+    numbers as reading every layer's full attention of all sequences at once (the old way)."""
+    from lengen_core.heads import TOKENS_PER_BATCH, analyse_heads
+
+    config = with_changes(SMALL, train_length=24, offset=5)
+    model = initial_model(config).eval()
+    samples = 2 * (TOKENS_PER_BATCH // 24) + 3  # three batches, the last a short one
+    reports = analyse_heads(model, config, samples=samples)
+    tokens = sequence_tokens(11, 24, samples, config.task.vocab_size)
+    with torch.no_grad():
+        patterns = model.attend(tokens, 0)
+    t = torch.arange(5, 24)
+    for report in reports:
+        pattern = patterns[report.layer]
+        mean = pattern.logits[:, report.head].double().mean(dim=0).numpy()
+        carrier = [np.diagonal(mean, -d).mean() for d in range(24)]
+        np.testing.assert_allclose(report.carrier, carrier, atol=1e-5)
+        queries = pattern.weights[:, report.head, t].abs()
+        share = (queries[:, torch.arange(len(t)), t - 5] / queries.sum(dim=-1)).mean()
+        assert report.target_weight == pytest.approx(float(share), abs=1e-6)
