@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import os
 import threading
 import time
 from collections import deque
@@ -24,7 +23,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from lengen_core.budget import TRAIN_SECONDS_ENV, Budgets, check, training_cost
 from lengen_core.config import RunConfig
+from lengen_core.runtime import usable_cpus
 from lengen_core.store import RunStore
 from lengen_core.training import Progress, Training
 from lengen_core.training_process import TrainingProcess, save_run
@@ -35,6 +36,10 @@ MAX_QUEUE = 200
 
 class QueueFull(RuntimeError):
     """Too many trainings are waiting; the message says how many and what to do."""
+
+
+class OwnerBusy(RuntimeError):
+    """This requester (a browser) already has a training running or waiting; the message says which."""
 
 
 @dataclass(frozen=True)
@@ -48,6 +53,7 @@ class JobStatus:
     from_store: bool  # the request was answered from the store without training
     stopped: bool  # stopped by its requester before the end
     error: str | None
+    note: str | None = None  # e.g. stopped at the wall-clock limit, what was kept
 
 
 @dataclass
@@ -62,6 +68,9 @@ class _Job:
     stop: threading.Event = field(default_factory=threading.Event)
     keep_partial: bool = False  # Stop keeps what was trained; a vanished requester does not
     error: str | None = None
+    owner: str | None = None  # who asked (a browser), for the one-training-per-requester rule
+    limit_seconds: float = float("inf")  # wall-clock limit once running
+    timed_out: bool = False  # stopped at the wall-clock limit (its steps so far are kept)
 
 
 class TrainingPool:
@@ -73,13 +82,15 @@ class TrainingPool:
         max_queue: int = MAX_QUEUE,
         trainer: Callable[[RunConfig, str], Training] = Training,
         isolate: bool = False,
+        train_seconds: float | None = None,
     ) -> None:
         self.store = store
+        self.train_seconds = train_seconds  # the wall-clock limit of one training; None: the budget's (LENGEN_TRAIN_SECONDS)
         with contextlib.suppress(OSError):
             store.clean_partial()  # what a killed save left behind (its writer is gone)
-        self.max_concurrent = max_concurrent or os.cpu_count() or 1
+        self.max_concurrent = max_concurrent or usable_cpus()
         self.isolate = isolate  # each training in a child process (a server); else in a worker thread
-        self.threads = max(1, (os.cpu_count() or 1) // self.max_concurrent)  # torch threads per child
+        self.threads = max(1, usable_cpus() // self.max_concurrent)  # torch threads per child
         self.device = device
         self.max_queue = max_queue
         self._trainer = trainer
@@ -100,9 +111,15 @@ class TrainingPool:
         for worker in self._workers:
             worker.start()
 
-    def submit(self, config: RunConfig) -> int:
-        """A ticket for this config's run: answered from the store, joined to a running job, or queued."""
+    def submit(self, config: RunConfig, owner: str | None = None) -> int:
+        """A ticket for this config's run: answered from the store, joined to a running job, or queued.
+
+        Raises, before anything is queued: BudgetError (the training's estimated memory or time is
+        over the server's budgets), StoreError (the store cannot take the run), OwnerBusy (`owner`
+        already has another training running or waiting), QueueFull.
+        """
         run_id = config.run_id()
+        check(training_cost(config))
         with self._lock:
             ticket = next(self._numbers)
             job = self._jobs.get(run_id)
@@ -112,13 +129,18 @@ class TrainingPool:
                 job = _Job(config, state="done", stored_run_id=run_id, from_store=True)
             elif job is None:
                 self.store.check_can_save(config)  # read-only, full or over quota: say so before training
+                mine = next((j for j in self._jobs.values() if owner is not None and j.owner == owner
+                             and j.state in ("queued", "running") and not j.stop.is_set()), None)
+                if mine is not None:
+                    raise OwnerBusy(f"this browser already has a training {mine.state} ({mine.config.run_id()}); one at a "
+                                    "time per browser: wait for it or stop it first")
                 if len(self._queue) >= self.max_queue:
                     waiting = len(self._queue)
                     raise QueueFull(
                         f"{waiting} training{' is' if waiting == 1 else 's are'} already waiting (the limit is "
                         f"{self.max_queue}); try again in a minute or open a stored run"
                     )
-                job = _Job(config)
+                job = _Job(config, owner=owner, limit_seconds=self.train_seconds or Budgets.from_env().train_seconds)
                 self._jobs[run_id] = job
                 self._queue.append(job)
                 self._wake.notify_all()  # the first idle worker in order takes it
@@ -140,6 +162,9 @@ class TrainingPool:
                 from_store=job.from_store,
                 stopped=job.stop.is_set(),
                 error=job.error,
+                note=(f"stopped at this server's wall-clock limit of {job.limit_seconds:.0f} s per training "
+                      f"({TRAIN_SECONDS_ENV}); the {job.progress.step if job.progress else 0} steps done were kept"
+                      if job.timed_out else None),
             )
 
     def status_after_first_step(self, ticket: int, timeout: float) -> JobStatus:
@@ -237,7 +262,17 @@ class TrainingPool:
             if child is not None:
                 child.close()
 
+    def _expire(self, job: _Job) -> None:
+        """The wall-clock limit passed: stop the job as its requester's Stop would, keeping its steps."""
+        with self._lock:
+            if job.state == "running" and not job.stop.is_set():
+                job.timed_out = job.keep_partial = True
+                job.stop.set()
+
     def _train(self, job: _Job, child: TrainingProcess | None) -> None:
+        timer = threading.Timer(job.limit_seconds, self._expire, args=(job,))
+        timer.daemon = True
+        timer.start()
         try:
             if child is None:
                 state, stored = self._train_here(job)
@@ -247,6 +282,8 @@ class TrainingPool:
             state, stored = "failed", None
             with self._lock:
                 job.error = f"{type(error).__name__}: {' '.join(str(error).split())}"
+        finally:
+            timer.cancel()
         with self._lock:
             job.state, job.stored_run_id = state, stored
             self._progressed.notify_all()

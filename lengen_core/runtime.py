@@ -1,5 +1,8 @@
-"""Process-wide settings of the processes that serve the lab: the app's server, its training
-children and the command line call `limit_heap_growth()` once at start.
+"""Process-wide settings of the processes that serve the lab, and what this process may use.
+
+The app's server, its training children and the command line call `limit_heap_growth()` once at
+start. `usable_cpus()` is the number of CPUs this process may really run on: its affinity, capped
+by a cgroup (container) CPU quota, which `os.cpu_count()` ignores.
 
 Why: glibc's malloc serves a block larger than its mmap threshold with a mapping of its own, given
 back to the system on free, but after such a block is freed it raises the threshold to that block's
@@ -16,7 +19,10 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
+import math
+import os
 import sys
+from pathlib import Path
 
 M_MMAP_THRESHOLD = -3  # mallopt's parameter number (malloc.h)
 MMAP_THRESHOLD_BYTES = 1 << 20
@@ -33,3 +39,35 @@ def limit_heap_growth() -> bool:
         return bool(libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES))
     except (OSError, AttributeError):  # musl and others: no mallopt
         return False
+
+
+CGROUP_CPU_MAX = Path("/sys/fs/cgroup/cpu.max")  # cgroup v2: "<quota> <period>" or "max <period>"
+CGROUP_V1_QUOTA = Path("/sys/fs/cgroup/cpu/cpu.cfs_quota_us")
+CGROUP_V1_PERIOD = Path("/sys/fs/cgroup/cpu/cpu.cfs_period_us")
+
+
+def cgroup_cpu_limit(v2: Path = CGROUP_CPU_MAX, v1_quota: Path = CGROUP_V1_QUOTA,
+                     v1_period: Path = CGROUP_V1_PERIOD) -> float | None:
+    """CPUs allowed by the cgroup's quota (e.g. `docker run --cpus 1.5`: 1.5), None when unlimited."""
+    try:
+        quota, period = v2.read_text().split()[:2]
+        return None if quota == "max" else int(quota) / int(period)
+    except (OSError, ValueError):
+        pass
+    try:
+        quota, period = int(v1_quota.read_text()), int(v1_period.read_text())
+        return None if quota <= 0 else quota / period
+    except (OSError, ValueError):
+        return None
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may use: its affinity (`taskset`), capped by the cgroup quota, at least 1."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    limit = cgroup_cpu_limit()
+    if limit is not None:
+        cpus = min(cpus, max(1, math.floor(limit)))
+    return max(1, cpus)

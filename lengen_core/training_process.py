@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import os
 import subprocess
 import sys
@@ -25,6 +26,7 @@ from typing import Literal
 
 import torch
 
+from lengen_core.budget import MEMORY_ENV, Budgets
 from lengen_core.config import RunConfig, with_changes
 from lengen_core.runtime import limit_heap_growth
 from lengen_core.store import RunStore
@@ -136,6 +138,31 @@ class TrainingFailed(RuntimeError):
         return str(self.args[0]) if self.args else ""
 
 
+ADDRESS_HEADROOM = 2 << 30  # torch's libraries and thread arenas: an idle training process maps ~0.85 GB
+LOG = logging.getLogger(__name__)
+
+
+def address_limit() -> int:
+    """A training process's address-space limit: the request memory budget plus ADDRESS_HEADROOM."""
+    return Budgets.from_env().memory_bytes + ADDRESS_HEADROOM
+
+
+def limit_address_space() -> None:
+    """RLIMIT_AS for this (training) process, so a training past its budget fails alone with a
+    message instead of pushing the machine into swap or the OOM killer's hands."""
+    if os.name == "posix":
+        import resource
+
+        limit = address_limit()
+        _, hard = resource.getrlimit(resource.RLIMIT_AS)
+        resource.setrlimit(resource.RLIMIT_AS, (limit if hard == resource.RLIM_INFINITY else min(limit, hard), hard))
+
+
+def _out_of_memory() -> str:
+    return (f"the training ran out of its memory limit ({address_limit() / 2**30:.1f} GB of address space, from "
+            f"{MEMORY_ENV}): choose a smaller batch, a shorter length, a smaller model or fewer layers")
+
+
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 CHILD_NICENESS = 5  # serving pages goes first when the cores are short; an idle machine trains at full speed
 CHILD_COMMAND = "import sys; from lengen_core.training_process import serve_child; serve_child(sys.argv[1:])"
@@ -146,6 +173,7 @@ def serve_child(argv: list[str]) -> None:
     fd, root, device, threads = argv
     os.nice(CHILD_NICENESS)
     limit_heap_growth()
+    limit_address_space()
     _child_main(Connection(int(fd)), root, device, int(threads))
 
 
@@ -155,8 +183,10 @@ def _child_main(conn: Connection, root: str, device: str, threads: int) -> None:
     store = RunStore(Path(root))
     # One throwaway step loads what torch loads lazily on a first training (optimizer and autograd
     # machinery, ~1.5 s), here at start-up instead of after someone pressed Train.
-    with contextlib.suppress(Exception):  # a device that fails here fails the real job with its message
+    try:  # a device that fails here fails the real job with its message; the operator sees it in the log
         Training(with_changes(RunConfig(), d_model=8, train_length=8, batch_size=2), device).step()
+    except Exception:
+        LOG.exception("the training process's warm-up step failed (device %s); trainings will report why", device)
     while True:
         try:
             kind, payload = conn.recv()
@@ -186,5 +216,9 @@ def _child_main(conn: Connection, root: str, device: str, threads: int) -> None:
             conn.send(("done", save_run(store, run)))
         except (EOFError, BrokenPipeError):
             return
+        except MemoryError:
+            conn.send(("failed", _out_of_memory()))
         except Exception as error:  # noqa: BLE001 — sent to the server, which reports it in the status
-            conn.send(("failed", f"{type(error).__name__}: {' '.join(str(error).split())}"))
+            text = " ".join(str(error).split())
+            # torch's allocator past the address-space limit raises a RuntimeError saying so
+            conn.send(("failed", _out_of_memory() if "can't allocate memory" in text else f"{type(error).__name__}: {text}"))

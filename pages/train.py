@@ -3,13 +3,15 @@
 import pandas as pd
 import streamlit as st
 
+from lengen_core.budget import BudgetError, Budgets, check, duration, training_cost
 from lengen_core.config import ConfigError, RunConfig, with_changes
-from lengen_core.jobs import QueueFull
+from lengen_core.jobs import OwnerBusy, QueueFull
+from lengen_core.store import StoreError
 from lengen_core.training import resolve_device
 from ui import accuracy_captions, charts
 from ui.glossary import lead
 from ui.live import MESSAGE_KEY, TICKET_KEY, live_training
-from ui.pool import hold, training_pool
+from ui.pool import browser_id, hold, training_pool
 from ui.runs import stores
 from ui.state import linked_config, plain, select_run
 from ui.widgets import chart, selected_run
@@ -36,7 +38,7 @@ st.caption(f"Device in use: **{resolve_device(pool.device)}**. The task: answer 
            "last one (C2), or shift the whole sequence by k. Training stops early once the batch accuracy "
            f"holds at 100%. This server trains at most {pool.max_concurrent} runs at once; the rest wait in line.")
 
-with st.form("config"):
+with st.container(border=True):  # no form: the estimate below follows every change
     left, middle, right = st.columns(3)
     left.selectbox("Task", ["retrieval", "shift"], key=FORM["task"],
                    help="retrieval: answer x[L−1−k] at the last position; shift: every position answers k back.")
@@ -58,7 +60,8 @@ with st.form("config"):
     right.number_input("Steps", 1, 50_000, key=FORM["steps"], help="Most optimisation steps (Adam).")
     right.number_input("Learning rate", 1e-6, 1.0, format="%.4f", key=FORM["learning_rate"], help="Adam's step size.")
     right.number_input("Seed", 0, 2**31 - 1, key=FORM["seed"], help="Every random stream derives from it.")
-    submitted = st.form_submit_button("Train", type="primary", help="Start training, or open the stored run.")
+    estimate = st.empty()
+    submitted = st.button("Train", type="primary", help="Start training, or open the stored run.")
 
 
 def request(config: RunConfig) -> None:
@@ -71,14 +74,36 @@ def request(config: RunConfig) -> None:
         st.warning("Your earlier training is still running or waiting: stop it first.")
     else:
         try:
-            ticket = pool.submit(config)
-        except QueueFull as error:
+            ticket = pool.submit(config, owner=browser_id())
+        except (QueueFull, OwnerBusy) as error:
             st.error(f"The server is busy: {error}.")
+            return
+        except StoreError as error:  # read-only, full or over-quota store: found before any training
+            st.error(f"This run cannot be stored here: {error}. Nothing was trained.")
             return
         st.session_state[TICKET_KEY] = ticket
         hold(ticket)
 
 
+def show_estimate() -> None:
+    """What the config in the form would cost, before anyone presses Train, against this server's budgets."""
+    try:
+        config = with_changes(base, **{name: st.session_state[key] for name, key in FORM.items()})
+        cost = training_cost(config)
+        budgets = Budgets.from_env()
+        check(cost, budgets)
+    except BudgetError as error:
+        estimate.warning(f"Too costly for this server: {plain(str(error))}.", icon=":material/block:")
+    except ConfigError as error:
+        estimate.warning(f"Not a valid configuration: {plain(str(error))}.", icon=":material/error:")
+    else:
+        estimate.caption(f"Estimated for {config.train.steps:,} steps (early stopping only shortens it): about "
+                         f"{cost.memory_bytes / 2**20:,.0f} MB of memory and {duration(cost.seconds)} on this server; "
+                         f"its limits are {budgets.memory_bytes / 2**20:,.0f} MB and {duration(budgets.train_seconds)} "
+                         "per training.")
+
+
+show_estimate()
 if submitted:
     try:
         request(with_changes(base, **{name: st.session_state[key] for name, key in FORM.items()}))
@@ -95,7 +120,7 @@ live_training(pool)
 if TICKET_KEY not in st.session_state and linked_config() is None and (run := selected_run()) is not None:
     st.subheader(f"Training of the selected run `{run.run_id}`")
     history = pd.DataFrame(run.history)
-    chart(charts.training_curve(history, run.config.train.steps),
+    chart(charts.training_curve(history, max(run.steps, 1)),  # the axis follows the steps done
           accuracy_captions.training_caption(run.steps, run.train_seconds, run.device, run.stopped_early,
                                              run.train_accuracy, run.verdict, run.config.task.train_length),
           history, "training-history")

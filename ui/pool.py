@@ -2,7 +2,8 @@
 browser sessions that have ended (so a closed tab cancels its training unless someone else waits
 for the same run).
 
-`LENGEN_MAX_TRAININGS` limits concurrent trainings (default: the number of cores). Each runs in a
+`LENGEN_MAX_TRAININGS` limits concurrent trainings (default: the CPUs this process may use, its
+affinity capped by a container's CPU quota: `lengen_core.runtime.usable_cpus`). Each runs in a
 child process of its own (the server's interpreter stays free to serve pages), and torch's intra-op
 threads are divided between them, so N trainings do not each start one thread per core.
 """
@@ -10,6 +11,7 @@ threads are divided between them, so N trainings do not each start one thread pe
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import threading
 import time
@@ -19,6 +21,7 @@ from streamlit import runtime
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from lengen_core.jobs import TrainingPool
+from lengen_core.runtime import usable_cpus
 from lengen_core.store import RunStore
 
 LIMIT_ENV = "LENGEN_MAX_TRAININGS"
@@ -26,12 +29,25 @@ GRACE_SECONDS = 15.0  # a dropped websocket reconnects under the same session id
 
 
 def max_trainings() -> int:
-    cores = os.cpu_count() or 1
+    cores = usable_cpus()
     try:
         limit = int(os.environ.get(LIMIT_ENV, cores))
     except ValueError:
         return cores
     return limit if limit >= 1 else cores
+
+
+BROWSER_COOKIE = "_streamlit_xsrf"  # Streamlit's XSRF cookie: set once per browser, sent by all its tabs
+
+
+def browser_id() -> str | None:
+    """Who is asking, for the pool's one-training-per-browser rule: a hash of Streamlit's XSRF cookie,
+    which every tab of one browser shares (None without it, e.g. XSRF protection off: no rule then)."""
+    with contextlib.suppress(Exception):  # no context outside a browser session
+        cookie = st.context.cookies.get(BROWSER_COOKIE)
+        if cookie:
+            return hashlib.sha256(cookie.encode()).hexdigest()[:16]
+    return None
 
 
 @st.cache_resource(show_spinner=False)

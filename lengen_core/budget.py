@@ -1,0 +1,178 @@
+"""What a request costs, estimated from its config before any work, and the budgets it must fit.
+
+    cost = training_cost(config)           # Cost(memory_bytes, seconds, what)
+    check(cost)                            # BudgetError naming the knob to turn, or nothing
+
+Every training, transformer evaluation, heatmap and per-head analysis checks its cost here first
+(the core calls `check` itself, so the command line, a link and the Train form all meet it). The
+budgets are the operator's, from the environment, with defaults that keep one request well inside
+a 2-core, 8 GB container:
+
+    LENGEN_REQUEST_MEMORY_MB   peak memory of one request             default 3072
+    LENGEN_REQUEST_SECONDS     one evaluation or analysis              default 120
+    LENGEN_TRAIN_SECONDS       one training (also its wall-clock limit) default 1800
+
+How the estimates are made. Memory: the activations a step keeps (per layer: the residual stream
+and the projections, B·T·C floats ×12; one block of attention logits, weights and their masks,
+B·H·T² floats ×3 while training, `QUERY_BLOCK_ELEMENTS` ×3 otherwise; the MLP, B·T·4C ×4), the
+parameters with their gradients and Adam's two moments (16 bytes each), and the interpreter with
+torch loaded (`BASE_BYTES`). Time: floating-point operations at `FLOPS_PER_SECOND` plus floats
+written at `FLOATS_PER_SECOND`, the rates of a busy 2-core CPU. Measured against the peak resident
+memory of two training steps on five transformer configs (1–8 layers, 4–16 heads, d_model 128–512,
+lengths 64–512), the estimate was 1.7–2× the measurement; against their step times on 2 busy
+cores, 0.6–1.7× (docs/serving.md).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from lengen_core.attention import QUERY_BLOCK_ELEMENTS
+from lengen_core.config import ConfigError, RunConfig
+
+MEMORY_ENV, SECONDS_ENV, TRAIN_SECONDS_ENV = "LENGEN_REQUEST_MEMORY_MB", "LENGEN_REQUEST_SECONDS", "LENGEN_TRAIN_SECONDS"
+DEFAULT_MEMORY_MB, DEFAULT_SECONDS, DEFAULT_TRAIN_SECONDS = 3_072, 120, 1_800
+BASE_BYTES = 400 << 20  # python, torch and the loaded model's code
+FLOPS_PER_SECOND = 10e9
+FLOATS_PER_SECOND = 1e9
+FLOAT = 4  # bytes
+
+
+class BudgetError(ConfigError):
+    """A request's estimated cost is over a budget; the message names the budget and what to change."""
+
+
+@dataclass(frozen=True)
+class Cost:
+    what: str  # "this training", "this heatmap", …
+    memory_bytes: float  # estimated peak
+    seconds: float  # estimated on this machine class
+    knobs: str  # what makes it cheaper, in the form's words
+
+    def __str__(self) -> str:
+        return f"{self.what}: about {_megabytes(self.memory_bytes)} of memory and {duration(self.seconds)}"
+
+
+@dataclass(frozen=True)
+class Budgets:
+    memory_bytes: int
+    seconds: float
+    train_seconds: float
+
+    @classmethod
+    def from_env(cls) -> Budgets:
+        return cls(_env_int(MEMORY_ENV, DEFAULT_MEMORY_MB) << 20, float(_env_int(SECONDS_ENV, DEFAULT_SECONDS)),
+                   float(_env_int(TRAIN_SECONDS_ENV, DEFAULT_TRAIN_SECONDS)))
+
+
+def _env_int(name: str, default: int) -> int:
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return default
+    if not re.fullmatch(r"\d{1,9}", text) or int(text) < 1:
+        raise BudgetError(f"{name}={text!r} is not allowed: give a whole number of at least 1")
+    return int(text)
+
+
+def _layers(config: RunConfig) -> tuple[int, int, int]:
+    """(layers, heads, d_model) as the attention sees them: the minimal head is one layer of one head."""
+    model = config.model
+    return max(1, model.n_layers), model.n_heads if model.n_layers else 1, model.d_model
+
+
+def parameter_count(config: RunConfig) -> int:
+    """Weights, a shared position table once (as `store.weights_bytes` counts them)."""
+    layers, _, C = _layers(config)
+    V, model = config.task.vocab_size, config.model
+    table = model.max_positions * C if model.encoding == "learned" else 0
+    if model.n_layers == 0:
+        return 2 * V * C + 3 * C * C + table
+    return 2 * V * C + layers * (12 * C * C + 4 * C) + 2 * C + table
+
+
+def _forward(config: RunConfig, batch: int, length: int, queries: int, training: bool,
+             layers: int | None = None) -> tuple[float, float, float]:
+    """(floats kept, floats written, flops) of one forward pass (×3 flops with the backward when
+    training) of `batch` sequences of `length` with `queries` queries in the last layer."""
+    all_layers, H, C = _layers(config)
+    layers = all_layers if layers is None else layers
+    tokens, V = batch * length, config.task.vocab_size
+    if config.model.n_layers == 0:  # projections of the V token rows, gathered; the queries' logits
+        logits = batch * queries * length
+        kept = 4 * tokens * C + 3 * (logits if training else min(QUERY_BLOCK_ELEMENTS, logits))
+        flops = 2 * 4 * V * C * C + 2 * 2 * batch * queries * length * C
+        written = 20 * tokens * C + 6 * batch * queries * length  # memory-bound: gathers and rotations
+    else:
+        block = batch * H * length * length if training else min(QUERY_BLOCK_ELEMENTS, batch * H * length * length)
+        kept = layers * (12 * tokens * C + 3 * block + 4 * 4 * tokens * C) if training else \
+            12 * tokens * C + 3 * block + 2 * 4 * tokens * C
+        flops = layers * batch * (24 * length * C * C + 4 * length * length * C)
+        written = layers * (6 * batch * H * length * length + 6 * tokens * C)
+    factor = 3 if training else 1
+    return kept, factor * written, factor * flops
+
+
+def _seconds(flops: float, written: float) -> float:
+    return flops / FLOPS_PER_SECOND + written / FLOATS_PER_SECOND
+
+
+def training_cost(config: RunConfig) -> Cost:
+    """A training of `config` to its last step (early stopping only shortens it)."""
+    task, train = config.task, config.train
+    queries = 1 if task.task == "retrieval" else task.train_length - task.offset
+    kept, written, flops = _forward(config, train.batch_size, task.train_length, queries, training=True)
+    memory = BASE_BYTES + FLOAT * (kept + 4 * parameter_count(config))
+    return Cost("this training", memory, train.steps * _seconds(flops, written),
+                "fewer steps, a smaller batch, a shorter training length, fewer layers or heads, or a smaller d_model")
+
+
+def evaluation_cost(config: RunConfig, lengths: Sequence[int], samples: int, tokens_per_batch: int) -> Cost:
+    """A forward evaluation of `samples` sequences at each length, in batches of at most
+    `tokens_per_batch` tokens (the transformer's and the shift task's evaluation)."""
+    memory, seconds = 0.0, 0.0
+    for length in lengths:
+        batch = max(1, min(samples, tokens_per_batch // max(length, 1)))
+        kept, written, flops = _forward(config, batch, length, length, training=False)
+        memory = max(memory, kept)
+        seconds += math.ceil(samples / batch) * _seconds(flops, written)
+    return Cost("this evaluation", BASE_BYTES + FLOAT * (memory + parameter_count(config)), seconds,
+                "fewer samples, or a shorter longest length")
+
+
+def attention_map_cost(config: RunConfig, length: int, layer: int, samples: int = 1) -> Cost:
+    """Heatmaps and per-head maps: `samples` sequences one at a time, the layers up to `layer`."""
+    kept, written, flops = _forward(config, 1, length, length, training=False, layers=layer + 1)
+    return Cost("this attention map", BASE_BYTES + FLOAT * (kept + parameter_count(config)),
+                samples * _seconds(flops, written), "a shorter length, or a lower layer")
+
+
+def check(cost: Cost, budgets: Budgets | None = None) -> Cost:
+    """`cost` if it fits the budgets; else BudgetError naming the budget, the estimate and what to change."""
+    budgets = budgets or Budgets.from_env()
+    training = cost.what == "this training"
+    limit, knob = (budgets.train_seconds, TRAIN_SECONDS_ENV) if training else (budgets.seconds, SECONDS_ENV)
+    if cost.memory_bytes > budgets.memory_bytes:
+        raise BudgetError(f"{cost.what} would need about {_megabytes(cost.memory_bytes)} of memory, over this "
+                          f"server's budget of {_megabytes(budgets.memory_bytes)} per request ({MEMORY_ENV}): "
+                          f"choose {cost.knobs}")
+    if cost.seconds > limit:
+        raise BudgetError(f"{cost.what} would take about {duration(cost.seconds)}, over this server's limit of "
+                          f"{duration(limit)} ({knob}): choose {cost.knobs}")
+    return cost
+
+
+def _megabytes(size: float) -> str:
+    return f"{size / 2**30:.1f} GB" if size >= 2**30 else f"{size / 2**20:,.0f} MB"
+
+
+def duration(seconds: float) -> str:
+    """'8.5 s', '3 min', '2.5 h'."""
+    if seconds < 90:
+        return f"{max(seconds, 0.1):.1f} s" if seconds < 10 else f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"

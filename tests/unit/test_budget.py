@@ -1,0 +1,191 @@
+"""Budgets: every training and analysis has an estimated cost checked before any work, over budget
+is a message naming the knob; a training past its wall-clock limit stops, keeps its steps and frees
+its slot; one training per browser; the training limit follows the CPUs this process may use."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from lengen_core import cli, training
+from lengen_core.budget import (
+    MEMORY_ENV,
+    SECONDS_ENV,
+    TRAIN_SECONDS_ENV,
+    BudgetError,
+    Budgets,
+    attention_map_cost,
+    check,
+    training_cost,
+)
+from lengen_core.config import ConfigError, RunConfig, with_changes
+from lengen_core.heatmap import attention_heatmap
+from lengen_core.jobs import OwnerBusy, TrainingPool
+from lengen_core.runtime import cgroup_cpu_limit
+from lengen_core.store import RunStore
+from lengen_core.training import Training, initial_model
+
+ROOT = Path(__file__).resolve().parents[2]
+# The issue's example: every limit of the config at once (d_model 512, 8 × 16, length 512, batch 4096, 50k steps).
+EVERYTHING = with_changes(RunConfig(), task="shift", n_layers=8, n_heads=16, d_model=512, train_length=512,
+                          batch_size=4096, steps=50_000)
+DEFAULT_BUDGETS = Budgets(3_072 << 20, 120.0, 1_800.0)
+
+
+def test_the_presets_fit_the_default_budgets():
+    for changes in ({}, {"encoding": "learned"}, {"attention": "linear"}, {"task": "shift", "n_layers": 2, "n_heads": 2}):
+        check(training_cost(with_changes(RunConfig(), **changes)), DEFAULT_BUDGETS)
+
+
+def test_an_over_budget_training_is_refused_before_any_work(monkeypatch):
+    built = []
+    monkeypatch.setattr(training, "initial_model", lambda config: built.append(config))
+    with pytest.raises(BudgetError) as refused:
+        Training(EVERYTHING, "cpu")
+    assert built == []
+    message = str(refused.value)
+    assert MEMORY_ENV in message and "smaller batch" in message and "GB" in message
+    assert isinstance(refused.value, ConfigError)  # every caller's bad-input path shows it
+    slow = with_changes(RunConfig(), task="shift", n_layers=4, n_heads=4, d_model=256, train_length=256, steps=50_000,
+                        batch_size=64)
+    with pytest.raises(BudgetError, match=TRAIN_SECONDS_ENV):
+        check(training_cost(slow), DEFAULT_BUDGETS)
+
+
+def test_the_operator_sets_the_budgets(monkeypatch):
+    config = with_changes(RunConfig(), task="shift", n_layers=2, n_heads=2, steps=1_500)
+    monkeypatch.setenv(TRAIN_SECONDS_ENV, "1")
+    with pytest.raises(BudgetError, match=f"limit of 1.0 s \\({TRAIN_SECONDS_ENV}\\)"):
+        check(training_cost(config))
+    monkeypatch.setenv(TRAIN_SECONDS_ENV, "ten")
+    with pytest.raises(BudgetError, match="whole number"):
+        Budgets.from_env()
+
+
+def test_the_command_line_refuses_an_over_budget_training_in_one_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("LENGEN_HOME", str(tmp_path))
+    out, err = io.StringIO(), io.StringIO()
+    argv = ["train", "--task", "shift", "--layers", "8", "--heads", "16", "--d-model", "512", "--train-length", "512",
+            "--batch-size", "4096", "--steps", "50000"]
+    assert cli.main(argv, stdout=out, stderr=err) == 2
+    assert err.getvalue().count("\n") == 1 and MEMORY_ENV in err.getvalue() and out.getvalue() == ""
+    assert not (tmp_path / "runs").exists() or list((tmp_path / "runs").iterdir()) == []
+
+
+def test_an_over_budget_attention_map_is_refused_and_a_cheap_one_drawn(monkeypatch):
+    config = with_changes(RunConfig(), task="shift", n_layers=2, n_heads=2)
+    model = initial_model(config).eval()
+    monkeypatch.setenv(SECONDS_ENV, "1")
+    long = attention_map_cost(config, 8_192, 1)
+    assert long.seconds > 1
+    with pytest.raises(BudgetError, match=SECONDS_ENV):
+        attention_heatmap(model, config, 8_192, layer=1)
+    assert attention_heatmap(model, config, 64, layer=1).weights.shape == (64, 64)
+
+
+MEASURE = textwrap.dedent(
+    """
+    import resource, sys
+    from lengen_core.runtime import limit_heap_growth
+    limit_heap_growth()
+    import torch
+    from lengen_core.config import RunConfig, with_changes
+    from lengen_core.training import Training
+    torch.set_num_threads(1)
+    layers, heads, width, length, batch = map(int, sys.argv[1:])
+    config = with_changes(RunConfig(), task="shift", n_layers=layers, n_heads=heads, d_model=width,
+                          train_length=length, batch_size=batch)
+    training = Training(config, "cpu")
+    for _ in range(2):
+        training.step()
+    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+    """
+)
+
+
+@pytest.mark.parametrize("shape", [(2, 4, 128, 64, 64), (1, 8, 64, 256, 8)])
+def test_the_memory_estimate_covers_the_measured_peak(shape):
+    """Two steps in a fresh process: the estimate is above the peak resident memory, and not absurdly
+    (within 3×), so the budget refuses what would not fit and lets through what would."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-c", MEASURE, *map(str, shape)], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    measured = int(done.stdout.split()[-1])
+    layers, heads, width, length, batch = shape
+    estimate = training_cost(with_changes(RunConfig(), task="shift", n_layers=layers, n_heads=heads, d_model=width,
+                                          train_length=length, batch_size=batch)).memory_bytes
+    assert measured <= estimate <= 3 * measured, (measured / 2**20, estimate / 2**20)
+
+
+def test_a_training_past_its_wall_clock_limit_stops_keeps_its_steps_and_frees_its_slot(tmp_path):
+    store = RunStore(tmp_path)
+    pool = TrainingPool(store, max_concurrent=1, train_seconds=1.0)
+    try:
+        config = with_changes(RunConfig(), steps=50_000, keep_training=True, seed=5)
+        ticket = pool.submit(config)
+        deadline = time.monotonic() + 120
+        while (status := pool.status(ticket)).state in ("queued", "running") and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert status.state == "done" and status.note is not None
+        assert "wall-clock limit of 1 s" in status.note and TRAIN_SECONDS_ENV in status.note
+        kept = store.load(status.stored_run_id)
+        assert 0 < kept.steps < 50_000
+        assert pool.counts()["running"] == 0
+        other = pool.submit(with_changes(RunConfig(), steps=3, seed=6))  # the slot is free again
+        while pool.status(other).state in ("queued", "running"):
+            time.sleep(0.05)
+        assert pool.status(other).state == "done"
+    finally:
+        pool.close()
+
+
+def test_one_training_per_browser(tmp_path):
+    pool = TrainingPool(RunStore(tmp_path), max_concurrent=1)
+    try:
+        first = pool.submit(with_changes(RunConfig(), steps=50_000, keep_training=True, seed=7), owner="browser-a")
+        with pytest.raises(OwnerBusy, match="one at a time per browser"):
+            pool.submit(with_changes(RunConfig(), steps=50_000, keep_training=True, seed=8), owner="browser-a")
+        other = pool.submit(with_changes(RunConfig(), steps=10, seed=9), owner="browser-b")  # another browser waits
+        assert pool.status(other).state in ("queued", "running", "done")
+        pool.stop(first)
+        deadline = time.monotonic() + 60
+        while pool.status(first).state == "running" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        again = pool.submit(with_changes(RunConfig(), steps=10, seed=10), owner="browser-a")  # free again
+        assert pool.status(again).state in ("queued", "running", "done")
+    finally:
+        pool.close()
+
+
+def test_the_cgroup_quota_caps_the_cpus(tmp_path):
+    v2 = tmp_path / "cpu.max"
+    v2.write_text("150000 100000\n")
+    assert cgroup_cpu_limit(v2, tmp_path / "none", tmp_path / "none") == 1.5
+    v2.write_text("max 100000\n")
+    assert cgroup_cpu_limit(v2, tmp_path / "none", tmp_path / "none") is None
+    quota, period = tmp_path / "quota", tmp_path / "period"
+    quota.write_text("50000")
+    period.write_text("100000")
+    assert cgroup_cpu_limit(tmp_path / "none", quota, period) == 0.5
+
+
+def test_a_single_cpu_affinity_means_one_training_at_a_time():
+    code = "from lengen_core.jobs import TrainingPool; from lengen_core.store import RunStore; " \
+           "import tempfile; p = TrainingPool(RunStore(tempfile.mkdtemp())); print(p.max_concurrent, p.threads); p.close()"
+    if not hasattr(os, "sched_setaffinity"):
+        pytest.skip("no CPU affinity on this platform")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(["taskset", "-c", "0", sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=120)
+    if done.returncode != 0 and "taskset" in done.stderr:
+        pytest.skip("taskset is not available")
+    assert done.returncode == 0, done.stderr[-1000:]
+    assert done.stdout.split() == ["1", "1"]
