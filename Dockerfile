@@ -2,6 +2,9 @@
 #   docker build -t lengen .                                   # CPU build of torch (default)
 #   docker build -t lengen-gpu --build-arg TORCH_VARIANT=cu128 .   # a CUDA 12.8 build of torch
 #   docker run -p 8501:8501 -v lengen-runs:/data lengen           # add --gpus all for the GPU image
+# A shared instance, with limits (docs/serving.md):
+#   docker run --read-only --tmpfs /tmp:rw,size=1g --memory 8g --cpus 2 --pids-limit 512 \
+#     -e STREAMLIT_SERVER_ALLOWED_HOSTS=class.example.org -p 8501:8501 -v lengen-runs:/data lengen
 FROM python:3.11-slim
 
 ARG TORCH_VARIANT=cpu
@@ -9,7 +12,15 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
-    LENGEN_HOME=/data
+    LENGEN_HOME=/data \
+    TMPDIR=/tmp \
+    XDG_CACHE_HOME=/tmp/.cache \
+    MALLOC_MMAP_THRESHOLD_=1048576
+
+# tini reaps the training processes and forwards signals: the server is not PID 1's special case.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends tini \
+    && rm -rf /var/lib/apt/lists/*
 
 RUN useradd --create-home --uid 10001 lengen \
     && mkdir -p /data \
@@ -36,4 +47,5 @@ VOLUME ["/data"]
 EXPOSE 8501
 HEALTHCHECK --interval=30s --timeout=5s --start-period=40s --retries=3 \
     CMD python -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8501/_stcore/health', timeout=4)"
+ENTRYPOINT ["/usr/bin/tini", "--"]
 CMD ["streamlit", "run", "app.py", "--server.address=0.0.0.0", "--server.port=8501"]

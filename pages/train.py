@@ -1,5 +1,7 @@
 """Train: choose a config, queue it on the shared pool, watch it live, stop it, open the run."""
 
+import logging
+
 import pandas as pd
 import streamlit as st
 
@@ -16,6 +18,7 @@ from ui.runs import stores
 from ui.state import linked_config, plain, select_run
 from ui.widgets import chart, selected_run
 
+LOG = logging.getLogger(__name__)
 PREFILLED_KEY = "_train_prefilled"
 FORM = {  # setting -> widget key; the widgets start from a link's config when one is waiting
     "task": "train-task", "encoding": "train-encoding", "attention": "train-attention", "offset": "train-offset",
@@ -79,7 +82,10 @@ def request(config: RunConfig) -> None:
             st.error(f"The server is busy: {error}.")
             return
         except StoreError as error:  # read-only, full or over-quota store: found before any training
-            st.error(f"This run cannot be stored here: {error}. Nothing was trained.")
+            LOG.warning("a training was refused because the store cannot take it: %s", error)  # paths stay here
+            st.error("This server cannot store a run of this config (its run store is read-only, full, or this run "
+                     "alone is larger than its quota), so nothing was trained: try a smaller model or tell the "
+                     "person who runs the server.")
             return
         st.session_state[TICKET_KEY] = ticket
         hold(ticket)

@@ -26,6 +26,9 @@ def test_dockerfile_runs_as_a_non_root_user_and_declares_a_health_check():
     assert spec["user"] == "lengen" and spec["uid"] == UID
     assert "/_stcore/health" in spec["health"] and spec["cmd"][:3] == ["streamlit", "run", "app.py"]
     assert spec["env"]["LENGEN_HOME"] == "/data"
+    assert spec["env"]["TMPDIR"] == "/tmp"  # a read-only root with a tmpfs at /tmp: torch needs a writable temp
+    assert spec["env"]["MALLOC_MMAP_THRESHOLD_"] == "1048576"  # as lengen_core.runtime sets it
+    assert '"/usr/bin/tini"' in (ROOT / "Dockerfile").read_text()  # an init reaps the training processes
     assert {"app.py", "lengen_core/", "ui/", "pages/", "assets/", ".streamlit/", "requirements.txt"} <= set(spec["copy"])
 
 
@@ -76,6 +79,7 @@ def test_the_shipped_config_is_hardened_and_light_on_the_server():
     server, runner = config["server"], config["runner"]
     assert server["headless"] and server["fileWatcherType"] == "none" and not server["runOnSave"]
     assert server["enableXsrfProtection"] and server["enableCORS"] and server["maxUploadSize"] <= 1
-    assert "allowedHosts" in server and config["browser"]["gatherUsageStats"] is False
+    assert server["allowedHosts"] == ["localhost", "127.0.0.1"]  # not empty: empty accepts any Host header
+    assert config["browser"]["gatherUsageStats"] is False
     assert config["client"]["showErrorDetails"] == "none"
     assert runner["postScriptGC"] is False  # a full collection after every run stalled the event loop
