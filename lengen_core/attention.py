@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
+from torch import nn
 
 from lengen_core.encodings import PositionalEncoding
 
@@ -83,3 +85,27 @@ def blocked_attention(
 def collect_patterns(record: list) -> Observer:
     """An observer that keeps every block, for `attend` on short sequences."""
     return lambda layer, start, logits, weights: record.append((layer, logits, weights))
+
+
+@dataclass(frozen=True)
+class AttentionPattern:
+    """One layer's attention for a batch: logits and weights (B, H, Tq, T)."""
+
+    layer: int
+    logits: torch.Tensor
+    weights: torch.Tensor
+
+
+def patterns_of(model: nn.Module, tokens: torch.Tensor, query_start: int) -> list[AttentionPattern]:
+    """Every layer's logits and weights (B, H, Tq, T) for queries query_start … T-1 (O(T²): short inputs)."""
+    record: list = []
+    model(tokens, query_start, observe=collect_patterns(record))
+    layers = sorted({layer for layer, _, _ in record})
+    patterns = []
+    for layer in layers:
+        blocks = [(logits, weights) for index, logits, weights in record if index == layer]
+        logits = torch.cat([b[0] for b in blocks], dim=2)
+        weights = torch.cat([b[1] for b in blocks], dim=2)
+        T = tokens.shape[1]
+        patterns.append(AttentionPattern(layer, logits[:, :, -(T - query_start) :], weights[:, :, -(T - query_start) :]))
+    return patterns

@@ -186,7 +186,7 @@ def _sequence_rows(run, lengths: list[int], samples: int, seed: int) -> list[dic
 def command_evaluate(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
     run = _load(args.run_id, store)
     config = run.config
-    single_head = config.task.task == "retrieval" and config.model.n_layers == 0
+    single_head = config.single_head
     default = [config.task.train_length * 2**i for i in range(7 if single_head else 5)]
     lengths = args.lengths or default
     if max(lengths) > MAX_EVAL_LENGTH:

@@ -155,6 +155,14 @@ class RunConfig:
                 f"{self.task.train_length}"
             )
 
+    @property
+    def single_head(self) -> bool:
+        """The minimal head (no layers) on the retrieval task: one query whose n keys share one softmax,
+        which the closed-form analyses (O(L) evaluation to 2^20, the carrier from the weights, the
+        prediction, the dilution law) read. A 0-layer shift run is not: it answers at every position,
+        so it is evaluated and analysed like a transformer."""
+        return self.model.n_layers == 0 and self.task.task == "retrieval"
+
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 

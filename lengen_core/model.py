@@ -20,38 +20,14 @@ over an L×L matrix.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
 from torch import nn
 
-from lengen_core.attention import ATTENTIONS, Observer, blocked_attention, collect_patterns
+from lengen_core.attention import ATTENTIONS, AttentionPattern, Observer, blocked_attention, patterns_of
 from lengen_core.config import RunConfig
 from lengen_core.encodings import build_encoding
-
-
-@dataclass(frozen=True)
-class AttentionPattern:
-    """One layer's attention for a batch: logits and weights (B, H, Tq, T)."""
-
-    layer: int
-    logits: torch.Tensor
-    weights: torch.Tensor
-
-
-def patterns_of(model: nn.Module, tokens: torch.Tensor, query_start: int) -> list[AttentionPattern]:
-    """Every layer's logits and weights (B, H, Tq, T) for queries query_start … T-1 (O(T²): short inputs)."""
-    record: list = []
-    model(tokens, query_start, observe=collect_patterns(record))
-    layers = sorted({layer for layer, _, _ in record})
-    patterns = []
-    for layer in layers:
-        blocks = [(logits, weights) for index, logits, weights in record if index == layer]
-        logits = torch.cat([b[0] for b in blocks], dim=2)
-        weights = torch.cat([b[1] for b in blocks], dim=2)
-        T = tokens.shape[1]
-        patterns.append(AttentionPattern(layer, logits[:, :, -(T - query_start) :], weights[:, :, -(T - query_start) :]))
-    return patterns
+from lengen_core.transformer import Transformer
 
 
 class MinimalHead(nn.Module):
@@ -127,8 +103,4 @@ class MinimalHead(nn.Module):
 
 def build_model(config: RunConfig, generator: torch.Generator) -> nn.Module:
     """Layers 0: the minimal head; layers ≥ 1: the transformer."""
-    if config.model.n_layers == 0:
-        return MinimalHead(config, generator)
-    from lengen_core.transformer import Transformer  # imports this module for AttentionPattern
-
-    return Transformer(config, generator)
+    return MinimalHead(config, generator) if config.model.n_layers == 0 else Transformer(config, generator)

@@ -18,10 +18,9 @@ import math
 import torch
 from torch import nn
 
-from lengen_core.attention import ATTENTIONS, Observer, blocked_attention
+from lengen_core.attention import ATTENTIONS, AttentionPattern, Observer, blocked_attention, patterns_of
 from lengen_core.config import RunConfig
 from lengen_core.encodings import PositionalEncoding, build_encoding
-from lengen_core.model import AttentionPattern, patterns_of
 
 
 def _normal(generator: torch.Generator, *shape: int, std: float) -> nn.Parameter:

@@ -76,7 +76,7 @@ def _beyond_length(model: torch.nn.Module, config: RunConfig) -> int | None:
 def _accuracy(model: torch.nn.Module, config: RunConfig, length: int) -> tuple[int, int]:
     """(correct answers, answers) at `length`: the query (retrieval) or positions past L_train (shift)."""
     task = config.task
-    if task.task == "retrieval" and config.model.n_layers == 0:
+    if config.single_head:
         (report,) = evaluate(model, config, [length], samples=VERDICT_ANSWERS, seed=VERDICT_SEED)
         return round(report.accuracy * report.samples), report.samples
     if task.task == "retrieval":

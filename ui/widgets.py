@@ -69,7 +69,7 @@ def selected_run() -> Run | None:
 
 def require_single_head(run: Run) -> None:
     """Stop the page with a pointer to Transformer for runs its core calls do not read (C8 runs)."""
-    if run.config.model.n_layers == 0 and run.config.task.task == "retrieval":
+    if run.config.single_head:
         return
     st.info("This page reads the single attention head on the retrieval task. This run is a "
             f"{run.config.model.n_layers}-layer model on the {run.config.task.task} task: its per-head "

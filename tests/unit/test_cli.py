@@ -552,3 +552,15 @@ BAD_SHIFT_EVALUATE = {
 def test_bad_shift_evaluate_input_is_refused_like_for_retrieval(argv: tuple[str, ...], fragments: tuple[str, ...]):
     run_id = train_quick("--task", "shift")["run_id"]  # the minimal head on shift: evaluated by evaluate_sequence too
     assert_user_error(run_cli("evaluate", run_id, "--lengths", "16", *argv, "--json"), *fragments)
+
+
+def test_a_zero_layer_shift_run_is_read_like_a_transformer_everywhere() -> None:
+    """One definition of 'single head' (RunConfig.single_head): the 0-layer shift run answers at every
+    position, so evaluate reads it with forward passes (rows by position, no closed-form prediction,
+    no law), like its verdict does."""
+    config = RunConfig.from_dict({"task": {"task": "shift"}, "model": {"n_layers": 0}})
+    assert not config.single_head and RunConfig().single_head
+    result = train_quick("--task", "shift", "--layers", "0")
+    evaluated = ok_json("evaluate", result["run_id"], "--lengths", "16,32", "--samples", "16", "--json")
+    assert evaluated["fit_status"] == "not_applicable"
+    assert all(row["accuracy_by_position"] and row["predicted_accuracy"] is None for row in evaluated["lengths"])
