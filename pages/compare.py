@@ -5,6 +5,7 @@ import streamlit as st
 
 from ui import accuracy_captions, compare_charts, mechanism_captions
 from ui.analyses import comparisons
+from ui.glossary import lead
 from ui.presets import single_head_presets
 from ui.runs import load_run, run_labels, run_options
 from ui.state import show_view, view_flag, view_number, view_runs
@@ -13,6 +14,7 @@ from ui.widgets import chart
 LONGEST, SAMPLES = [1 << p for p in range(6, 17)], [64, 128, 256, 512]
 
 st.title("Compare runs")
+lead("compare")
 st.markdown("RoPE against learned positions against linear attention, or several seeds and offsets of one "
             "recipe: each run keeps its colour on every chart below.")
 
