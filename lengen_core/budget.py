@@ -36,7 +36,7 @@ from lengen_core.config import ConfigError, RunConfig
 
 MEMORY_ENV, SECONDS_ENV, TRAIN_SECONDS_ENV = "LENGEN_REQUEST_MEMORY_MB", "LENGEN_REQUEST_SECONDS", "LENGEN_TRAIN_SECONDS"
 DEFAULT_MEMORY_MB, DEFAULT_SECONDS, DEFAULT_TRAIN_SECONDS = 3_072, 120, 1_800
-BASE_BYTES = 400 << 20  # python, torch and the loaded model's code
+BASE_BYTES = 512 << 20  # python, torch and their libraries (300-420 MB measured), with room
 FLOPS_PER_SECOND = 10e9
 FLOATS_PER_SECOND = 1e9
 FLOAT = 4  # bytes

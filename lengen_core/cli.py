@@ -19,13 +19,11 @@ from typing import Any, TextIO, get_args
 from lengen_core.carrier import ALIGNMENT_MARGIN, extract_carrier
 from lengen_core.config import (
     MAX_EVAL_LENGTH,
-    AttentionName,
+    SETTINGS,
     ConfigError,
     DeviceName,
-    EncodingName,
-    LengthMode,
     RunConfig,
-    TaskName,
+    with_changes,
 )
 from lengen_core.dilution import predict
 from lengen_core.encodings import LengthError
@@ -67,29 +65,13 @@ def build_parser() -> Parser:
     json_flag.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON on stdout")
 
     t = commands.add_parser("train", parents=[json_flag], help="train a run (or reuse the stored one with the same config)")
-    defaults = RunConfig()
-    choices = {"--task": TaskName, "--encoding": EncodingName, "--attention": AttentionName, "--length-mode": LengthMode}
-    for flag, value, kind in (
-        ("--task", defaults.task.task, str),
-        ("--encoding", defaults.model.encoding, str),
-        ("--attention", defaults.model.attention, str),
-        ("--offset", defaults.task.offset, int),
-        ("--train-length", defaults.task.train_length, int),
-        ("--length-mode", defaults.task.length_mode, str),
-        ("--vocab", defaults.task.vocab_size, int),
-        ("--d-model", defaults.model.d_model, int),
-        ("--layers", defaults.model.n_layers, int),
-        ("--heads", defaults.model.n_heads, int),
-        ("--max-positions", defaults.model.max_positions, int),
-        ("--steps", defaults.train.steps, int),
-        ("--batch-size", defaults.train.batch_size, int),
-        ("--lr", defaults.train.learning_rate, float),
-        ("--seed", defaults.train.seed, int),
-    ):
-        allowed = get_args(choices[flag]) if flag in choices else None
-        t.add_argument(flag, type=kind, default=value, choices=allowed,
-                       help=f"default {value}")
-    t.add_argument("--keep-training", action="store_true", help="do not stop early at the target accuracy")
+    for setting in SETTINGS.values():  # every setting of a run, with the config's own bounds and choices
+        if setting.kind is bool:
+            t.add_argument(f"--{setting.flag}", dest=setting.name, action="store_true", help=f"{setting.label} (off by default)")
+            continue
+        bounds = f"; {setting.low:g} to {setting.high:g}" if setting.low is not None else ""
+        t.add_argument(f"--{setting.flag}", dest=setting.name, type=setting.kind, default=setting.default,
+                       choices=setting.choices or None, help=f"{setting.label}, default {setting.default}{bounds}")
     t.add_argument("--device", default="auto", choices=get_args(DeviceName),
                    help="auto: CUDA, then MPS, then CPU (default auto)")
     t.add_argument("--retrain", action="store_true", help="train even if the run is stored already")
@@ -114,16 +96,7 @@ def build_parser() -> Parser:
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
-    return RunConfig.from_dict(
-        {
-            "task": {"task": args.task, "vocab_size": args.vocab, "offset": args.offset,
-                     "train_length": args.train_length, "length_mode": args.length_mode},
-            "model": {"encoding": args.encoding, "attention": args.attention, "d_model": args.d_model,
-                      "n_layers": args.layers, "n_heads": args.heads, "max_positions": args.max_positions},
-            "train": {"steps": args.steps, "batch_size": args.batch_size, "learning_rate": args.lr,
-                      "seed": args.seed, "keep_training": args.keep_training},
-        }
-    )
+    return with_changes(RunConfig(), **{name: getattr(args, name) for name in SETTINGS})
 
 
 def _load(run_id: str, store: RunStore) -> Any:

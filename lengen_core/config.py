@@ -58,10 +58,69 @@ def _check_float(name: str, value: Any, low: float, high: float) -> None:
         raise ConfigError(f"{name} {value} is out of range: allowed {low:g} to {high:g}")
 
 
-def _check_choice(name: str, value: Any, literal: Any) -> None:
-    allowed = get_args(literal)
+def _check_choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:
     if value not in allowed:
         raise ConfigError(f"unknown {name} {value!r}: allowed {', '.join(allowed)}")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting of a run, as every entry point spells it: the command line's flag, a link's query
+    key and the messages' label, with the bounds or choices the config enforces. The command line,
+    the link parser and the Train form are built from `SETTINGS`, so they cannot disagree with it."""
+
+    name: str  # the flat name of `with_changes`
+    section: str  # "task", "model" or "train"
+    label: str  # in messages and forms
+    flag: str  # --flag on the command line
+    query: str  # key in a link
+    main: bool  # always written to a link (the others only when they differ from the default)
+    low: float | None = None
+    high: float | None = None
+    kind: type = int  # int, float, bool or str (a choice)
+    choices: tuple[str, ...] = ()
+    default: Any = None
+
+    def check(self, value: Any) -> None:
+        if self.choices:
+            _check_choice(self.label, value, self.choices)
+        elif self.kind is bool:
+            if not isinstance(value, bool):
+                raise ConfigError(f"{self.label} must be true or false, got {value!r}")
+        elif self.kind is int:
+            _check_int(self.label, value, int(self.low), int(self.high))
+        else:
+            _check_float(self.label, value, self.low, self.high)
+
+
+# name -> (label, flag, query, main, low, high); choices and types come from the dataclasses below.
+_SETTINGS = {
+    "task": ("task", "task", "task", True, None, None),
+    "vocab_size": ("vocab size", "vocab", "vocab", True, 2, MAX_VOCAB),
+    "offset": ("offset", "offset", "offset", True, 1, MAX_TRAIN_LENGTH),
+    "train_length": ("training length", "train-length", "train_length", True, 2, MAX_TRAIN_LENGTH),
+    "length_mode": ("length mode", "length-mode", "length_mode", True, None, None),
+    "encoding": ("encoding", "encoding", "encoding", True, None, None),
+    "attention": ("attention", "attention", "attention", True, None, None),
+    "d_model": ("d_model", "d-model", "d_model", True, 4, MAX_D_MODEL),
+    "n_layers": ("layers", "layers", "layers", True, 0, MAX_LAYERS),
+    "n_heads": ("heads", "heads", "heads", True, 1, MAX_HEADS),
+    "max_positions": ("max positions", "max-positions", "max_positions", False, 2, MAX_POSITIONS),
+    "rope_base": ("rope base", "rope-base", "rope_base", False, 2.0, 1e9),
+    "steps": ("steps", "steps", "steps", True, 1, MAX_STEPS),
+    "batch_size": ("batch size", "batch-size", "batch", False, 1, MAX_BATCH_SIZE),
+    "learning_rate": ("learning rate", "lr", "lr", True, 1e-6, 1.0),
+    "weight_decay": ("weight decay", "weight-decay", "weight_decay", False, 0.0, 1.0),
+    "seed": ("seed", "seed", "seed", True, 0, 2**31 - 1),
+    "target_accuracy": ("target accuracy", "target-accuracy", "target_accuracy", False, 0.0, 1.0),
+    "patience": ("patience", "patience", "patience", False, 1, MAX_STEPS),
+    "keep_training": ("keep training", "keep-training", "keep_training", False, None, None),
+}
+
+
+def _validate(section: Any) -> None:
+    for item in dataclasses.fields(section):
+        SETTINGS[item.name].check(getattr(section, item.name))
 
 
 @dataclass(frozen=True)
@@ -75,15 +134,11 @@ class TaskConfig:
     length_mode: LengthMode = "fixed"
 
     def __post_init__(self) -> None:
-        _check_choice("task", self.task, TaskName)
-        _check_int("vocab size", self.vocab_size, 2, MAX_VOCAB)
-        _check_int("training length", self.train_length, 2, MAX_TRAIN_LENGTH)
-        _check_int("offset", self.offset, 1, MAX_TRAIN_LENGTH)
+        _validate(self)
         if self.offset >= self.train_length:
             raise ConfigError(
                 f"offset {self.offset} must be smaller than the training length {self.train_length}"
             )
-        _check_choice("length mode", self.length_mode, LengthMode)
 
 
 @dataclass(frozen=True)
@@ -99,13 +154,7 @@ class ModelConfig:
     rope_base: float = 10_000.0
 
     def __post_init__(self) -> None:
-        _check_choice("encoding", self.encoding, EncodingName)
-        _check_choice("attention", self.attention, AttentionName)
-        _check_int("d_model", self.d_model, 4, MAX_D_MODEL)
-        _check_int("layers", self.n_layers, 0, MAX_LAYERS)
-        _check_int("heads", self.n_heads, 1, MAX_HEADS)
-        _check_int("max positions", self.max_positions, 2, MAX_POSITIONS)
-        _check_float("rope base", self.rope_base, 2.0, 1e9)
+        _validate(self)
         if self.n_layers == 0 and self.n_heads != 1:
             raise ConfigError("the minimal model (layers 0) has exactly one head; use layers ≥ 1 for more")
         if self.d_model % (2 * self.n_heads) != 0:
@@ -129,15 +178,23 @@ class TrainConfig:
     keep_training: bool = False
 
     def __post_init__(self) -> None:
-        _check_int("steps", self.steps, 1, MAX_STEPS)
-        _check_int("batch size", self.batch_size, 1, MAX_BATCH_SIZE)
-        _check_float("learning rate", self.learning_rate, 1e-6, 1.0)
-        _check_float("weight decay", self.weight_decay, 0.0, 1.0)
-        _check_int("seed", self.seed, 0, 2**31 - 1)
-        _check_float("target accuracy", self.target_accuracy, 0.0, 1.0)
-        _check_int("patience", self.patience, 1, MAX_STEPS)
-        if not isinstance(self.keep_training, bool):
-            raise ConfigError(f"keep training must be true or false, got {self.keep_training!r}")
+        _validate(self)
+
+
+def _build_settings() -> dict[str, Setting]:
+    settings = {}
+    for section, section_cls in (("task", TaskConfig), ("model", ModelConfig), ("train", TrainConfig)):
+        hints = typing.get_type_hints(section_cls)
+        for item in dataclasses.fields(section_cls):
+            label, flag, query, main, low, high = _SETTINGS[item.name]
+            hint = hints[item.name]
+            choices = tuple(get_args(hint)) if typing.get_origin(hint) is Literal else ()
+            settings[item.name] = Setting(item.name, section, label, flag, query, main, low, high,
+                                          str if choices else hint, choices, item.default)
+    return settings
+
+
+SETTINGS: dict[str, Setting] = {}  # filled below, once the sections are defined
 
 
 @dataclass(frozen=True)
@@ -185,6 +242,9 @@ class RunConfig:
         canonical = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
         digest = hashlib.sha256(canonical.encode()).hexdigest()[:12]
         return f"{self.model.encoding}-{self.model.attention}-{self.task.task}-s{self.train.seed}-{digest}"
+
+
+SETTINGS.update(_build_settings())
 
 
 def _section_from_dict(section_cls: type, data: Any, name: str) -> Any:

@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from lengen_core.budget import BudgetError, Budgets, check, duration, training_cost
-from lengen_core.config import ConfigError, RunConfig, with_changes
+from lengen_core.config import SETTINGS, ConfigError, RunConfig, with_changes
 from lengen_core.jobs import OwnerBusy, QueueFull
 from lengen_core.store import StoreError
 from lengen_core.training import resolve_device
@@ -26,6 +26,14 @@ FORM = {  # setting -> widget key; the widgets start from a link's config when o
     "d_model": "train-d-model", "n_layers": "train-layers", "n_heads": "train-heads", "steps": "train-steps",
     "learning_rate": "train-lr", "seed": "train-seed",
 }
+S = SETTINGS  # the bounds and choices are the config's own (lengen_core.config.SETTINGS)
+
+
+def bounds(name: str) -> tuple:
+    setting = SETTINGS[name]
+    return (setting.kind(setting.low), setting.kind(setting.high))
+
+
 base = linked_config() or RunConfig()
 if st.session_state.get(PREFILLED_KEY) != base:
     flat = {name: value for section in base.to_dict().values() for name, value in section.items()}
@@ -43,26 +51,26 @@ st.caption(f"Device in use: **{resolve_device(pool.device)}**. The task: answer 
 
 with st.container(border=True):  # no form: the estimate below follows every change
     left, middle, right = st.columns(3)
-    left.selectbox("Task", ["retrieval", "shift"], key=FORM["task"],
+    left.selectbox("Task", S["task"].choices, key=FORM["task"],
                    help="retrieval: answer x[L−1−k] at the last position; shift: every position answers k back.")
-    left.selectbox("Positional encoding", ["rope", "learned", "sinusoidal", "alibi", "nope"], key=FORM["encoding"],
+    left.selectbox("Positional encoding", S["encoding"].choices, key=FORM["encoding"],
                    help="rope: relative rotations (C1, C3); learned: a trained absolute table (C4).")
-    left.selectbox("Attention", ["softmax", "linear"], key=FORM["attention"],
+    left.selectbox("Attention", S["attention"].choices, key=FORM["attention"],
                    help="linear: no softmax normalisation, the C7 control.")
-    left.number_input("Offset k", 1, 511, key=FORM["offset"], help="The answer is the token k places before the query.")
-    middle.number_input("Training length", 2, 512, key=FORM["train_length"],
+    left.number_input("Offset k", *bounds("offset"), key=FORM["offset"], help="The answer is the token k places before the query.")
+    middle.number_input("Training length", *bounds("train_length"), key=FORM["train_length"],
                         help="Length of the training sequences (the maximum when sampled).")
-    middle.radio("Length mode", ["fixed", "sampled"], horizontal=True, key=FORM["length_mode"],
+    middle.radio("Length mode", S["length_mode"].choices, horizontal=True, key=FORM["length_mode"],
                  help="sampled: each batch draws a length from k+1 to the training length.")
-    middle.number_input("Vocabulary V", 2, 64, key=FORM["vocab_size"], help="Content tokens; chance is 1/V.")
-    middle.number_input("Layers", 0, 8, key=FORM["n_layers"],
+    middle.number_input("Vocabulary V", *bounds("vocab_size"), key=FORM["vocab_size"], help="Content tokens; chance is 1/V.")
+    middle.number_input("Layers", *bounds("n_layers"), key=FORM["n_layers"],
                         help="0: the minimal single head of the science (one head); 1 or more: a transformer (C8).")
-    middle.number_input("Heads", 1, 16, key=FORM["n_heads"], help="Heads per layer; the minimal model (layers 0) has one.")
-    right.number_input("Model width d_model", 4, 512, step=2, key=FORM["d_model"],
+    middle.number_input("Heads", *bounds("n_heads"), key=FORM["n_heads"], help="Heads per layer; the minimal model (layers 0) has one.")
+    right.number_input("Model width d_model", *bounds("d_model"), step=2, key=FORM["d_model"],
                        help="Width of the model; must be divisible by 2 × heads for the rotary pairs.")
-    right.number_input("Steps", 1, 50_000, key=FORM["steps"], help="Most optimisation steps (Adam).")
-    right.number_input("Learning rate", 1e-6, 1.0, format="%.4f", key=FORM["learning_rate"], help="Adam's step size.")
-    right.number_input("Seed", 0, 2**31 - 1, key=FORM["seed"], help="Every random stream derives from it.")
+    right.number_input("Steps", *bounds("steps"), key=FORM["steps"], help="Most optimisation steps (Adam).")
+    right.number_input("Learning rate", *bounds("learning_rate"), format="%.4f", key=FORM["learning_rate"], help="Adam's step size.")
+    right.number_input("Seed", *bounds("seed"), key=FORM["seed"], help="Every random stream derives from it.")
     estimate = st.empty()
     submitted = st.button("Train", type="primary", help="Start training, or open the stored run.")
 
