@@ -26,6 +26,7 @@ from lengen_core.evaluate import check_lengths, sequence_tokens
 MAX_HEATMAP_LENGTH = 16_384
 ZOOM_QUERIES, ZOOM_KEYS = 32, 64
 MAX_HEAD_MAP_SAMPLES = 64
+MAX_HEAD_MAP_CELLS = 2_048  # a mean map kept at full resolution to 2,048 tokens: 32 MB in float64
 
 
 @dataclass(frozen=True)
@@ -84,12 +85,13 @@ class _Recorded(Exception):
     """Raised by the observer once its layer's last query is recorded."""
 
 
-def _check(model: torch.nn.Module, config: RunConfig, length: int, max_cells: int, layer: int, head: int) -> None:
+def _check(model: torch.nn.Module, config: RunConfig, length: int, max_cells: int, layer: int, head: int,
+           most_cells: int = 1024) -> None:
     check_lengths(config, model, [length])
     if length > MAX_HEATMAP_LENGTH:
         raise LengthError(f"heatmap length {length} is beyond the limit of {MAX_HEATMAP_LENGTH}")
-    if not 2 <= max_cells <= 1024:
-        raise LengthError(f"max cells {max_cells} is out of range: allowed 2 to 1024")
+    if not 2 <= max_cells <= most_cells:
+        raise LengthError(f"max cells {max_cells} is out of range: allowed 2 to {most_cells}")
     layers, heads = max(1, config.model.n_layers), config.model.n_heads if config.model.n_layers else 1
     if not (0 <= layer < layers and 0 <= head < heads):
         raise LengthError(f"layer {layer}, head {head} is not in this model: layers 0 to {layers - 1}, "
@@ -144,7 +146,7 @@ def head_map(
     """The mean over `samples` random sequences of one head's |weights|, each max-pooled to `pool` ×
     `pool` cells (pool 1, the raw mean, when the length fits in `max_cells`): ((cells, cells), pool).
     The sequences run one at a time, so memory is that of one."""
-    _check(model, config, length, max_cells, layer, head)
+    _check(model, config, length, max_cells, layer, head, MAX_HEAD_MAP_CELLS)
     if not 1 <= samples <= MAX_HEAD_MAP_SAMPLES:
         raise LengthError(f"samples {samples} is out of range: allowed 1 to {MAX_HEAD_MAP_SAMPLES}")
     check(attention_map_cost(config, length, layer, samples))

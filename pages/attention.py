@@ -5,12 +5,12 @@ import pandas as pd
 import streamlit as st
 
 from lengen_core.config import ConfigError
-from lengen_core.heatmap import MAX_HEATMAP_LENGTH
+from lengen_core.heatmap import MAX_HEATMAP_LENGTH, Heatmap
 from lengen_core.share import view_ints
 from ui import attention_captions, charts
 from ui.glossary import lead
 from ui.runs import allowed_lengths, heatmap
-from ui.state import show_view, view_number, view_setting
+from ui.state import plain, show_view, view_number, view_setting
 from ui.widgets import chart, run_summary, selected_run
 
 st.title("Attention beyond the training length")
@@ -60,8 +60,18 @@ if run.config.model.n_layers > 0:  # the maps, zoom and trace read the first hea
     st.info(f"This run has {run.config.model.n_layers} layers × {run.config.model.n_heads} heads: the maps below are "
             "its first layer's first head (layer 0, head 0). Every head's carrier and attention is on the "
             "Transformer page.", icon=":material/stacks:")
+def drawn(length: int) -> Heatmap | None:
+    """The map at `length`, or None with the reason (a server budget, say) shown in its place."""
+    try:
+        return heatmap(run.run_id, length)
+    except ConfigError as error:
+        st.warning(f"No map at L = {length:,}: {plain(str(error))}.", icon=":material/block:")
+        return None
+
+
 for i, length in enumerate(shown):
-    result = heatmap(run.run_id, length)
+    if (result := drawn(length)) is None:
+        continue
     if i % 2 == 0:  # a row of two per pair of lengths, so they stay in order when narrow screens stack them
         columns = st.columns(2)
     with columns[i % 2]:
@@ -72,7 +82,8 @@ for i, length in enumerate(shown):
               f"{result.pool}×{result.pool} (max).",
               pd.DataFrame(result.weights).rename_axis("query_cell").reset_index(), f"heatmap-{length}", run.run_id)
 
-result = heatmap(run.run_id, trace_length)
+if (result := drawn(trace_length)) is None:
+    st.stop()
 left, right = st.columns(2)
 with left:
     target = trace_length - 1 - k

@@ -3,12 +3,13 @@
 import pandas as pd
 import streamlit as st
 
+from lengen_core.config import ConfigError
 from ui import accuracy_captions, compare_charts, mechanism_captions
 from ui.analyses import comparisons
 from ui.glossary import lead
 from ui.presets import single_head_presets
 from ui.runs import load_run, run_labels, run_options
-from ui.state import show_view, view_flag, view_number, view_runs
+from ui.state import plain, show_view, view_flag, view_number, view_runs
 from ui.widgets import chart
 
 LONGEST, SAMPLES = [1 << p for p in range(6, 17)], [64, 128, 256, 512]
@@ -48,13 +49,18 @@ if not chosen:
     st.stop()
 
 labels = {run_id: run_names[run_id].removeprefix("Preset: ") for run_id in chosen}
-results = comparisons(chosen, longest, samples)
+try:
+    results = comparisons(chosen, longest, samples)
+except ConfigError as error:  # a run over this server's budget at these lengths and samples (lengen_core.budget)
+    st.warning(f"Cannot compare these runs here: {plain(str(error))}.", icon=":material/block:")
+    st.stop()
 runs = {run_id: load_run(run_id) for run_id in chosen}
 configs = {run_id: run.config for run_id, run in runs.items()}
 learned = {run_id: None if run.verdict is None else run.verdict.learned for run_id, run in runs.items()}
 
 curves = pd.concat([
-    pd.DataFrame({"run": labels[i], "length": r.lengths, "accuracy": r.accuracy, "accuracy_low": r.accuracy_low,
+    pd.DataFrame({"run": labels[i], "length": r.lengths, "samples": r.samples, "accuracy": r.accuracy,
+                  "accuracy_low": r.accuracy_low,
                   "accuracy_high": r.accuracy_high, "target_mass": r.target_mass,
                   "predicted_mass": r.predicted_mass if r.predicted_mass is not None else [None] * len(r.lengths)})
     for i, r in results.items()

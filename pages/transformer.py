@@ -4,12 +4,13 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from lengen_core.config import ConfigError
 from ui import accuracy_captions, attention_captions, charts, compare_charts, mechanism_captions, transformer_charts
 from ui.analyses import head_attention, heads, length_multiples, sequence_evaluation
 from ui.glossary import lead
 from ui.presets import transformer_presets
 from ui.runs import load_run
-from ui.state import select_run, show_view, view_number, view_option
+from ui.state import plain, select_run, show_view, view_number, view_option
 from ui.widgets import chart, run_summary, selected_run
 
 MULTIPLES = (1, 2, 4, 8, 16)  # test lengths, × the training length
@@ -35,9 +36,10 @@ run = selected_run()
 if run is None:
     preset_buttons(st)
     st.stop()
-if run.config.model.n_layers == 0:
-    st.info("The selected run is the minimal single head (0 layers): this page needs a multi-layer run. "
-            "Open a transformer preset, or train one with Layers ≥ 1 on the Train page.")
+if run.config.single_head:
+    st.info("The selected run is the minimal single head on the retrieval task: its pages are Attention, Carrier "
+            "and Dilution. This page reads runs that answer at every position: open a transformer preset, or train "
+            "one with Layers ≥ 1 (or the shift task) on the Train page.")
     preset_buttons(st)
     st.stop()
 run_summary(run)
@@ -45,7 +47,15 @@ task, model = run.config.task, run.config.model
 L_train, k, chance = task.train_length, task.offset, 1 / task.vocab_size
 learned = None if run.verdict is None else run.verdict.learned
 
-reports = heads(run.run_id)
+def refused(error: ConfigError) -> None:
+    st.warning(f"Not computed for this run: {plain(str(error))}.", icon=":material/block:")
+
+
+try:
+    reports = heads(run.run_id)
+except ConfigError as error:  # over this server's budget (lengen_core.budget), say
+    refused(error)
+    st.stop()
 carriers = pd.concat([pd.DataFrame({"layer": h.layer, "head": h.head, "offset": range(len(h.carrier)), "s": h.carrier,
                                     "is_carrier": h.is_carrier, "pinned_key": h.pinned_key}) for h in reports])
 carrier_heads = [f"L{h.layer}H{h.head}" for h in reports if h.is_carrier]
@@ -91,7 +101,12 @@ with columns[0]:
           pd.DataFrame({"offset": range(len(head.carrier)), "s": head.carrier}), "head-carrier")
 for column, (multiple, length) in zip(columns[1:], zip((1, 4), length_multiples(run.run_id, (1, 4)), strict=False),
                                       strict=False):
-    weights = head_attention(run.run_id, length, head.layer, head.head)
+    try:
+        weights = head_attention(run.run_id, length, head.layer, head.head)
+    except ConfigError as error:
+        with column:
+            refused(error)
+        continue
     with column:
         chart(transformer_charts.head_attention(weights, length, L_train, f"{names[picked]} at L = {length}"),
               f"{names[picked]}: "
@@ -105,12 +120,13 @@ samples = st.select_slider("Samples per length", SAMPLES, key="transformer-sampl
                            help="Random sequences per length; every position of each is scored.")
 show_view("samples", str(samples))
 lengths = length_multiples(run.run_id, MULTIPLES)
-evaluated = sequence_evaluation(run.run_id, lengths, samples)
-by_length = pd.DataFrame([{"length": r.length, "accuracy": r.accuracy, "accuracy_beyond": r.accuracy_beyond,
-                           "target_mass": r.target_mass, "carrier_head": f"L{r.carrier_layer}H{r.carrier_head}"}
-                          for r in evaluated])
-by_position = pd.concat([pd.DataFrame({"length": r.length, "position": r.positions, "accuracy": r.accuracy_by_position})
-                         for r in evaluated])
+try:
+    evaluated = sequence_evaluation(run.run_id, lengths, samples)
+except ConfigError as error:
+    refused(error)
+    st.stop()
+by_length = transformer_charts.length_table(evaluated, L_train)  # with 95% Wilson intervals and sample counts
+by_position = transformer_charts.position_table(evaluated)
 left, right = st.columns(2)
 with left:
     longest = evaluated[-1]

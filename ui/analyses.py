@@ -14,11 +14,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import streamlit as st
-import torch
 
-from lengen_core.evaluate import LengthError, check_lengths, check_sweep, sequence_tokens
+from lengen_core.evaluate import LengthError, check_lengths, check_sweep
 from lengen_core.fit import NOT_APPLICABLE, FitResult
 from lengen_core.heads import HeadReport, analyse_heads
+from lengen_core.heatmap import MAX_HEAD_MAP_CELLS, head_map
 from lengen_core.sequence import MAX_SEQUENCE_LENGTH, SequenceReport, evaluate_sequence
 from ui.equivariance import ShiftCheck, check_equivariance
 from ui.runs import (
@@ -62,12 +62,14 @@ def heads(run_id: str) -> list[HeadReport]:
 
 @st.cache_data(show_spinner="Recording attention…", max_entries=64)
 def head_attention(run_id: str, length: int, layer: int, head: int, samples: int = 16) -> np.ndarray:
-    """Mean |attention weight| of one head over random sequences: (T, T), queries × keys."""
+    """Mean |attention weight| of one head over random sequences: (T, T), queries × keys, at full
+    resolution (the page's lengths are at most 4 × 512 tokens). Only that head is kept, a sequence
+    at a time, and the layers above it are not run (lengen_core.heatmap.head_map): memory is one
+    T × T matrix and one forward pass, whatever the model."""
     run = load_run(run_id)
-    tokens = sequence_tokens(5, length, samples, run.config.task.vocab_size)  # (S, T)
-    with torch.no_grad():
-        pattern = run.model.attend(tokens, 0)[layer]
-    return pattern.weights[:, head].abs().mean(dim=0).double().numpy()  # (T, T)
+    weights, _pool = head_map(run.model, run.config, length, layer, head, samples=samples,
+                              max_cells=min(length, MAX_HEAD_MAP_CELLS))
+    return weights
 
 
 @st.cache_data(show_spinner="Shifting positions…", max_entries=64)
@@ -109,7 +111,7 @@ def length_multiples(run_id: str, multiples: tuple[int, ...]) -> tuple[int, ...]
 def _multiples(run_id: str, longest: int) -> tuple[int, ...]:
     run = load_run(run_id)
     task = run.config.task
-    if run.config.model.n_layers > 0:  # full-sequence evaluation: a forward pass over every position
+    if not run.config.single_head:  # full-sequence evaluation: a forward pass over every position
         longest = min(longest, 16 * task.train_length, MAX_SEQUENCE_LENGTH)
     candidates = [task.train_length << p for p in range(21)]
     return tuple(n for n in allowed_lengths(run_id, candidates) if n <= longest)
@@ -129,7 +131,7 @@ def comparison(run_id: str, longest: int, samples: int, progress: Progress | Non
     """One run measured at the doubling lengths up to `longest`; every part is cached on its own."""
     run = load_run(run_id)
     lengths = _multiples(run_id, longest)
-    if run.config.model.n_layers == 0:
+    if run.config.single_head:
         reports = evaluation(run_id, lengths, samples, progress)
         if progress is not None:
             progress.doing("the prediction from the weights and the carrier")

@@ -95,5 +95,9 @@ def _finish(ticket: int, status: JobStatus) -> None:
         select_run(status.stored_run_id)
         verb = "This config and seed were already trained: opened" if status.from_store else (
             "Stopped: saved and selected" if status.stopped else "Finished: saved and selected")
-        st.session_state[MESSAGE_KEY] = ("success", f"{verb} run `{status.stored_run_id}`. Open the other pages to see it.")
+        text = f"{verb} run `{status.stored_run_id}`. Open the other pages to see it."
+        if status.note:  # stopped at the server's wall-clock limit: say so, and what was kept
+            st.session_state[MESSAGE_KEY] = ("warning", f"{verb} run `{status.stored_run_id}`: {status.note}.")
+        else:
+            st.session_state[MESSAGE_KEY] = ("success", text)
     st.rerun()

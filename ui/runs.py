@@ -23,9 +23,9 @@ from lengen_core.dilution import Prediction, predict
 from lengen_core.evaluate import LengthError, LengthReport, check_lengths, check_sweep, evaluate
 from lengen_core.fit import FitResult, fit_dilution
 from lengen_core.heatmap import Heatmap, attention_heatmap
-from lengen_core.store import RunStore, StoreError
+from lengen_core.store import RunStore, StoreError, preset_store
 from lengen_core.training import Run
-from ui.presets import PRESET_ROOT, preset_ids
+from ui.presets import preset_ids
 
 T = TypeVar("T")
 BAR_DELAY = 0.5  # seconds of work before the bar shows (Streamlit's spinner waits as long): cached work never flashes one
@@ -33,7 +33,7 @@ BAR_DELAY = 0.5  # seconds of work before the bar shows (Streamlit's spinner wai
 
 def stores() -> list[RunStore]:
     """The person's store first (runs trained here), then the presets shipped with the app."""
-    return [RunStore(), RunStore(root=PRESET_ROOT)]
+    return [RunStore(), preset_store()]
 
 
 def stored_configs() -> dict[str, RunConfig]:

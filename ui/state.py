@@ -173,17 +173,30 @@ def run_sidebar() -> None:
         _download(current)
     else:
         st.sidebar.info("No run yet: train one on the Train page.")
-    st.sidebar.caption(f"Your runs are stored in `{stores()[0].root}`. The address bar holds a link to "
-                       "this run and view: copy it to share them.")
+    st.sidebar.caption("The address bar holds a link to this run and view: copy it to share them.")
     _show_in_link(_link_of_selection(), SELECTION_KEYS)
+
+
+MAX_DOWNLOAD_BYTES = 256 << 20
+
+
+def _archive_bytes(store, run_id: str) -> bytes:
+    """The zip, built in a temporary file (the weights stored, not deflated), read once for Streamlit."""
+    with run_archive(store, run_id) as archive:
+        return archive.read()
 
 
 def _download(run_id: str | None) -> None:
     store = next((s for s in stores() if run_id is not None and s.exists(run_id)), None)
     if store is None:
         return
+    size = sum(f.stat().st_size for f in store.run_dir(run_id).iterdir() if f.is_file())
+    if size > MAX_DOWNLOAD_BYTES:  # Streamlit holds a download in the server's memory while it is served
+        st.sidebar.caption(f"This run is {size / 2**20:,.0f} MB, over the {MAX_DOWNLOAD_BYTES >> 20} MB this server "
+                           "offers as a download.")
+        return
     st.sidebar.download_button(
-        "Download this run (zip)", data=lambda: run_archive(store, run_id), file_name=f"{run_id}.zip",
+        "Download this run (zip)", data=lambda: _archive_bytes(store, run_id), file_name=f"{run_id}.zip",
         mime="application/zip", on_click="ignore", icon=":material/download:", key="download-run",
         help="config.json, weights.safetensors and metrics.json: load it with lengen_core.store.RunStore.",
     )

@@ -6,7 +6,6 @@ import json
 import tempfile
 import zipfile
 from collections.abc import Iterator
-from io import BytesIO
 from pathlib import Path
 
 import pytest
@@ -165,8 +164,11 @@ def test_a_run_archive_holds_the_three_files(tmp_path):
               train_accuracy=0.1, stopped_early=False, history={"step": [1], "loss": [1.0], "accuracy": [0.1]})
     store = RunStore(tmp_path)
     store.save(run)
-    with zipfile.ZipFile(BytesIO(run_archive(store, run.run_id))) as archive:
+    with run_archive(store, run.run_id) as file, zipfile.ZipFile(file) as archive:
         assert sorted(archive.namelist()) == ["config.json", "metrics.json", "weights.safetensors"]
         assert RunConfig.from_dict(json.loads(archive.read("config.json"))) == config
+        weights = archive.getinfo("weights.safetensors")
+        assert weights.compress_type == zipfile.ZIP_STORED  # safetensors do not compress: stored, not deflated
+        assert archive.read("weights.safetensors") == (store.run_dir(run.run_id) / "weights.safetensors").read_bytes()
     with pytest.raises(StoreError):
         run_archive(store, "../etc")
