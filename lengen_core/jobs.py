@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import os
 import threading
 import time
 from collections import deque
@@ -32,6 +33,8 @@ from lengen_core.training_process import TrainingProcess, save_run
 
 State = Literal["queued", "running", "done", "failed", "cancelled"]
 MAX_QUEUE = 200
+RUNS_PER_OWNER_ENV = "LENGEN_RUNS_PER_BROWSER"
+DEFAULT_RUNS_PER_OWNER = 30  # trainings one browser may start on this server (answers from the store are free)
 
 
 class QueueFull(RuntimeError):
@@ -73,6 +76,15 @@ class _Job:
     timed_out: bool = False  # stopped at the wall-clock limit (its steps so far are kept)
 
 
+def _runs_per_owner() -> int:
+    text = os.environ.get(RUNS_PER_OWNER_ENV, "").strip()
+    if not text:
+        return DEFAULT_RUNS_PER_OWNER
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(f"{RUNS_PER_OWNER_ENV}={text!r} is not allowed: give a whole number of at least 1")
+    return int(text)
+
+
 class TrainingPool:
     def __init__(
         self,
@@ -83,9 +95,12 @@ class TrainingPool:
         trainer: Callable[[RunConfig, str], Training] = Training,
         isolate: bool = False,
         train_seconds: float | None = None,
+        runs_per_owner: int | None = None,
     ) -> None:
         self.store = store
-        self.train_seconds = train_seconds  # the wall-clock limit of one training; None: the budget's (LENGEN_TRAIN_SECONDS)
+        self.train_seconds = train_seconds
+        self.runs_per_owner = runs_per_owner or _runs_per_owner()
+        self._owner_runs: dict[str, int] = {}  # trainings started per owner since the server started  # the wall-clock limit of one training; None: the budget's (LENGEN_TRAIN_SECONDS)
         with contextlib.suppress(OSError):
             store.clean_partial()  # what a killed save left behind (its writer is gone)
         self.max_concurrent = max_concurrent or usable_cpus()
@@ -134,6 +149,9 @@ class TrainingPool:
                 if mine is not None:
                     raise OwnerBusy(f"this browser already has a training {mine.state} ({mine.config.run_id()}); one at a "
                                     "time per browser: wait for it or stop it first")
+                if owner is not None and self._owner_runs.get(owner, 0) >= self.runs_per_owner:
+                    raise OwnerBusy(f"this browser has started {self.runs_per_owner} trainings on this server, its limit "
+                                    f"({RUNS_PER_OWNER_ENV}); open a stored run or a preset instead")
                 if len(self._queue) >= self.max_queue:
                     waiting = len(self._queue)
                     raise QueueFull(
@@ -141,6 +159,8 @@ class TrainingPool:
                         f"{self.max_queue}); try again in a minute or open a stored run"
                     )
                 job = _Job(config, owner=owner, limit_seconds=self.train_seconds or Budgets.from_env().train_seconds)
+                if owner is not None:
+                    self._owner_runs[owner] = self._owner_runs.get(owner, 0) + 1
                 self._jobs[run_id] = job
                 self._queue.append(job)
                 self._wake.notify_all()  # the first idle worker in order takes it

@@ -54,7 +54,7 @@ def test_an_over_budget_training_is_refused_before_any_work(monkeypatch):
     assert MEMORY_ENV in message and "smaller batch" in message and "GB" in message
     assert isinstance(refused.value, ConfigError)  # every caller's bad-input path shows it
     slow = with_changes(RunConfig(), task="shift", n_layers=4, n_heads=4, d_model=256, train_length=256, steps=50_000,
-                        batch_size=64)
+                        batch_size=16)  # fits in memory, takes hours
     with pytest.raises(BudgetError, match=TRAIN_SECONDS_ENV):
         check(training_cost(slow), DEFAULT_BUDGETS)
 
