@@ -70,7 +70,7 @@ c.metric("Best Toeplitz fraction", f"{max(h.toeplitz_fraction for h in reports):
 st.caption(f"Carrier heads: {', '.join(carrier_heads) or 'none'} · pinned heads: {', '.join(pinned_heads) or 'none'} "
            "(L = layer, H = head, from 0).")
 chart(transformer_charts.head_grid(carriers, model.n_layers, model.n_heads, k),
-      mechanism_captions.head_grid_caption(reports, model.encoding, learned), carriers, "head-carriers")
+      mechanism_captions.head_grid_caption(reports, model.encoding, learned), carriers, "head-carriers", run.run_id)
 
 st.subheader("One head in detail")
 table = pd.DataFrame([{key: getattr(h, key) for key in ("layer", "head", "argmax_offset", "toeplitz_fraction",
@@ -98,7 +98,7 @@ with columns[0]:
     chart(charts.carrier_curve(np.arange(len(head.carrier)), head.carrier, L_train, k),
           mechanism_captions.alignment_caption(f"{names[picked]}'s s(Δ), measured from recorded logits,",
                                                head.carrier, L_train, k, rope_softmax=False, learned=learned) + ".",
-          pd.DataFrame({"offset": range(len(head.carrier)), "s": head.carrier}), "head-carrier")
+          pd.DataFrame({"offset": range(len(head.carrier)), "s": head.carrier}), "head-carrier", run.run_id)
 for column, (multiple, length) in zip(columns[1:], zip((1, 4), length_multiples(run.run_id, (1, 4)), strict=False),
                                       strict=False):
     try:
@@ -112,7 +112,7 @@ for column, (multiple, length) in zip(columns[1:], zip((1, 4), length_multiples(
               f"{names[picked]}: "
               + attention_captions.trace_caption(attention_captions.weights_trace(weights, L_train, k), None, learned,
                                                  last_query_only=False) + " Mean |weight| over 16 sequences.",
-              pd.DataFrame(weights).rename_axis("query").reset_index(), f"head-attention-{length}")
+              pd.DataFrame(weights).rename_axis("query").reset_index(), f"head-attention-{length}", run.run_id)
 
 st.subheader("Accuracy by position and by length")
 view_number("transformer-samples", "samples", SAMPLES[0], SAMPLES[-1], 64, SAMPLES)
@@ -133,14 +133,14 @@ with left:
     chart(transformer_charts.accuracy_by_position(by_position, L_train, chance),
           accuracy_captions.position_caption(longest.positions, longest.accuracy_by_position, longest.length, L_train,
                                              chance, samples, model.encoding, learned),
-          by_position, "accuracy-by-position")
+          by_position, "accuracy-by-position", run.run_id)
 with right:
     past = transformer_charts.beyond_table("Positions past training", evaluated, L_train)
     chart(transformer_charts.accuracy_by_length(by_length, chance),
           "the dashed curve scores only the positions past training. " + accuracy_captions.curve_caption(
               accuracy_captions.run_curve("Positions past training", run.config, run.verdict, past["length"],
                                           past["accuracy"], past["accuracy_low"]),
-              multiples=(2, 4, 16)), by_length, "accuracy-by-length")
+              multiples=(2, 4, 16)), by_length, "accuracy-by-length", run.run_id)
 
 st.subheader("RoPE against learned positions")
 stories = {label: load_run(run_id) for label, run_id in transformer_presets().items()}
