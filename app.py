@@ -5,7 +5,7 @@ import sys
 import streamlit as st
 
 import ui.pool
-from lengen_core.runtime import limit_heap_growth
+from lengen_core.serving.runtime import limit_heap_growth
 from ui.state import run_sidebar
 from ui.widgets import readable_layout
 
@@ -13,7 +13,7 @@ from ui.widgets import readable_layout
 # every session's script thread; handing the lock on every 1 ms instead of 5 ms keeps it answering
 # while a class's pages run (load test, 20 sessions, one run each: worst health check 1.8 s -> 0.4 s).
 sys.setswitchinterval(0.001)
-limit_heap_growth()  # long attention blocks give their memory back (lengen_core.runtime)
+limit_heap_growth()  # long attention blocks give their memory back (lengen_core.serving.runtime)
 st.set_page_config(page_title="lengen", layout="wide")
 readable_layout()  # metric labels wrap, side-by-side charts stack on narrow screens
 page = st.navigation([

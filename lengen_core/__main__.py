@@ -1,5 +1,5 @@
 import sys
 
-from lengen_core.cli import main
+from lengen_core.serving.cli import main
 
 sys.exit(main())

@@ -16,13 +16,11 @@ every layer's and head's full attention of every sequence.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from lengen_core.budget import check, evaluation_cost
 from lengen_core.carrier import effective_rank, toeplitz_fraction
 from lengen_core.config import RunConfig
 from lengen_core.evaluate import sequence_tokens
@@ -110,8 +108,6 @@ def _pinning(model: torch.nn.Module, config: RunConfig, samples: int, seed: int)
 
 def analyse_heads(model: torch.nn.Module, config: RunConfig, samples: int = 256, seed: int = 11) -> list[HeadReport]:
     L, k = config.task.train_length, config.task.offset
-    check(dataclasses.replace(evaluation_cost(config, [L, 4 * L], samples, TOKENS_PER_BATCH),
-                              what="this per-head analysis"))
     sums = _accumulate(model, config, L, samples, seed, pinning=False)
     mean_logits = (sums.logits / samples).numpy()  # (layers, H, T, T)
     targets = (sums.share / (samples * (L - k))).numpy()  # (layers, H)

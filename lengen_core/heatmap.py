@@ -18,7 +18,6 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from lengen_core.budget import attention_map_cost, check
 from lengen_core.config import RunConfig
 from lengen_core.encodings import LengthError
 from lengen_core.evaluate import check_lengths, sequence_tokens
@@ -119,7 +118,6 @@ def attention_heatmap(
     """Attention of one random sequence of `length` (sample 0 of the evaluation sequences), of head
     `head` of layer `layer` (the minimal model has one: 0, 0)."""
     _check(model, config, length, max_cells, layer, head)
-    check(attention_map_cost(config, length, layer))
     device = next(model.parameters()).device
     tokens = sequence_tokens(seed, length, 1, config.task.vocab_size).to(device)  # (1, L)
     pool = pooling_factor(length, max_cells)
@@ -149,7 +147,6 @@ def head_map(
     _check(model, config, length, max_cells, layer, head, MAX_HEAD_MAP_CELLS)
     if not 1 <= samples <= MAX_HEAD_MAP_SAMPLES:
         raise LengthError(f"samples {samples} is out of range: allowed 1 to {MAX_HEAD_MAP_SAMPLES}")
-    check(attention_map_cost(config, length, layer, samples))
     device = next(model.parameters()).device
     tokens = sequence_tokens(seed, length, samples, config.task.vocab_size).to(device)  # (S, L)
     pool = pooling_factor(length, max_cells)

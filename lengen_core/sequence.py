@@ -17,7 +17,6 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from lengen_core.budget import check, evaluation_cost
 from lengen_core.config import RunConfig
 from lengen_core.encodings import LengthError
 from lengen_core.evaluate import check_lengths, check_sampling, check_sweep, sequence_tokens, wilson_interval
@@ -77,7 +76,6 @@ def evaluate_sequence(
         raise LengthError(
             f"length {too_long[0]} is beyond {MAX_SEQUENCE_LENGTH}, the limit for full-sequence evaluation"
         )
-    check(evaluation_cost(config, lengths, samples, TOKENS_PER_BATCH))
     task, device = config.task, next(model.parameters()).device
     reports = []
     for length in lengths:

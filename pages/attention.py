@@ -6,7 +6,7 @@ import streamlit as st
 
 from lengen_core.config import ConfigError
 from lengen_core.heatmap import MAX_HEATMAP_LENGTH, Heatmap
-from lengen_core.share import view_ints
+from lengen_core.serving.share import view_ints
 from ui import attention_captions, charts
 from ui.glossary import lead
 from ui.runs import allowed_lengths, heatmap

@@ -51,7 +51,7 @@ if not chosen:
 labels = {run_id: run_names[run_id].removeprefix("Preset: ") for run_id in chosen}
 try:
     results = comparisons(chosen, longest, samples)
-except ConfigError as error:  # a run over this server's budget at these lengths and samples (lengen_core.budget)
+except ConfigError as error:  # a run over this server's budget at these lengths and samples (lengen_core.serving.budget)
     st.warning(f"Cannot compare these runs here: {plain(str(error))}.", icon=":material/block:")
     st.stop()
 runs = {run_id: load_run(run_id) for run_id in chosen}

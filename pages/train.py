@@ -5,10 +5,10 @@ import logging
 import pandas as pd
 import streamlit as st
 
-from lengen_core.budget import BudgetError, Budgets, check, duration, training_cost
 from lengen_core.config import SETTINGS, ConfigError, RunConfig, with_changes
-from lengen_core.jobs import OwnerBusy, QueueFull
-from lengen_core.store import StoreError
+from lengen_core.serving.budget import BudgetError, Budgets, check, duration, training_cost
+from lengen_core.serving.jobs import OwnerBusy, QueueFull
+from lengen_core.serving.store import StoreError
 from lengen_core.training import resolve_device
 from ui import accuracy_captions, charts
 from ui.glossary import lead

@@ -53,7 +53,7 @@ def refused(error: ConfigError) -> None:
 
 try:
     reports = heads(run.run_id)
-except ConfigError as error:  # over this server's budget (lengen_core.budget), say
+except ConfigError as error:  # over this server's budget (lengen_core.serving.budget), say
     refused(error)
     st.stop()
 carriers = pd.concat([pd.DataFrame({"layer": h.layer, "head": h.head, "offset": range(len(h.carrier)), "s": h.carrier,

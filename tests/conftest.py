@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-from lengen_core.runtime import limit_heap_growth
+from lengen_core.serving.runtime import limit_heap_growth
 
 # Hypothesis profiles, chosen by HYPOTHESIS_PROFILE (default `ci`; `thorough` on demand). `ci` is
 # Hypothesis's own CI profile (derandomized, so a run is reproducible; no deadline, which a loaded
@@ -23,7 +23,7 @@ from lengen_core.runtime import limit_heap_growth
 settings.register_profile("ci", settings.get_profile("ci"), max_examples=300)
 settings.register_profile("thorough", settings.get_profile("default"), max_examples=2_000)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
-limit_heap_growth()  # as the app, its training children and the command line do (lengen_core.runtime)
+limit_heap_growth()  # as the app, its training children and the command line do (lengen_core.serving.runtime)
 
 
 @pytest.fixture(scope="session", autouse=True)

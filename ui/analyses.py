@@ -20,6 +20,7 @@ from lengen_core.fit import NOT_APPLICABLE, FitResult
 from lengen_core.heads import HeadReport, analyse_heads
 from lengen_core.heatmap import MAX_HEAD_MAP_CELLS, head_map
 from lengen_core.sequence import MAX_SEQUENCE_LENGTH, SequenceReport, evaluate_sequence
+from lengen_core.serving.budget import check_attention_map, check_head_analysis, check_sequence_evaluation
 from ui.equivariance import ShiftCheck, check_equivariance
 from ui.runs import (
     Progress,
@@ -44,6 +45,7 @@ def sequence_evaluation(run_id: str, lengths: tuple[int, ...], samples: int = 64
     too_long = [n for n in lengths if n > MAX_SEQUENCE_LENGTH]
     if too_long:
         raise LengthError(f"length {too_long[0]} is beyond {MAX_SEQUENCE_LENGTH}, the limit for full-sequence evaluation")
+    check_sequence_evaluation(run.config, lengths, samples)  # this server's budgets, for the whole request
     return length_by_length(lengths, lambda length: _sequence_at(run_id, length, samples), progress,
                             "Evaluating every position")
 
@@ -57,6 +59,7 @@ def _sequence_at(run_id: str, length: int, samples: int) -> SequenceReport:
 @st.cache_data(show_spinner="Measuring every head…", max_entries=32)
 def heads(run_id: str) -> list[HeadReport]:
     run = load_run(run_id)
+    check_head_analysis(run.config)
     return analyse_heads(run.model, run.config)
 
 
@@ -67,6 +70,7 @@ def head_attention(run_id: str, length: int, layer: int, head: int, samples: int
     at a time, and the layers above it are not run (lengen_core.heatmap.head_map): memory is one
     T × T matrix and one forward pass, whatever the model."""
     run = load_run(run_id)
+    check_attention_map(run.config, length, layer, samples)
     weights, _pool = head_map(run.model, run.config, length, layer, head, samples=samples,
                               max_cells=min(length, MAX_HEAD_MAP_CELLS))
     return weights

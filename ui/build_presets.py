@@ -7,7 +7,7 @@ import dataclasses
 
 import torch
 
-from lengen_core.store import RunStore
+from lengen_core.serving.store import RunStore
 from lengen_core.training import Run, train
 from ui.presets import PRESET_ROOT, PRESETS
 

@@ -12,7 +12,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from lengen_core.jobs import JobStatus, TrainingPool
+from lengen_core.serving.jobs import JobStatus, TrainingPool
 from ui import charts
 from ui.pool import let_go
 from ui.state import select_run

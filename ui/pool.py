@@ -3,7 +3,7 @@ browser sessions that have ended (so a closed tab cancels its training unless so
 for the same run).
 
 `LENGEN_MAX_TRAININGS` limits concurrent trainings (default: the CPUs this process may use, its
-affinity capped by a container's CPU quota: `lengen_core.runtime.usable_cpus`). Each runs in a
+affinity capped by a container's CPU quota: `lengen_core.serving.runtime.usable_cpus`). Each runs in a
 child process of its own (the server's interpreter stays free to serve pages), and torch's intra-op
 threads are divided between them, so N trainings do not each start one thread per core.
 """
@@ -20,9 +20,9 @@ import streamlit as st
 from streamlit import runtime
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from lengen_core.jobs import TrainingPool
-from lengen_core.runtime import usable_cpus
-from lengen_core.store import RunStore
+from lengen_core.serving.jobs import TrainingPool
+from lengen_core.serving.runtime import usable_cpus
+from lengen_core.serving.store import RunStore
 
 LIMIT_ENV = "LENGEN_MAX_TRAININGS"
 GRACE_SECONDS = 15.0  # a dropped websocket reconnects under the same session id within this

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lengen_core import store
 from lengen_core.config import RunConfig, with_changes
+from lengen_core.serving import store
 
-PRESET_ROOT = store.PRESET_ROOT  # the read-only store of the presets (lengen_core.store.preset_store)
+PRESET_ROOT = store.PRESET_ROOT  # the read-only store of the presets (lengen_core.serving.store.preset_store)
 SCIENCE_DOCUMENT = Path(__file__).resolve().parent.parent / "docs" / "science.md"
 
 

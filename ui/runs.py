@@ -23,7 +23,8 @@ from lengen_core.dilution import Prediction, predict
 from lengen_core.evaluate import LengthError, LengthReport, check_lengths, check_sweep, evaluate
 from lengen_core.fit import FitResult, fit_dilution
 from lengen_core.heatmap import Heatmap, attention_heatmap
-from lengen_core.store import RunStore, StoreError, preset_store
+from lengen_core.serving.budget import check_attention_map
+from lengen_core.serving.store import RunStore, StoreError, preset_store
 from lengen_core.training import Run
 from ui.presets import preset_ids
 
@@ -231,6 +232,7 @@ def carrier(run_id: str, search_length: int) -> Carrier:
 @st.cache_data(show_spinner="Computing attention…", max_entries=64)
 def heatmap(run_id: str, length: int, max_cells: int = 256) -> Heatmap:
     run = load_run(run_id)
+    check_attention_map(run.config, length)  # this server's budgets (lengen_core.serving.budget)
     return attention_heatmap(run.model, run.config, length, max_cells=max_cells)
 
 

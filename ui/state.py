@@ -4,7 +4,7 @@ A first visit selects the RoPE preset. The sidebar shows the selected run's id, 
 every preset and stored run (each label unique: the selector's value travels by label), and the
 run as a download. Only the person changes the selected run: a page, a rerun or a link already
 applied never does. The query string holds the selected run's
-config (`lengen_core.share`) and the page's view settings, so a pasted link opens the same run and
+config (`lengen_core.serving.share`) and the page's view settings, so a pasted link opens the same run and
 view: a link's run is selected when it is stored here; otherwise the Train page opens with the
 link's config in its form. A bad link is a message at the top of the page and changes nothing.
 
@@ -21,7 +21,7 @@ from typing import Any
 import streamlit as st
 
 from lengen_core.config import ConfigError, RunConfig
-from lengen_core.share import (
+from lengen_core.serving.share import (
     CONFIG_KEYS,
     RUN_KEY,
     config_from_query,
@@ -33,8 +33,8 @@ from lengen_core.share import (
     view_int,
     view_run_ids,
 )
-from lengen_core.share import run_id_from_query as link_run_id
-from lengen_core.store import StoreError
+from lengen_core.serving.share import run_id_from_query as link_run_id
+from lengen_core.serving.store import StoreError
 from ui.presets import DEFAULT_PRESET, preset_ids
 from ui.runs import load_run, run_labels, run_options, stores
 
@@ -198,7 +198,7 @@ def _download(run_id: str | None) -> None:
     st.sidebar.download_button(
         "Download this run (zip)", data=lambda: _archive_bytes(store, run_id), file_name=f"{run_id}.zip",
         mime="application/zip", on_click="ignore", icon=":material/download:", key="download-run",
-        help="config.json, weights.safetensors and metrics.json: load it with lengen_core.store.RunStore.",
+        help="config.json, weights.safetensors and metrics.json: load it with lengen_core.serving.store.RunStore.",
     )
 
 

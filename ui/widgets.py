@@ -6,7 +6,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from lengen_core.store import StoreError
+from lengen_core.serving.store import StoreError
 from lengen_core.training import Run
 from ui import captions
 from ui.runs import load_run

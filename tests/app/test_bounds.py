@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from lengen_core.budget import MEMORY_ENV, TRAIN_SECONDS_ENV
 from lengen_core.config import RunConfig, with_changes
-from lengen_core.store import METRICS_FILE, RunStore, default_root
+from lengen_core.serving.budget import MEMORY_ENV, TRAIN_SECONDS_ENV
+from lengen_core.serving.store import METRICS_FILE, RunStore, default_root
 from lengen_core.training import train
 from ui.presets import preset_ids
 

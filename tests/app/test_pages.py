@@ -10,7 +10,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from lengen_core.config import RunConfig, with_changes
-from lengen_core.store import RunStore
+from lengen_core.serving.store import RunStore
 from ui.pool import training_pool
 from ui.presets import DEFAULT_PRESET, preset_ids
 

@@ -11,9 +11,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from lengen_core.config import RunConfig, with_changes
-from lengen_core.jobs import TrainingPool
-from lengen_core.share import config_to_query
-from lengen_core.store import RunStore
+from lengen_core.serving.jobs import TrainingPool
+from lengen_core.serving.share import config_to_query
+from lengen_core.serving.store import RunStore
 from lengen_core.training import Training
 from ui.pool import SessionWatcher
 from ui.presets import DEFAULT_PRESET, PRESETS, preset_ids

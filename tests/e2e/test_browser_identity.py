@@ -14,8 +14,8 @@ import pytest
 from test_browser import SHOTS, settle
 
 from lengen_core.config import RunConfig, with_changes
-from lengen_core.share import config_to_query
-from lengen_core.store import RunStore
+from lengen_core.serving.share import config_to_query
+from lengen_core.serving.store import RunStore
 from lengen_core.training import train
 from ui.presets import preset_ids, transformer_presets
 
@@ -99,7 +99,7 @@ def test_each_page_opens_from_its_own_link(server, context, look_alikes, path, l
     link = {k: look_alikes[v.lower()] if v in ("SHIFT", "RETRIEVAL") else v for k, v in link.items()}
     tab = context.new_page()  # a fresh context per test: a person pasting the link into a new window
     tab.goto(f"{server}/{path}?{urlencode(link, doseq=True)}")
-    tab.get_by_text("Run id:").wait_for(timeout=120_000)
+    tab.locator("[data-testid=\"stSidebar\"]").get_by_text("Run id:").wait_for(timeout=120_000)
     settle(tab)
     assert_no_traceback(tab)
     assert "cannot be opened" not in tab.locator("body").inner_text()

@@ -12,7 +12,7 @@ import pytest
 from test_browser import CHART, SHOTS, settle
 
 from lengen_core.config import RunConfig, with_changes
-from lengen_core.share import config_to_query
+from lengen_core.serving.share import config_to_query
 from ui.presets import PRESETS
 
 pytestmark = pytest.mark.e2e

@@ -27,7 +27,7 @@ def test_dockerfile_runs_as_a_non_root_user_and_declares_a_health_check():
     assert "/_stcore/health" in spec["health"] and spec["cmd"][:3] == ["streamlit", "run", "app.py"]
     assert spec["env"]["LENGEN_HOME"] == "/data"
     assert spec["env"]["TMPDIR"] == "/tmp"  # a read-only root with a tmpfs at /tmp: torch needs a writable temp
-    assert spec["env"]["MALLOC_MMAP_THRESHOLD_"] == "1048576"  # as lengen_core.runtime sets it
+    assert spec["env"]["MALLOC_MMAP_THRESHOLD_"] == "1048576"  # as lengen_core.serving.runtime sets it
     assert '"/usr/bin/tini"' in (ROOT / "Dockerfile").read_text()  # an init reaps the training processes
     assert {"app.py", "lengen_core/", "ui/", "pages/", "assets/", ".streamlit/", "requirements.txt"} <= set(spec["copy"])
 

@@ -32,8 +32,8 @@ import serving
 from load_probe import BROWSER_ARGS, CHROMIUM
 
 from lengen_core.config import RunConfig, with_changes
-from lengen_core.share import config_to_query
-from lengen_core.store import RunStore
+from lengen_core.serving.share import config_to_query
+from lengen_core.serving.store import RunStore
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 playwright = pytest.importorskip("playwright.async_api")

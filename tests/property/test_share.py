@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from lengen_core.config import ConfigError, RunConfig, with_changes
 from lengen_core.model import build_model
-from lengen_core.share import (
+from lengen_core.serving.share import (
     CONFIG_KEYS,
     config_from_query,
     config_to_query,
@@ -24,7 +24,7 @@ from lengen_core.share import (
     view_int,
     view_ints,
 )
-from lengen_core.store import RunStore, StoreError
+from lengen_core.serving.store import RunStore, StoreError
 from lengen_core.training import Run
 
 hostile_text = st.one_of(

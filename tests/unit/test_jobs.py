@@ -11,8 +11,8 @@ from typing import ClassVar
 import pytest
 
 from lengen_core.config import RunConfig, with_changes
-from lengen_core.jobs import QueueFull, TrainingPool
-from lengen_core.store import RunStore
+from lengen_core.serving.jobs import QueueFull, TrainingPool
+from lengen_core.serving.store import RunStore
 from lengen_core.training import Training
 
 

@@ -1,4 +1,6 @@
-"""lengen_core stays a pure library: no streamlit, no printing, no network (STYLE.md)."""
+"""lengen_core stays a pure library: no streamlit, no printing, no network (STYLE.md), in every
+module of every subpackage; and the science (the modules of lengen_core itself) never imports the
+serving side (lengen_core.serving: store, jobs, training processes, budgets, links, the CLI)."""
 
 from __future__ import annotations
 
@@ -13,10 +15,12 @@ import pytest
 import lengen_core
 
 PACKAGE_DIR = Path(lengen_core.__file__).parent
-SOURCES = sorted(PACKAGE_DIR.glob("*.py"))
-# Every importable submodule, whoever adds it (cli included); `__main__` runs the CLI when imported.
+SOURCES = sorted(PACKAGE_DIR.rglob("*.py"))  # every subpackage too
+SCIENCE = sorted(path for path in PACKAGE_DIR.glob("*.py") if path.name != "__main__.py")
+# Every importable submodule, whoever adds it, in every subpackage; `__main__` runs the CLI when imported.
 SUBMODULES = sorted(
-    f"lengen_core.{info.name}" for info in pkgutil.iter_modules([str(PACKAGE_DIR)]) if info.name != "__main__"
+    info.name for info in pkgutil.walk_packages([str(PACKAGE_DIR)], prefix="lengen_core.")
+    if not info.name.endswith("__main__")
 )
 NETWORK_MODULES = {"requests", "urllib", "urllib3", "socket", "http", "httpx", "aiohttp"}
 
@@ -32,7 +36,10 @@ def test_the_package_has_its_core_modules():
         "evaluate",
         "carrier",
         "dilution",
-        "store",
+        "serving.store",
+        "serving.cli",
+        "serving.jobs",
+        "serving.budget",
     ):
         assert f"lengen_core.{name}" in SUBMODULES
 
@@ -52,7 +59,35 @@ def test_importing_the_core_leaves_streamlit_out():
     assert result.stdout == ""  # importing prints nothing either
 
 
-@pytest.mark.parametrize("path", SOURCES, ids=lambda path: path.name)
+def _imports(path: Path) -> set[str]:
+    """Every module `path` imports, relative imports resolved against lengen_core."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = "lengen_core" + (f".{base}" if base else "")
+            names.add(base)
+            names |= {f"{base}.{alias.name}" for alias in node.names}
+    return names
+
+
+@pytest.mark.parametrize("path", SCIENCE, ids=lambda path: path.name)
+def test_the_science_never_imports_the_serving_side(path):
+    serving = sorted(name for name in _imports(path) if name == "lengen_core.serving" or name.startswith("lengen_core.serving."))
+    assert not serving, f"{path.name} imports {serving}"
+
+
+def test_the_serving_side_is_a_package_of_its_own():
+    serving = PACKAGE_DIR / "serving"
+    assert {p.stem for p in serving.glob("*.py")} >= {"store", "jobs", "training_process", "share", "cli", "budget",
+                                                      "runtime"}
+    assert not {p.stem for p in SCIENCE} & {"store", "jobs", "training_process", "share", "cli", "budget"}
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda path: str(path.relative_to(PACKAGE_DIR)))
 def test_no_module_prints(path):
     tree = ast.parse(path.read_text(encoding="utf-8"))
     calls = [
@@ -64,7 +99,7 @@ def test_no_module_prints(path):
     assert "print(" not in _code_without_strings(tree)
 
 
-@pytest.mark.parametrize("path", SOURCES, ids=lambda path: path.name)
+@pytest.mark.parametrize("path", SOURCES, ids=lambda path: str(path.relative_to(PACKAGE_DIR)))
 def test_no_module_touches_the_network(path):
     tree = ast.parse(path.read_text(encoding="utf-8"))
     imported = set()

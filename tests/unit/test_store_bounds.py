@@ -18,10 +18,10 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from lengen_core import cli
 from lengen_core.config import RunConfig, with_changes
-from lengen_core.jobs import TrainingPool
-from lengen_core.store import (
+from lengen_core.serving import cli
+from lengen_core.serving.jobs import TrainingPool
+from lengen_core.serving.store import (
     METRICS_FILE,
     QUOTA_ENV,
     TEMP_PREFIX,
@@ -153,7 +153,7 @@ def test_an_unwritable_store_fails_before_training(tmp_path, monkeypatch):
 WRITER = """
 import dataclasses, sys
 from lengen_core.config import RunConfig, with_changes
-from lengen_core.store import RunStore
+from lengen_core.serving.store import RunStore
 from lengen_core.training import train
 store, run = RunStore(), train(with_changes(RunConfig(), steps=3), "cpu")
 print("trained", flush=True)

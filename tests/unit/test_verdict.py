@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from lengen_core.evaluate import evaluate
-from lengen_core.store import METRICS_FILE, RunStore
+from lengen_core.serving.store import METRICS_FILE, RunStore
 from lengen_core.verdict import LEARNED_ACCURACY, VERDICT_ANSWERS, judge
 
 CHANCE = 1 / 16

@@ -2,7 +2,7 @@
 
 Results go to stdout (JSON under `--json`, a short readable summary otherwise). Runs are read from
 the person's store (`$LENGEN_HOME`) and then from the presets shipped with the lab, a read-only
-store (`lengen_core.store.preset_store`), so a run id the app shows opens here too. Bad input gives one
+store (`lengen_core.serving.store.preset_store`), so a run id the app shows opens here too. Bad input gives one
 line on stderr and exit status 2, never a traceback. This module writes to the streams it is
 given, so it stays testable and the rest of the core never prints.
 """
@@ -30,9 +30,10 @@ from lengen_core.encodings import LengthError
 from lengen_core.evaluate import evaluate
 from lengen_core.fit import LAW, LAW_TOLERANCE, NOT_APPLICABLE, fit_dilution
 from lengen_core.heads import analyse_heads
-from lengen_core.runtime import limit_heap_growth
 from lengen_core.sequence import evaluate_sequence
-from lengen_core.store import RunStore, StoreError, preset_store
+from lengen_core.serving.budget import check_head_analysis, check_sequence_evaluation, check_training
+from lengen_core.serving.runtime import limit_heap_growth
+from lengen_core.serving.store import RunStore, StoreError, preset_store
 from lengen_core.training import train
 
 USER_ERRORS = (ConfigError, LengthError, StoreError, ValueError)
@@ -112,6 +113,7 @@ def command_train(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
     run = None if args.retrain else store.find(config) or preset_store().find(config)
     reused = run is not None
     if run is None:
+        check_training(config)  # over this server's budgets: refused before any work
         store.check_can_save(config)  # a read-only, full or over-quota store is found before training
         run = train(config, args.device)
         (store.replace if args.retrain else store.save)(run)
@@ -164,6 +166,8 @@ def command_evaluate(args: argparse.Namespace, store: RunStore) -> dict[str, Any
     lengths = args.lengths or default
     if max(lengths) > MAX_EVAL_LENGTH:
         raise LengthError(f"length {max(lengths)} is beyond the evaluation limit of {MAX_EVAL_LENGTH} tokens")
+    if not single_head:
+        check_sequence_evaluation(config, lengths, args.samples)
     rows = (_single_head_rows if single_head else _sequence_rows)(run, lengths, args.samples, args.seed)
     result = NOT_APPLICABLE
     if single_head:
@@ -181,6 +185,7 @@ def command_evaluate(args: argparse.Namespace, store: RunStore) -> dict[str, Any
 
 def command_heads(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
     run = _load(args.run_id, store)
+    check_head_analysis(run.config)
     heads = [
         {**{key: value for key, value in vars(h).items() if key != "carrier"},
          "carrier": [float(v) for v in h.carrier]}

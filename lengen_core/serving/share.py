@@ -29,7 +29,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import BinaryIO
 
 from lengen_core.config import SETTINGS, ConfigError, RunConfig, with_changes
-from lengen_core.store import CONFIG_FILE, METRICS_FILE, WEIGHTS_FILE, RunStore, StoreError, check_run_id
+from lengen_core.serving.store import CONFIG_FILE, METRICS_FILE, WEIGHTS_FILE, RunStore, StoreError, check_run_id
 
 QueryParams = Mapping[str, "str | Sequence[str]"]
 

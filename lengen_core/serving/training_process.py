@@ -26,10 +26,10 @@ from typing import Literal
 
 import torch
 
-from lengen_core.budget import MEMORY_ENV, Budgets
 from lengen_core.config import RunConfig, with_changes
-from lengen_core.runtime import limit_heap_growth
-from lengen_core.store import RunStore
+from lengen_core.serving.budget import MEMORY_ENV, Budgets
+from lengen_core.serving.runtime import limit_heap_growth
+from lengen_core.serving.store import RunStore
 from lengen_core.training import Progress, Run, Training
 
 Outcome = Literal["done", "cancelled"]
@@ -163,9 +163,9 @@ def _out_of_memory() -> str:
             f"{MEMORY_ENV}): choose a smaller batch, a shorter length, a smaller model or fewer layers")
 
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 CHILD_NICENESS = 5  # serving pages goes first when the cores are short; an idle machine trains at full speed
-CHILD_COMMAND = "import sys; from lengen_core.training_process import serve_child; serve_child(sys.argv[1:])"
+CHILD_COMMAND = "import sys; from lengen_core.serving.training_process import serve_child; serve_child(sys.argv[1:])"
 
 
 def serve_child(argv: list[str]) -> None:

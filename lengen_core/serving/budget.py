@@ -176,3 +176,28 @@ def duration(seconds: float) -> str:
     if seconds < 5400:
         return f"{seconds / 60:.0f} min"
     return f"{seconds / 3600:.1f} h"
+
+
+# The checks the serving side runs before it calls the science (which knows nothing of budgets).
+
+def check_training(config: RunConfig, budgets: Budgets | None = None) -> Cost:
+    return check(training_cost(config), budgets)
+
+
+def check_sequence_evaluation(config: RunConfig, lengths: Sequence[int], samples: int) -> Cost:
+    from lengen_core.sequence import TOKENS_PER_BATCH
+
+    return check(evaluation_cost(config, lengths, samples, TOKENS_PER_BATCH))
+
+
+def check_attention_map(config: RunConfig, length: int, layer: int = 0, samples: int = 1) -> Cost:
+    return check(attention_map_cost(config, length, layer, samples))
+
+
+def check_head_analysis(config: RunConfig, samples: int = 256) -> Cost:
+    """`lengen_core.heads.analyse_heads`: `samples` sequences at L_train, a quarter of them at 4 × L_train."""
+    from lengen_core.heads import TOKENS_PER_BATCH
+
+    L = config.task.train_length
+    cost = evaluation_cost(config, [L, 4 * L], samples, TOKENS_PER_BATCH)
+    return check(Cost("this per-head analysis", cost.memory_bytes, cost.seconds, cost.knobs))

@@ -8,7 +8,7 @@
 Each request holds a ticket; a job runs while any ticket on it is held, and is cancelled (queued:
 dropped; running: stopped at the next step, nothing saved) when the last ticket is released. Worker
 threads take jobs first in, first out. With `isolate=True` (the server's choice) each worker runs
-its trainings in a child process of its own (`lengen_core.training_process`), so serving pages and
+its trainings in a child process of its own (`lengen_core.serving.training_process`), so serving pages and
 training never compete for one interpreter's lock. Nothing here knows about a UI; threads never raise out.
 """
 
@@ -24,12 +24,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from lengen_core.budget import TRAIN_SECONDS_ENV, Budgets, check, training_cost
 from lengen_core.config import RunConfig
-from lengen_core.runtime import usable_cpus
-from lengen_core.store import RunStore
+from lengen_core.serving.budget import TRAIN_SECONDS_ENV, Budgets, check, training_cost
+from lengen_core.serving.runtime import usable_cpus
+from lengen_core.serving.store import RunStore
+from lengen_core.serving.training_process import TrainingProcess, save_run
 from lengen_core.training import Progress, Training
-from lengen_core.training_process import TrainingProcess, save_run
 
 State = Literal["queued", "running", "done", "failed", "cancelled"]
 MAX_QUEUE = 200
