@@ -3,8 +3,10 @@
     cost = training_cost(config)           # Cost(memory_bytes, seconds, what)
     check(cost)                            # BudgetError naming the knob to turn, or nothing
 
-Every training, transformer evaluation, heatmap and per-head analysis checks its cost here first
-(the core calls `check` itself, so the command line, a link and the Train form all meet it). The
+Every training, transformer evaluation, heatmap and per-head analysis is checked here before the
+serving side calls the science (`check_training` in the training pool and the command line,
+`check_attention_map`, `check_sequence_evaluation` and `check_head_analysis` in the command line
+and the app's analyses), so a command, a link and the Train form all meet the same limits. The
 budgets are the operator's, from the environment, with defaults that keep one request well inside
 a 2-core, 8 GB container:
 
