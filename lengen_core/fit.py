@@ -46,7 +46,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from scipy.optimize import least_squares, minimize
 
 from lengen_core.verdict import Verdict
 
@@ -115,6 +114,8 @@ def _residuals(theta: np.ndarray, n: np.ndarray, log_p: np.ndarray, train_length
 
 def _least_squares(n: np.ndarray, log_p: np.ndarray, train_length: int, start: tuple[float, float]) -> np.ndarray:
     """(a, m_out) minimising Σ (log p_fit − log p)² with a ≥ 1: the starting point of the minimax fit."""
+    from scipy.optimize import least_squares  # on first use: scipy takes 0.4 s to import, the app's first page none
+
     solution = least_squares(_residuals, np.asarray(start), bounds=([1.0, -30.0], [np.inf, 60.0]), method="trf",
                              args=(n, log_p, train_length))
     return solution.x
@@ -124,6 +125,8 @@ def _minimax(n: np.ndarray, p: np.ndarray, train_length: int, start: tuple[float
     """(a, m_out) minimising the largest relative error max |p_fit/p − 1| with a ≥ 1, as the smooth
     problem min t subject to −t ≤ p_fit_i/p_i − 1 ≤ t (SLSQP), started from the least-squares fit in
     log p. Never worse than that start: if the solver stops early, the better of the two is kept."""
+    from scipy.optimize import minimize
+
     theta0 = _least_squares(n, np.log(p), train_length, start)
     far = n - train_length
 

@@ -1,15 +1,29 @@
-"""Train the preset runs and write them into `assets/presets/`: `python -m ui.build_presets [--force]`."""
+"""Train the preset runs and write them into `assets/presets/`: `python -m ui.build_presets [--force]`;
+then what their first visits compute (`--precompute`): the Start page's evaluations and the Dilution
+page's default evaluations and predictions, by the same calls the app makes, into
+`assets/presets/precomputed/<run id>.json` (read by ui.runs instead of computing them again)."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 
 import torch
 
-from lengen_core.serving.store import RunStore
+from lengen_core.dilution import predict
+from lengen_core.evaluate import LengthError, check_lengths, evaluate
+from lengen_core.serving.store import RunStore, preset_store
 from lengen_core.training import Run, train
-from ui.presets import PRESET_ROOT, PRESETS
+from ui.presets import (
+    DILUTION_SAMPLES,
+    PRECOMPUTED,
+    PRESET_ROOT,
+    PRESETS,
+    START_LENGTHS,
+    START_SAMPLES,
+    dilution_lengths,
+)
 
 
 class _UnsharedWeights:
@@ -31,10 +45,42 @@ def savable(run: Run) -> Run:
     return dataclasses.replace(run, model=_UnsharedWeights(run.model))
 
 
+def _allowed(run: Run, length: int) -> bool:
+    try:
+        check_lengths(run.config, run.model, [length])
+    except LengthError:
+        return False
+    return True
+
+
+def precompute(run_id: str) -> dict:
+    """The evaluations and predictions a first visit to Start and Dilution asks of this preset."""
+    run = preset_store().load(run_id)
+    config = run.config
+    wanted = {START_SAMPLES: START_LENGTHS} if config.single_head else {}
+    evaluations: dict[str, dict] = {}
+    predictions: dict[str, dict] = {}
+    if config.single_head:
+        lengths = tuple(n for n in dilution_lengths(config) if _allowed(run, n))  # as the page's allowed_lengths
+        wanted[DILUTION_SAMPLES] = tuple(sorted(set(wanted.get(DILUTION_SAMPLES, ())) | set(lengths)))
+        predictions = {str(p.length): dataclasses.asdict(p) for p in predict(run.model, config, list(lengths))}
+    for samples, lengths in wanted.items():
+        evaluations[str(samples)] = {str(n): dataclasses.asdict(evaluate(run.model, config, [n], samples=samples)[0])
+                                     for n in lengths if _allowed(run, n)}
+    return {"evaluations": evaluations, "predictions": predictions}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--force", action="store_true", help="retrain presets that already exist")
+    parser.add_argument("--precompute", action="store_true", help="only write what the first visits compute")
     args = parser.parse_args()
+    if args.precompute:
+        PRECOMPUTED.mkdir(parents=True, exist_ok=True)
+        for label, config in PRESETS.items():
+            (PRECOMPUTED / f"{config.run_id()}.json").write_text(json.dumps(precompute(config.run_id())))
+            print(f"{label}: precomputed")
+        return
     store = RunStore(root=PRESET_ROOT)
     for label, config in PRESETS.items():
         run_id = config.run_id()

@@ -6,6 +6,8 @@ that a rebuilt preset has the same run id (the id is a hash of the config and se
 
 from __future__ import annotations
 
+import functools
+import json
 from pathlib import Path
 
 from lengen_core.config import RunConfig, with_changes
@@ -35,6 +37,29 @@ PRESETS: dict[str, RunConfig] = {
                                         seed=PRESET_SEED),
 }
 DEFAULT_PRESET = "RoPE"
+
+
+PRECOMPUTED = PRESET_ROOT / "precomputed"  # <run id>.json: what the first visits compute, shipped (ui.build_presets)
+START_LENGTHS, START_SAMPLES = tuple(16 << p for p in range(9)), 128  # the Start page's picture
+DILUTION_LONGEST, DILUTION_SAMPLES = 1 << 16, 256  # the Dilution page's default view
+
+
+def dilution_lengths(config: RunConfig, longest: int = DILUTION_LONGEST) -> tuple[int, ...]:
+    """The Dilution page's lengths: k + 1, then the training length doubled, up to `longest`."""
+    task = config.task
+    return tuple(n for n in sorted({task.offset + 1, *(task.train_length << p for p in range(21))} - {0})
+                 if n <= longest)
+
+
+@functools.cache
+def precomputed(run_id: str) -> dict:
+    """A preset's shipped results: {"evaluations": {samples: {length: LengthReport fields}},
+    "predictions": {length: Prediction fields}}; empty for any other run or a missing file."""
+    path = PRECOMPUTED / f"{run_id}.json"
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
 
 
 def single_head_presets() -> dict[str, str]:

@@ -96,9 +96,11 @@ class TrainingPool:
         isolate: bool = False,
         train_seconds: float | None = None,
         runs_per_owner: int | None = None,
+        warm_delay: float = 0.0,
     ) -> None:
         self.store = store
         self.train_seconds = train_seconds
+        self.warm_delay = warm_delay  # seconds before the first training process starts, if no job comes sooner
         self.runs_per_owner = runs_per_owner or _runs_per_owner()
         self._owner_runs: dict[str, int] = {}  # trainings started per owner since the server started  # the wall-clock limit of one training; None: the budget's (LENGEN_TRAIN_SECONDS)
         with contextlib.suppress(OSError):
@@ -258,8 +260,10 @@ class TrainingPool:
             child = TrainingProcess(self.store, self.device, self.threads)
             with self._lock:
                 self._children.append(child)
-            if index == 0:
-                child.start()  # ready before the first request: a process start and a torch import take seconds
+            if index == 0:  # ready before the first request: a process start and a torch import take seconds
+                with self._lock:  # but not while the server draws its first pages, unless work arrives first
+                    self._wake.wait_for(lambda: self._queue or self._closed, timeout=self.warm_delay)
+                child.start()
         try:
             while True:
                 with self._lock:

@@ -62,19 +62,21 @@ def test_a_head_or_layer_outside_the_model_is_a_clear_error():
 
 MEASURE = textwrap.dedent(
     """
-    import resource, sys, torch
+    import re, sys, torch
     from lengen_core.serving.runtime import limit_heap_growth
     from lengen_core.config import RunConfig, with_changes
     from lengen_core.heatmap import attention_heatmap
     from lengen_core.training import initial_model
     limit_heap_growth()
+    def peak():  # this process's own high-water mark (ru_maxrss keeps the parent's across exec on Linux)
+        return int(re.search(r"VmHWM:\\s+(\\d+) kB", open("/proc/self/status").read()).group(1)) * 1024
     layers, heads, width, length = map(int, sys.argv[1:])
     config = with_changes(RunConfig(), task="shift", n_layers=layers, n_heads=heads, d_model=width, encoding="rope")
     model = initial_model(config).eval()
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    before = peak()
     found = attention_heatmap(model, config, length, layer=0, head=heads - 1)
     assert found.weights.shape == (256, 256), found.weights.shape
-    print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024)
+    print(peak() - before)
     """
 )
 
