@@ -27,12 +27,13 @@ def test_the_shipped_numbers_are_the_computed_ones(label):
         table = shipped["evaluations"][str(samples)]
         for n in lengths:
             fresh = dataclasses.asdict(evaluate(run.model, config, [n], samples=samples)[0])
-            assert {k: v for k, v in table[str(n)].items() if k != "seconds"} == \
-                   {k: v for k, v in fresh.items() if k != "seconds"}
+            assert {k: v for k, v in table[str(n)].items() if k != "seconds"} == pytest.approx(
+                {k: v for k, v in fresh.items() if k != "seconds"}, rel=1e-6, abs=1e-9)  # another CPU: last bits
     lengths = [n for n in dilution_lengths(config) if str(n) in dilution]
     assert set(shipped["predictions"]) == {str(n) for n in lengths}
     for prediction in predict(run.model, config, lengths[:3]):
-        assert shipped["predictions"][str(prediction.length)] == dataclasses.asdict(prediction)
+        assert shipped["predictions"][str(prediction.length)] == pytest.approx(dataclasses.asdict(prediction), rel=1e-6,
+                                                                               abs=1e-9)
 
 
 def test_a_run_that_is_not_a_preset_has_nothing_shipped():
