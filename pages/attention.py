@@ -10,7 +10,7 @@ from lengen_core.serving.share import view_ints
 from ui import attention_captions, charts
 from ui.glossary import lead
 from ui.runs import allowed_lengths, heatmap
-from ui.state import plain, show_view, view_number, view_setting
+from ui.state import plain, show_view, view_number, view_option, view_setting
 from ui.widgets import chart, run_summary, selected_run
 
 st.title("Attention beyond the training length")
@@ -54,16 +54,24 @@ show_view("trace", str(trace_length))
 expected = attention_captions.trace_expectation(run.config.model.encoding, run.config.model.attention)
 learned = None if run.verdict is None else run.verdict.learned
 last_only = run.config.task.task == "retrieval"  # the shift task scores every query t ≥ k
-head = None
-if run.config.model.n_layers > 0:  # the maps, zoom and trace read the first head of the first layer
-    head, expected = "Layer 0, head 0", None  # one head of several: the claims are about the carrier head
+head, layer, head_index = None, 0, 0
+if run.config.model.n_layers > 0:  # the maps, zoom and trace read one head of one layer, chosen here
+    names = [f"L{layer}H{h}" for layer in range(run.config.model.n_layers) for h in range(run.config.model.n_heads)]
+    view_option("attention-head", "head", names, names[0])
+    chosen = st.selectbox("Layer and head", names, key="attention-head",
+                          format_func=lambda n: f"layer {n[1:n.index('H')]}, head {n[n.index('H') + 1:]}",
+                          help="The maps, the zoom and the trace are of this head; only it is computed, and the "
+                               "layers above it are not run.")
+    show_view("head", chosen)
+    layer, head_index = int(chosen[1:chosen.index("H")]), int(chosen[chosen.index("H") + 1:])
+    head, expected = f"Layer {layer}, head {head_index}", None  # one head of several: no carrier-head claim
     st.info(f"This run has {run.config.model.n_layers} layers × {run.config.model.n_heads} heads: the maps below are "
-            "its first layer's first head (layer 0, head 0). Every head's carrier and attention is on the "
+            f"layer {layer}, head {head_index}. Which head carries the offset, and every head's carrier, is on the "
             "Transformer page.", icon=":material/stacks:")
 def drawn(length: int) -> Heatmap | None:
     """The map at `length`, or None with the reason (a server budget, say) shown in its place."""
     try:
-        return heatmap(run.run_id, length)
+        return heatmap(run.run_id, length, layer=layer, head=head_index)
     except ConfigError as error:
         st.warning(f"No map at L = {length:,}: {plain(str(error))}.", icon=":material/block:")
         return None

@@ -4,11 +4,12 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from lengen_core.config import ConfigError
 from lengen_core.fit import LAW_TOLERANCE
 from ui import accuracy_captions, charts, readouts
 from ui.glossary import lead
 from ui.runs import allowed_lengths, evaluation, fitted_law, prediction
-from ui.state import show_view, view_number
+from ui.state import plain, show_view, view_number
 from ui.widgets import chart, csv_name, require_single_head, run_summary, selected_run
 
 st.title("Accuracy against length: the dilution law")
@@ -38,7 +39,11 @@ show_view("samples", str(samples))
 lengths = allowed_lengths(run.run_id, sorted({task.offset + 1, *(task.train_length << p for p in range(21))} - {0}))
 lengths = tuple(n for n in lengths if n <= longest)
 
-reports = evaluation(run.run_id, lengths, samples)
+try:
+    reports = evaluation(run.run_id, lengths, samples)
+except ConfigError as error:  # over this server's budget (lengen_core.serving.budget)
+    st.warning(f"Not evaluated here: {plain(str(error))}.", icon=":material/block:")
+    st.stop()
 predictions = prediction(run.run_id, lengths)
 table = pd.DataFrame({
     "length": lengths, "samples": [r.samples for r in reports], "accuracy": [r.accuracy for r in reports],

@@ -3,11 +3,12 @@
 import pandas as pd
 import streamlit as st
 
+from lengen_core.config import ConfigError
 from ui import accuracy_captions, compare_charts
 from ui.glossary import lead
 from ui.presets import PRESETS, single_head_presets, transformer_presets
 from ui.runs import evaluation, load_run
-from ui.state import select_run, selected_run_id
+from ui.state import plain, select_run, selected_run_id
 from ui.widgets import chart
 
 st.title("lengen: why relative positions generalise")
@@ -59,7 +60,11 @@ for claim, text, page in CLAIMS:
 LENGTHS = tuple(16 << p for p in range(9))  # 16 … 4096, the end of the learned table
 SAMPLES = 128
 with picture:  # its spinner shows where the picture will be
-    reports = {label: evaluation(run_id, LENGTHS, SAMPLES) for label, run_id in single_head_presets().items()}
+    try:
+        reports = {label: evaluation(run_id, LENGTHS, SAMPLES) for label, run_id in single_head_presets().items()}
+    except ConfigError as error:  # a server whose budgets are set below even this
+        st.warning(f"The picture is not drawn on this server: {plain(str(error))}.", icon=":material/block:")
+        st.stop()
     curves = pd.concat([
         pd.DataFrame({"run": label, "length": LENGTHS, "samples": [r.samples for r in rows],
                       "accuracy": [r.accuracy for r in rows], "accuracy_low": [r.accuracy_low for r in rows],

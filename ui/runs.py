@@ -23,7 +23,7 @@ from lengen_core.dilution import Prediction, predict
 from lengen_core.evaluate import LengthError, LengthReport, check_lengths, check_sweep, evaluate
 from lengen_core.fit import FitResult, fit_dilution
 from lengen_core.heatmap import Heatmap, attention_heatmap
-from lengen_core.serving.budget import check_attention_map
+from lengen_core.serving.budget import check_attention_map, check_single_head_evaluation
 from lengen_core.serving.store import RunStore, StoreError, preset_store
 from lengen_core.training import Run
 from ui.presets import precomputed, preset_ids
@@ -192,6 +192,7 @@ def evaluation(run_id: str, lengths: tuple[int, ...], samples: int = 256,
     run = load_run(run_id)
     check_lengths(run.config, run.model, lengths)
     check_sweep(lengths, samples)
+    check_single_head_evaluation(run.config, lengths, samples)  # this server's budgets, for the whole request
     return length_by_length(lengths, lambda length: _evaluation_at(run_id, length, samples), progress, "Evaluating")
 
 
@@ -236,10 +237,10 @@ def carrier(run_id: str, search_length: int) -> Carrier:
 
 
 @st.cache_data(show_spinner="Computing attention…", max_entries=64)
-def heatmap(run_id: str, length: int, max_cells: int = 256) -> Heatmap:
+def heatmap(run_id: str, length: int, max_cells: int = 256, layer: int = 0, head: int = 0) -> Heatmap:
     run = load_run(run_id)
-    check_attention_map(run.config, length)  # this server's budgets (lengen_core.serving.budget)
-    return attention_heatmap(run.model, run.config, length, max_cells=max_cells)
+    check_attention_map(run.config, length, layer)  # this server's budgets (lengen_core.serving.budget)
+    return attention_heatmap(run.model, run.config, length, max_cells=max_cells, layer=layer, head=head)
 
 
 def allowed_lengths(run_id: str, lengths: list[int]) -> list[int]:

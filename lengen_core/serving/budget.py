@@ -145,6 +145,18 @@ def evaluation_cost(config: RunConfig, lengths: Sequence[int], samples: int, tok
                 "fewer samples, or a shorter longest length")
 
 
+def single_head_evaluation_cost(config: RunConfig, lengths: Sequence[int], samples: int) -> Cost:
+    """The minimal head's chunked evaluation of its last query (lengen_core.evaluate): one pass over
+    each sequence's keys, a chunk at a time, so memory is a few chunks of `CHUNK_ELEMENTS` floats and
+    time grows with samples × Σ lengths (measured: 256 samples at every doubling to 2^20, 13 s on 2
+    cores; this estimate gives 14 s)."""
+    from lengen_core.evaluate import CHUNK_ELEMENTS
+
+    work = samples * sum(lengths) * config.model.d_model * 4
+    return Cost("this evaluation", BASE_BYTES + FLOAT * (8 * CHUNK_ELEMENTS + parameter_count(config)),
+                work / FLOPS_PER_SECOND, "fewer samples, or a shorter longest length")
+
+
 def attention_map_cost(config: RunConfig, length: int, layer: int, samples: int = 1) -> Cost:
     """Heatmaps and per-head maps: `samples` sequences one at a time, the layers up to `layer`."""
     kept, written, flops = _forward(config, 1, length, length, training=False, layers=layer + 1)
@@ -190,6 +202,10 @@ def check_sequence_evaluation(config: RunConfig, lengths: Sequence[int], samples
     from lengen_core.sequence import TOKENS_PER_BATCH
 
     return check(evaluation_cost(config, lengths, samples, TOKENS_PER_BATCH))
+
+
+def check_single_head_evaluation(config: RunConfig, lengths: Sequence[int], samples: int) -> Cost:
+    return check(single_head_evaluation_cost(config, lengths, samples))
 
 
 def check_attention_map(config: RunConfig, length: int, layer: int = 0, samples: int = 1) -> Cost:

@@ -31,7 +31,12 @@ from lengen_core.evaluate import evaluate
 from lengen_core.fit import LAW, LAW_TOLERANCE, NOT_APPLICABLE, fit_dilution
 from lengen_core.heads import analyse_heads
 from lengen_core.sequence import evaluate_sequence
-from lengen_core.serving.budget import check_head_analysis, check_sequence_evaluation, check_training
+from lengen_core.serving.budget import (
+    check_head_analysis,
+    check_sequence_evaluation,
+    check_single_head_evaluation,
+    check_training,
+)
 from lengen_core.serving.runtime import limit_heap_growth
 from lengen_core.serving.store import RunStore, StoreError, preset_store
 from lengen_core.training import train
@@ -166,7 +171,9 @@ def command_evaluate(args: argparse.Namespace, store: RunStore) -> dict[str, Any
     lengths = args.lengths or default
     if max(lengths) > MAX_EVAL_LENGTH:
         raise LengthError(f"length {max(lengths)} is beyond the evaluation limit of {MAX_EVAL_LENGTH} tokens")
-    if not single_head:
+    if single_head:
+        check_single_head_evaluation(config, lengths, args.samples)
+    else:
         check_sequence_evaluation(config, lengths, args.samples)
     rows = (_single_head_rows if single_head else _sequence_rows)(run, lengths, args.samples, args.seed)
     result = NOT_APPLICABLE

@@ -77,3 +77,25 @@ def test_the_train_form_shows_the_estimate_against_the_budgets(monkeypatch):
     app.button[0].click().run()  # Train anyway: refused with the same message, nothing queued
     assert not app.exception and any("Cannot train" in e.value for e in app.error)
     assert os.environ.get(MEMORY_ENV) is None
+
+
+def test_a_dilution_view_over_budget_is_a_warning(monkeypatch):
+    monkeypatch.setenv("LENGEN_REQUEST_SECONDS", "1")
+    app = AppTest.from_file(APP, default_timeout=300).run()
+    app.session_state["dilution-samples"] = 1024  # 4 × the default work: about 3.6 s estimated
+    app.switch_page("pages/dilution.py").run()
+    assert not app.exception, [e.value for e in app.exception]
+    assert any(shown(w.value).startswith("Not evaluated here") and "LENGEN_REQUEST_SECONDS" in shown(w.value)
+               for w in app.warning)
+
+
+def test_the_attention_page_draws_the_head_it_is_asked_for():
+    app = AppTest.from_file(APP, default_timeout=300)
+    app.session_state["run_id"] = preset_ids()["Transformer RoPE"]
+    app.run()
+    app.switch_page("pages/attention.py").run()
+    assert "layer 0, head 0" in app.info[0].value
+    app.selectbox(key="attention-head").set_value("L1H1").run()
+    assert not app.exception, [e.value for e in app.exception]
+    assert "layer 1, head 1" in app.info[0].value
+    assert app.query_params["head"] == ["L1H1"] or app.query_params["head"] == "L1H1"
