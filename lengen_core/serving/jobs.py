@@ -263,7 +263,9 @@ class TrainingPool:
             if index == 0:  # ready before the first request: a process start and a torch import take seconds
                 with self._lock:  # but not while the server draws its first pages, unless work arrives first
                     self._wake.wait_for(lambda: self._queue or self._closed, timeout=self.warm_delay)
-                child.start()
+                    closed = self._closed
+                if not closed:
+                    child.start()
         try:
             while True:
                 with self._lock:
