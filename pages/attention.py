@@ -10,8 +10,8 @@ from lengen_core.serving.share import view_ints
 from ui import attention_captions, charts
 from ui.glossary import lead
 from ui.runs import allowed_lengths, heatmap
-from ui.state import plain, show_view, view_number, view_option, view_setting
-from ui.widgets import chart, run_summary, selected_run
+from ui.state import show_view, view_number, view_setting
+from ui.widgets import chart, head_picker, refusal, run_summary, selected_run
 
 st.title("Attention beyond the training length")
 lead("attention")
@@ -56,14 +56,10 @@ learned = None if run.verdict is None else run.verdict.learned
 last_only = run.config.task.task == "retrieval"  # the shift task scores every query t ≥ k
 head, layer, head_index = None, 0, 0
 if run.config.model.n_layers > 0:  # the maps, zoom and trace read one head of one layer, chosen here
-    names = [f"L{layer}H{h}" for layer in range(run.config.model.n_layers) for h in range(run.config.model.n_heads)]
-    view_option("attention-head", "head", names, names[0])
-    chosen = st.selectbox("Layer and head", names, key="attention-head",
-                          format_func=lambda n: f"layer {n[1:n.index('H')]}, head {n[n.index('H') + 1:]}",
-                          help="The maps, the zoom and the trace are of this head; only it is computed, and the "
-                               "layers above it are not run.")
-    show_view("head", chosen)
-    layer, head_index = int(chosen[1:chosen.index("H")]), int(chosen[chosen.index("H") + 1:])
+    heads = run.config.model.n_heads
+    chosen = head_picker([f"L{i // heads}H{i % heads}" for i in range(run.config.model.n_layers * heads)], 0,
+                         run.run_id, "attention-head", "Layer and head (only this head is computed)")
+    layer, head_index = divmod(chosen, heads)
     head, expected = f"Layer {layer}, head {head_index}", None  # one head of several: no carrier-head claim
     st.info(f"This run has {run.config.model.n_layers} layers × {run.config.model.n_heads} heads: the maps below are "
             f"layer {layer}, head {head_index}. Which head carries the offset, and every head's carrier, is on the "
@@ -73,7 +69,7 @@ def drawn(length: int) -> Heatmap | None:
     try:
         return heatmap(run.run_id, length, layer=layer, head=head_index)
     except ConfigError as error:
-        st.warning(f"No map at L = {length:,}: {plain(str(error))}.", icon=":material/block:")
+        refusal(f"No map at L = {length:,}", error)
         return None
 
 

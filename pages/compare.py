@@ -9,8 +9,8 @@ from ui.analyses import comparisons
 from ui.glossary import lead
 from ui.presets import single_head_presets
 from ui.runs import load_run, run_labels, run_options
-from ui.state import plain, show_view, view_flag, view_number, view_runs
-from ui.widgets import chart
+from ui.state import show_view, view_flag, view_number, view_runs
+from ui.widgets import chart, refusal
 
 LONGEST, SAMPLES = [1 << p for p in range(6, 17)], [64, 128, 256, 512]
 
@@ -52,7 +52,7 @@ labels = {run_id: run_names[run_id].removeprefix("Preset: ") for run_id in chose
 try:
     results = comparisons(chosen, longest, samples)
 except ConfigError as error:  # a run over this server's budget at these lengths and samples (lengen_core.serving.budget)
-    st.warning(f"Cannot compare these runs here: {plain(str(error))}.", icon=":material/block:")
+    refusal("Cannot compare these runs here", error)
     st.stop()
 runs = {run_id: load_run(run_id) for run_id in chosen}
 configs = {run_id: run.config for run_id, run in runs.items()}

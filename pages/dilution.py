@@ -9,8 +9,8 @@ from lengen_core.fit import LAW_TOLERANCE
 from ui import accuracy_captions, charts, readouts
 from ui.glossary import lead
 from ui.runs import allowed_lengths, evaluation, fitted_law, prediction
-from ui.state import plain, show_view, view_number
-from ui.widgets import chart, csv_name, require_single_head, run_summary, selected_run
+from ui.state import show_view, view_number
+from ui.widgets import chart, csv_name, refusal, require_single_head, run_summary, selected_run
 
 st.title("Accuracy against length: the dilution law")
 lead("dilution")
@@ -42,7 +42,7 @@ lengths = tuple(n for n in lengths if n <= longest)
 try:
     reports = evaluation(run.run_id, lengths, samples)
 except ConfigError as error:  # over this server's budget (lengen_core.serving.budget)
-    st.warning(f"Not evaluated here: {plain(str(error))}.", icon=":material/block:")
+    refusal("Not evaluated here", error)
     st.stop()
 predictions = prediction(run.run_id, lengths)
 table = pd.DataFrame({

@@ -8,8 +8,8 @@ from ui import accuracy_captions, compare_charts
 from ui.glossary import lead
 from ui.presets import PRESETS, single_head_presets, transformer_presets
 from ui.runs import evaluation, load_run
-from ui.state import plain, select_run, selected_run_id
-from ui.widgets import chart
+from ui.state import select_run, selected_run_id
+from ui.widgets import chart, refusal
 
 st.title("lengen: why relative positions generalise")
 lead("start")
@@ -63,7 +63,7 @@ with picture:  # its spinner shows where the picture will be
     try:
         reports = {label: evaluation(run_id, LENGTHS, SAMPLES) for label, run_id in single_head_presets().items()}
     except ConfigError as error:  # a server whose budgets are set below even this
-        st.warning(f"The picture is not drawn on this server: {plain(str(error))}.", icon=":material/block:")
+        refusal("The picture is not drawn on this server", error)
         st.stop()
     curves = pd.concat([
         pd.DataFrame({"run": label, "length": LENGTHS, "samples": [r.samples for r in rows],

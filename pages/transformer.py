@@ -10,8 +10,8 @@ from ui.analyses import head_attention, heads, length_multiples, sequence_evalua
 from ui.glossary import lead
 from ui.presets import transformer_presets
 from ui.runs import load_run
-from ui.state import plain, select_run, show_view, view_number, view_option
-from ui.widgets import chart, run_summary, selected_run
+from ui.state import select_run, show_view, view_number
+from ui.widgets import chart, head_picker, refusal, run_summary, selected_run
 
 MULTIPLES = (1, 2, 4, 8, 16)  # test lengths, × the training length
 SAMPLES = [16, 32, 64, 128, 256]
@@ -47,14 +47,10 @@ task, model = run.config.task, run.config.model
 L_train, k, chance = task.train_length, task.offset, 1 / task.vocab_size
 learned = None if run.verdict is None else run.verdict.learned
 
-def refused(error: ConfigError) -> None:
-    st.warning(f"Not computed for this run: {plain(str(error))}.", icon=":material/block:")
-
-
 try:
     reports = heads(run.run_id)
 except ConfigError as error:  # over this server's budget (lengen_core.serving.budget), say
-    refused(error)
+    refusal("Not computed for this run", error)
     st.stop()
 carriers = pd.concat([pd.DataFrame({"layer": h.layer, "head": h.head, "offset": range(len(h.carrier)), "s": h.carrier,
                                     "is_carrier": h.is_carrier, "pinned_key": h.pinned_key}) for h in reports])
@@ -77,16 +73,8 @@ table = pd.DataFrame([{key: getattr(h, key) for key in ("layer", "head", "argmax
                                                        "effective_rank", "target_weight", "is_carrier", "pinned_key",
                                                        "pinned_share")} for h in reports])
 names = [f"L{h.layer} H{h.head}" for h in reports]
-in_link = [f"L{h.layer}H{h.head}" for h in reports]  # the link's spelling: head=L1H0
-best = max(range(len(reports)), key=lambda i: (reports[i].is_carrier, reports[i].target_weight))
-if st.session_state.get("transformer-head-run") != run.run_id:  # another run: start from its best head
-    st.session_state.pop("transformer-head", None)
-    st.session_state["transformer-head-run"] = run.run_id
-view_option("transformer-head", "head", in_link, in_link[best])
-chosen_head = st.selectbox("Head", in_link, key="transformer-head", format_func=lambda h: names[in_link.index(h)],
-                           help="Layer and head; the carrier head with the most weight on the target is picked first.")
-show_view("head", chosen_head)
-picked = in_link.index(chosen_head)
+best = max(range(len(reports)), key=lambda i: (reports[i].is_carrier, reports[i].target_weight))  # picked first
+picked = head_picker([f"L{h.layer}H{h.head}" for h in reports], best, run.run_id, "transformer-head")
 head = reports[picked]
 st.dataframe(table, hide_index=True, column_config={
     "toeplitz_fraction": st.column_config.NumberColumn(format="%.3f"),
@@ -105,7 +93,7 @@ for column, (multiple, length) in zip(columns[1:], zip((1, 4), length_multiples(
         weights = head_attention(run.run_id, length, head.layer, head.head)
     except ConfigError as error:
         with column:
-            refused(error)
+            refusal("Not computed for this run", error)
         continue
     with column:
         chart(transformer_charts.head_attention(weights, length, L_train, f"{names[picked]} at L = {length}"),
@@ -123,7 +111,7 @@ lengths = length_multiples(run.run_id, MULTIPLES)
 try:
     evaluated = sequence_evaluation(run.run_id, lengths, samples)
 except ConfigError as error:
-    refused(error)
+    refusal("Not computed for this run", error)
     st.stop()
 by_length = transformer_charts.length_table(evaluated, L_train)  # with 95% Wilson intervals and sample counts
 by_position = transformer_charts.position_table(evaluated)

@@ -10,7 +10,7 @@ from lengen_core.serving.store import StoreError
 from lengen_core.training import Run
 from ui import captions
 from ui.runs import load_run
-from ui.state import selected_run_id
+from ui.state import plain, selected_run_id, show_view, view_option
 
 # Injected once by app.py. Metric labels and page links wrap instead of ending in "…", so none is cut; charts
 # laid side by side in st.columns stack once the main area is too narrow for each to be read (two
@@ -103,3 +103,21 @@ def verdict_banner(run: Run) -> bool:
         st.warning(text + " The charts below show what this run does; no law or carrier claim is made for it.",
                    icon=":material/warning:")
     return verdict.learned
+
+
+def refusal(what: str, error: Exception) -> None:
+    """A request this server refused (over a budget, say), shown where its result would be."""
+    st.warning(f"{what}: {plain(str(error))}.", icon=":material/block:")
+
+
+def head_picker(names: list[str], best: int, run_id: str, key: str, label: str = "Head") -> int:
+    """A picker of a run's heads, spelt 'L1H0' in the link (`head=`), starting from `best` for each
+    new run unless a link names one; returns the index of the chosen head."""
+    if st.session_state.get(f"{key}-run") != run_id:  # another run: start from its best head
+        st.session_state.pop(key, None)
+        st.session_state[f"{key}-run"] = run_id
+    view_option(key, "head", names, names[best])
+    chosen = st.selectbox(label, names, key=key, format_func=lambda n: f"layer {n[1:n.index('H')]}, head {n[n.index('H') + 1:]}",
+                          help="Layer and head (from 0).")
+    show_view("head", chosen)
+    return names.index(chosen)
