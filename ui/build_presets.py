@@ -9,8 +9,6 @@ import argparse
 import dataclasses
 import json
 
-import torch
-
 from lengen_core.dilution import predict
 from lengen_core.evaluate import LengthError, check_lengths, evaluate
 from lengen_core.serving.store import RunStore, preset_store
@@ -24,25 +22,6 @@ from ui.presets import (
     START_SAMPLES,
     dilution_lengths,
 )
-
-
-class _UnsharedWeights:
-    """A model seen through its state dict with every tensor copied.
-
-    The transformer's blocks hold the model's positional encoding as a submodule, so a learned table
-    appears three times in `state_dict()` sharing one storage, and safetensors refuses to save that.
-    The store only asks the model for `state_dict()`; copies load back into the one shared table.
-    """
-
-    def __init__(self, model: torch.nn.Module) -> None:
-        self.model = model
-
-    def state_dict(self) -> dict[str, torch.Tensor]:
-        return {name: tensor.detach().clone() for name, tensor in self.model.state_dict().items()}
-
-
-def savable(run: Run) -> Run:
-    return dataclasses.replace(run, model=_UnsharedWeights(run.model))
 
 
 def _allowed(run: Run, length: int) -> bool:
@@ -90,7 +69,7 @@ def main() -> None:
         if store.exists(run_id):
             store.delete(run_id)
         run = train(config, device="cpu")  # CPU: the same weights on every machine that rebuilds them
-        store.save(savable(run))
+        store.save(run)  # a table shared by several layers is written once (the store's own dedup)
         print(f"{label}: {run_id} trained in {run.train_seconds:.1f}s, {run.steps} steps, "
               f"train accuracy {run.train_accuracy:.3f}")
 

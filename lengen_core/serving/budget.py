@@ -28,13 +28,12 @@ cores, 0.6–1.7× (docs/serving.md).
 from __future__ import annotations
 
 import math
-import os
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from lengen_core.attention import QUERY_BLOCK_ELEMENTS
 from lengen_core.config import ConfigError, RunConfig
+from lengen_core.serving.runtime import env_whole_number
 
 MEMORY_ENV, SECONDS_ENV, TRAIN_SECONDS_ENV = "LENGEN_REQUEST_MEMORY_MB", "LENGEN_REQUEST_SECONDS", "LENGEN_TRAIN_SECONDS"
 DEFAULT_MEMORY_MB, DEFAULT_SECONDS, DEFAULT_TRAIN_SECONDS = 3_072, 120, 1_800
@@ -67,17 +66,8 @@ class Budgets:
 
     @classmethod
     def from_env(cls) -> Budgets:
-        return cls(_env_int(MEMORY_ENV, DEFAULT_MEMORY_MB) << 20, float(_env_int(SECONDS_ENV, DEFAULT_SECONDS)),
-                   float(_env_int(TRAIN_SECONDS_ENV, DEFAULT_TRAIN_SECONDS)))
-
-
-def _env_int(name: str, default: int) -> int:
-    text = os.environ.get(name, "").strip()
-    if not text:
-        return default
-    if not re.fullmatch(r"\d{1,9}", text) or int(text) < 1:
-        raise BudgetError(f"{name}={text!r} is not allowed: give a whole number of at least 1")
-    return int(text)
+        return cls(env_whole_number(MEMORY_ENV, DEFAULT_MEMORY_MB, BudgetError) << 20, float(env_whole_number(SECONDS_ENV, DEFAULT_SECONDS, BudgetError)),
+                   float(env_whole_number(TRAIN_SECONDS_ENV, DEFAULT_TRAIN_SECONDS, BudgetError)))
 
 
 def _layers(config: RunConfig) -> tuple[int, int, int]:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import os
 import threading
 import time
 from collections import deque
@@ -26,7 +25,7 @@ from typing import Literal
 
 from lengen_core.config import RunConfig
 from lengen_core.serving.budget import TRAIN_SECONDS_ENV, Budgets, check, training_cost
-from lengen_core.serving.runtime import usable_cpus
+from lengen_core.serving.runtime import env_whole_number, usable_cpus
 from lengen_core.serving.store import RunStore
 from lengen_core.serving.training_process import TrainingProcess, save_run
 from lengen_core.training import Progress, Training
@@ -76,15 +75,6 @@ class _Job:
     timed_out: bool = False  # stopped at the wall-clock limit (its steps so far are kept)
 
 
-def _runs_per_owner() -> int:
-    text = os.environ.get(RUNS_PER_OWNER_ENV, "").strip()
-    if not text:
-        return DEFAULT_RUNS_PER_OWNER
-    if not text.isdigit() or int(text) < 1:
-        raise ValueError(f"{RUNS_PER_OWNER_ENV}={text!r} is not allowed: give a whole number of at least 1")
-    return int(text)
-
-
 class TrainingPool:
     def __init__(
         self,
@@ -101,7 +91,7 @@ class TrainingPool:
         self.store = store
         self.train_seconds = train_seconds
         self.warm_delay = warm_delay  # seconds before the first training process starts, if no job comes sooner
-        self.runs_per_owner = runs_per_owner or _runs_per_owner()
+        self.runs_per_owner = runs_per_owner or env_whole_number(RUNS_PER_OWNER_ENV, DEFAULT_RUNS_PER_OWNER)
         self._owner_runs: dict[str, int] = {}  # trainings started per owner since the server started  # the wall-clock limit of one training; None: the budget's (LENGEN_TRAIN_SECONDS)
         with contextlib.suppress(OSError):
             store.clean_partial()  # what a killed save left behind (its writer is gone)

@@ -46,6 +46,17 @@ CGROUP_V1_QUOTA = Path("/sys/fs/cgroup/cpu/cpu.cfs_quota_us")
 CGROUP_V1_PERIOD = Path("/sys/fs/cgroup/cpu/cpu.cfs_period_us")
 
 
+def env_whole_number(name: str, default: int, error: type[Exception] = ValueError, unit: str = "a whole number") -> int:
+    """An operator's setting: the environment variable `name` as a whole number ≥ 1, `default` when
+    unset; anything else raises `error` naming the variable and what is allowed."""
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return default
+    if not text.isascii() or not text.isdigit() or len(text) > 9 or int(text) < 1:
+        raise error(f"{name}={text!r} is not allowed: give {unit} of at least 1")
+    return int(text)
+
+
 def cgroup_cpu_limit(v2: Path = CGROUP_CPU_MAX, v1_quota: Path = CGROUP_V1_QUOTA,
                      v1_period: Path = CGROUP_V1_PERIOD) -> float | None:
     """CPUs allowed by the cgroup's quota (e.g. `docker run --cpus 1.5`: 1.5), None when unlimited."""

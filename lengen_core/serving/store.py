@@ -36,6 +36,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 from lengen_core.config import RunConfig
+from lengen_core.serving.runtime import env_whole_number
 from lengen_core.training import Run, initial_model, resolve_device
 from lengen_core.verdict import Verdict, judge
 
@@ -97,13 +98,7 @@ def check_run_id(run_id: object) -> str:
 
 def quota_bytes() -> int:
     """The person's store quota: `$LENGEN_STORE_QUOTA_MB` megabytes, else DEFAULT_QUOTA_MB."""
-    text = os.environ.get(QUOTA_ENV, "").strip()
-    if not text:
-        return DEFAULT_QUOTA_MB << 20
-    if not re.fullmatch(r"\d{1,9}", text) or int(text) < 1:
-        raise StoreError(f"{QUOTA_ENV}={text!r} is not allowed: give the store's size limit in whole megabytes, "
-                         "at least 1")
-    return int(text) << 20
+    return env_whole_number(QUOTA_ENV, DEFAULT_QUOTA_MB, StoreError, "the store's size limit in whole megabytes") << 20
 
 
 def weights_bytes(config: RunConfig) -> int:
