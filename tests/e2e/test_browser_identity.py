@@ -114,7 +114,7 @@ def test_compare_from_its_link_shows_exactly_those_two_runs(server, context, loo
     tab = context.new_page()
     link = {"compare": [look_alikes["shift"], LINEAR], "longest": "256", "samples": "64", "scaled": "false"}
     tab.goto(f"{server}/compare?{urlencode(link, doseq=True)}")
-    tab.get_by_text("Key numbers").wait_for(timeout=180_000)
+    tab.get_by_text("Key numbers", exact=True).wait_for(timeout=180_000)
     settle(tab)
     assert_no_traceback(tab)
     chosen = chips(tab)
@@ -131,7 +131,7 @@ def test_compare_from_its_link_shows_exactly_those_two_runs(server, context, loo
 def test_compare_link_with_a_bad_id_names_it_and_keeps_the_rest(server, context) -> None:
     tab = context.new_page()
     tab.goto(f"{server}/compare?compare={ROPE}&compare=not-a-run&samples=64&longest=128")
-    tab.get_by_text("Key numbers").wait_for(timeout=180_000)
+    tab.get_by_text("Key numbers", exact=True).wait_for(timeout=180_000)
     settle(tab)
     assert_no_traceback(tab)
     assert "names the run 'not-a-run', which is not stored here" in tab.locator('[data-testid="stMain"]').inner_text()
