@@ -49,8 +49,10 @@ st.latex(r"\frac{1}{p(n)} = \frac{1}{p(L_\text{train})} + (n - L_\text{train})\,
 st.markdown(r"**The vote model.** With an ideal readout each token's score is the attention mass on the keys "
             r"holding it. The answer is right while $p > 1/2$; beyond, with many off-target keys,")
 st.latex(r"A(n) \approx \int \varphi(z)\,\Phi(z + c)^{V-1}\,dz,\qquad c = e^{m}\sqrt{\frac{V}{n-1}},")
-st.markdown(r"which falls to chance $1/V$ as $n$ grows. The Dilution page fits this law to measured points "
-            r"and draws the prediction made from the weights alone.")
+st.markdown(r"which falls to chance $1/V$ as $n$ grows. The Dilution page fits the two-zone law to measured "
+            r"points, with $n - L_\text{train}$ replaced by $K(n)$, the far keys counted by the weight the trained "
+            r"carrier gives them (keys at some distances weigh more than others), and draws the prediction made "
+            r"from the weights alone.")
 
 st.header("4. Live check on the selected run")
 run = selected_run()

@@ -94,11 +94,12 @@ ENTRIES = (
           "gradually rather than at once."),
     Entry("dilution-law", "Dilution law",
           "1/p(n) = 1/p(L_train) + (n − L_train)·e^(−m_out): past the training length each extra key adds the same "
-          "small amount to 1/p. The Dilution page fits it where p > 2/V and, by its largest relative error (within "
-          "10% or not), says whether it describes the run."),
+          "small amount to 1/p. Far keys do not all weigh the same, so the Dilution page counts each by the weight "
+          "the trained carrier gives it, K(n) in place of n − L_train, fits the law where p > 2/V and, by its "
+          "largest relative error (within 10% or not), says whether it describes the run."),
     Entry("m-out", "m_out (far margin)",
           "The fitted law's effective margin: how many nats the target's score stands, on average, above a far "
-          "key's, so that each far key weighs e^(−m_out) of the target. It comes with a 95% bootstrap interval and "
+          "key's, so that the average far key weighs e^(−m_out) of the target. It comes with a 95% bootstrap interval and "
           "depends on the lengths and samples used, so compare values only at the same settings."),
     Entry("prediction", "Prediction from the weights",
           "Target mass and accuracy at each length computed from the trained weights alone, for random tokens, "

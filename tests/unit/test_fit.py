@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from lengen_core.evaluate import evaluate
-from lengen_core.fit import LAW_TOLERANCE, MIN_POINTS, fit_dilution
+from lengen_core.fit import LAW_TOLERANCE, MIN_POINTS, fit_dilution, weighted_key_count
 
 L_TRAIN = 16
 V = 16
@@ -136,3 +136,58 @@ def test_the_goodness_figure_separates_rope_from_learned_positions(rope, learned
     assert fits["rope"][0].fit.max_relative_error <= LAW_TOLERANCE and fits["rope"][0].fit.holds
     assert fits["learned"][0].status == "too_few_points"
     assert fits["learned"][1].fit.max_relative_error >= 0.5  # measured 0.67
+
+
+def _bumped(n):
+    """1/p with keys between 64 and 128 weighing 6× the far average (the carrier rising there)."""
+    n = np.asarray(n, dtype=float)
+    return 1.1 + (n - L_TRAIN) * np.exp(-5.0) + 5 * np.exp(-5.0) * np.clip(n - 64, 0, 64)
+
+
+def test_a_flat_carrier_counts_every_far_key_once():
+    """A prediction whose 1/p̂ is a straight line in n (every far key weighs the same) gives the key
+    count n − L_train exactly, so the weighted fit is the uniform one."""
+    n = np.asarray(LENGTHS[:9], dtype=float)
+    predicted = {int(x): float(p) for x, p in zip(n, law(n, 1.3, 4.0), strict=True)}
+    assert weighted_key_count(n, predicted, L_TRAIN) == pytest.approx(n - L_TRAIN, rel=1e-9)
+    masses = law(n, 1.15, 5.0)
+    weighted = fit_dilution(n, masses, None, L_TRAIN, WIDE, predicted_masses=predicted).fit
+    uniform = fit_dilution(n, masses, None, L_TRAIN, WIDE).fit
+    assert weighted.weighted and not uniform.weighted
+    assert weighted.m_out == pytest.approx(uniform.m_out, abs=1e-4) == pytest.approx(5.0, abs=1e-4)
+
+
+def test_keys_counted_by_their_weight_follow_a_bump_the_uniform_law_cannot():
+    """The bump of test_a_run_the_law_cannot_follow_is_told_so_and_where, predicted from the weights
+    with another overall scale (the prediction's own p̂): counted by weight, the law follows the
+    measured p closely, m_out is the far keys' average margin, and the reason says what counting
+    each key once would have missed."""
+    n = np.asarray(LENGTHS[:8], dtype=float)
+    masses = 1 / _bumped(n)
+    predicted = {int(x): 1 / (1.4 + 1.3 * (inv - 1.1)) for x, inv in zip(n, _bumped(n), strict=True)}
+    result = fit_dilution(n, masses, None, L_TRAIN, WIDE, predicted_masses=predicted)
+    fit = result.fit
+    assert fit.weighted and fit.holds and fit.max_relative_error < 1e-4
+    assert fit.uniform_max_relative_error > LAW_TOLERANCE
+    assert "counted one each, the law misses by up to" in result.reason
+    average = (_bumped(n[-1]) - 1.1) / (n[-1] - L_TRAIN)  # 1/p rises by this per far key on average
+    assert fit.m_out == pytest.approx(-np.log(average), abs=1e-3)
+    between = np.array([80, 96, 200])  # drawn between the measured lengths: linear in n there
+    assert np.all(np.diff(fit.target_mass(between)) < 0)
+
+
+def test_without_a_prediction_at_the_training_length_every_key_counts_one():
+    n = np.asarray(LENGTHS[1:8], dtype=float)  # 32 … 2,048: L_train itself not predicted
+    predicted = {int(x): float(p) for x, p in zip(n, 1 / _bumped(n), strict=True)}
+    assert weighted_key_count(n, predicted, L_TRAIN) is None
+    assert not fit_dilution(n, 1 / _bumped(n), None, L_TRAIN, WIDE, predicted_masses=predicted).fit.weighted
+
+
+def test_the_key_count_is_a_count():
+    """A prediction whose p̂ wobbles up once (sampling of the expectation) still gives a count that
+    starts at 0, never falls, and ends at longest − L_train."""
+    n = np.asarray([16, 32, 64, 128, 256], dtype=float)
+    predicted = {16: 0.9, 32: 0.8, 64: 0.82, 128: 0.6, 256: 0.4}
+    count = weighted_key_count(n, predicted, L_TRAIN)
+    assert count[0] == 0.0 and count[-1] == pytest.approx(256 - L_TRAIN)
+    assert np.all(np.diff(count) >= 0)

@@ -107,7 +107,7 @@ def test_the_anchor_is_the_url_path_of_the_theory_page() -> None:
     ("within ln 4 of the target's", math.isclose(carrier.RECURRENCE_GAP, math.log(4))),
     ("at least a quarter of the target's weight", math.isclose(math.exp(-carrier.RECURRENCE_GAP), 0.25)),
     ("(within 10% or not)", fit.LAW_TOLERANCE == 0.10),
-    ("fits it where p > 2/V", fit.FLOOR_TIMES_CHANCE == 2.0),
+    ("fits the law where p > 2/V", fit.FLOOR_TIMES_CHANCE == 2.0),
     ("at most 256 × 256 cells", inspect.signature(runs.heatmap).parameters["max_cells"].default == 256),
     ("z = 1.96", inspect.signature(evaluate.wilson_interval).parameters["z"].default == 1.96),
     ("shifts up to 10^6", max(equivariance.SHIFTS) == 10**6),
