@@ -1,0 +1,101 @@
+"""How far a run reaches: its horizon, the largest length at which accuracy stays ≥ HORIZON_ACCURACY.
+
+Two figures, never mixed:
+- **predicted**, from the weights alone (lengen_core.dilution.predict): the largest length up to the
+  ceiling (2^20 tokens, or the end of a learned table) whose predicted accuracy is ≥ 0.9. Found by
+  bisection, sped up by asking the prediction at many lengths at once: first every doubling of the
+  training length (one sweep over the keys for a relative encoding), then, between the last doubling
+  that holds and the first that does not, SECTIONS evenly spaced lengths a round until the two are
+  one token apart. The prediction uses fixed draws, so the answer is the same every time. Like any
+  bisection it finds where accuracy *first* falls below 0.9 on that grid; accuracy that recovers
+  further out (it does not on any run measured) would not extend it.
+- **measured**, from an evaluation's lengths: the last measured length before accuracy first falls
+  below 0.9. It is as fine as the lengths measured: the true crossing lies between it and the next
+  measured length (`below`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from lengen_core.config import MAX_EVAL_LENGTH, RunConfig
+from lengen_core.dilution import predict
+
+HORIZON_ACCURACY = 0.9
+SECTIONS = 16  # lengths asked per round of the bisection: one sweep over the keys serves them all
+
+
+@dataclass(frozen=True)
+class Horizon:
+    length: int | None  # the largest length with accuracy ≥ threshold; None: below it at the training length
+    below: int | None  # the first length found below the threshold past it; None: it holds up to `ceiling`
+    ceiling: int  # the longest length looked at
+    threshold: float = HORIZON_ACCURACY
+
+    @property
+    def text(self) -> str:
+        """'1,234 tokens' / 'past 1,048,576 (the longest looked at)' / 'none: below 0.9 at the training length'."""
+        if self.length is None:
+            return f"none: below {self.threshold:g} already at the training length"
+        if self.below is None:
+            return f"≥ {self.length:,} (the longest looked at)"
+        return f"{self.length:,}"
+
+
+def horizon_ceiling(model: torch.nn.Module) -> int:
+    """The longest length the run can be asked about: 2^20 tokens, or the end of its learned table."""
+    table = getattr(model.encoding, "table", None)
+    return MAX_EVAL_LENGTH if table is None else min(MAX_EVAL_LENGTH, int(table.shape[0]))
+
+
+def _first_below(accuracies: Sequence[float], threshold: float) -> int | None:
+    return next((i for i, a in enumerate(accuracies) if a < threshold), None)
+
+
+def search_horizon(accuracy_at: Callable[[list[int]], list[float]], train_length: int, ceiling: int,
+                   threshold: float = HORIZON_ACCURACY) -> Horizon:
+    """The bisection of the module docstring on any accuracy function of a list of lengths."""
+    grid = sorted({*(train_length << j for j in range(64) if train_length << j < ceiling), ceiling})
+    accuracies = accuracy_at(grid)
+    first = _first_below(accuracies, threshold)
+    if first == 0:
+        return Horizon(None, train_length, ceiling, threshold)
+    if first is None:
+        return Horizon(ceiling, None, ceiling, threshold)
+    good, bad = grid[first - 1], grid[first]
+    while bad - good > 1:
+        inside = sorted({int(n) for n in np.linspace(good, bad, SECTIONS + 2).round()} - {good, bad})
+        accuracies = accuracy_at(inside)
+        first = _first_below(accuracies, threshold)
+        if first is None:
+            good = inside[-1]
+        else:
+            good, bad = (inside[first - 1] if first else good), inside[first]
+    return Horizon(good, bad, ceiling, threshold)
+
+
+def predicted_horizon(model: torch.nn.Module, config: RunConfig, threshold: float = HORIZON_ACCURACY,
+                      ceiling: int | None = None) -> Horizon:
+    """The predicted horizon of a single-head run (see the module docstring)."""
+    top = horizon_ceiling(model) if ceiling is None else ceiling
+    return search_horizon(lambda lengths: [p.accuracy for p in predict(model, config, lengths)],
+                          config.task.train_length, top, threshold)
+
+
+def measured_horizon(lengths: Sequence[int], accuracies: Sequence[float], train_length: int,
+                     threshold: float = HORIZON_ACCURACY) -> Horizon | None:
+    """The measured horizon on the measured lengths at or past the training length (None: none measured)."""
+    pairs = sorted((n, a) for n, a in zip(lengths, accuracies, strict=True) if n >= train_length)
+    if not pairs:
+        return None
+    first = _first_below([a for _, a in pairs], threshold)
+    ceiling = pairs[-1][0]
+    if first is None:
+        return Horizon(ceiling, None, ceiling, threshold)
+    if first == 0:
+        return Horizon(None, pairs[0][0], ceiling, threshold)
+    return Horizon(pairs[first - 1][0], pairs[first][0], ceiling, threshold)
