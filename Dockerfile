@@ -33,7 +33,7 @@ RUN pip install --index-url "https://download.pytorch.org/whl/${TORCH_VARIANT}" 
     && pip install -r requirements.txt
 
 COPY .streamlit/ .streamlit/
-COPY app.py ./
+COPY app.py serve.py ./
 COPY lengen_core/ lengen_core/
 COPY ui/ ui/
 COPY pages/ pages/
@@ -48,4 +48,4 @@ EXPOSE 8501
 HEALTHCHECK --interval=30s --timeout=5s --start-period=40s --retries=3 \
     CMD python -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8501/_stcore/health', timeout=4)"
 ENTRYPOINT ["/usr/bin/tini", "--"]
-CMD ["streamlit", "run", "app.py", "--server.address=0.0.0.0", "--server.port=8501"]
+CMD ["streamlit", "run", "serve.py", "--server.address=0.0.0.0", "--server.port=8501"]

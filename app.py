@@ -1,4 +1,5 @@
-"""lengen: length generalisation in attention, live. Run with `streamlit run app.py`."""
+"""lengen: length generalisation in attention, live: the router of its pages. Served by `streamlit run
+serve.py` (this app plus the route that streams a run's zip); `streamlit run app.py` serves it alone."""
 
 import sys
 

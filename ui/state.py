@@ -27,7 +27,7 @@ from lengen_core.serving.share import (
     config_from_query,
     config_to_query,
     has_config,
-    run_archive,
+    run_archive_chunks,
     view_bool,
     view_choice,
     view_int,
@@ -35,6 +35,7 @@ from lengen_core.serving.share import (
 )
 from lengen_core.serving.share import run_id_from_query as link_run_id
 from lengen_core.serving.store import StoreError
+from ui.downloads import download_url
 from ui.presets import DEFAULT_PRESET, preset_ids
 from ui.runs import load_run, run_labels, run_options, stores
 
@@ -177,29 +178,28 @@ def run_sidebar() -> None:
     _show_in_link(_link_of_selection(), SELECTION_KEYS)
 
 
-MAX_DOWNLOAD_BYTES = 256 << 20
-
-
-def _archive_bytes(store, run_id: str) -> bytes:
-    """The zip, built in a temporary file (the weights stored, not deflated), read once for Streamlit."""
-    with run_archive(store, run_id) as archive:
-        return archive.read()
+MAX_IN_MEMORY_BYTES = 256 << 20  # without the streaming route, a download is held in the server's memory
 
 
 def _download(run_id: str | None) -> None:
+    """The selected run as a zip: streamed from disk by the server's own route (`ui.downloads`,
+    under `streamlit run serve.py`), else through Streamlit's in-memory download button, bounded."""
     store = next((s for s in stores() if run_id is not None and s.exists(run_id)), None)
     if store is None:
         return
-    size = sum(f.stat().st_size for f in store.run_dir(run_id).iterdir() if f.is_file())
-    if size > MAX_DOWNLOAD_BYTES:  # Streamlit holds a download in the server's memory while it is served
-        st.sidebar.caption(f"This run is {size / 2**20:,.0f} MB, over the {MAX_DOWNLOAD_BYTES >> 20} MB this server "
-                           "offers as a download.")
+    label, icon = "Download this run (zip)", ":material/download:"
+    about = "config.json, weights.safetensors and metrics.json: load it with lengen_core.serving.store.RunStore."
+    if (url := download_url(run_id)) is not None:
+        st.sidebar.link_button(label, url, icon=icon, help=about)
         return
-    st.sidebar.download_button(
-        "Download this run (zip)", data=lambda: _archive_bytes(store, run_id), file_name=f"{run_id}.zip",
-        mime="application/zip", on_click="ignore", icon=":material/download:", key="download-run",
-        help="config.json, weights.safetensors and metrics.json: load it with lengen_core.serving.store.RunStore.",
-    )
+    size = sum(f.stat().st_size for f in store.run_dir(run_id).iterdir() if f.is_file())
+    if size > MAX_IN_MEMORY_BYTES:
+        st.sidebar.caption(f"This run is {size / 2**20:,.0f} MB, over the {MAX_IN_MEMORY_BYTES >> 20} MB this server "
+                           "offers as a download (served with `streamlit run serve.py`, it streams any size).")
+        return
+    st.sidebar.download_button(label, data=lambda: b"".join(run_archive_chunks(store, run_id)),
+                               file_name=f"{run_id}.zip", mime="application/zip", on_click="ignore", icon=icon,
+                               key="download-run", help=about)
 
 
 def view_setting(key: str, name: str, read: Callable[[dict[str, list[str]]], Any], default: Any) -> None:

@@ -5,7 +5,7 @@
     run_id_from_query(params)      -> a safe run id or None, or StoreError / ConfigError
     view_int(params, "samples", 64, 1024, 256)  -> a bounded view setting
     view_run_ids(params, "compare", known)      -> the runs a repeated parameter names, and what was dropped
-    run_archive(store, run_id)     -> the run's three files as a zip, in a temporary file
+    run_archive_chunks(store, run_id) -> the run's three files as a zip, piece by piece as they are read
 
 Query values arrive as strings (or lists of strings when a key repeats) from anyone who can paste
 a link, so everything here is strict: a number must look like a number before it is converted (no
@@ -21,12 +21,14 @@ is `c` for every valid config.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import math
+import os
 import re
-import tempfile
+import time
 import zipfile
-from collections.abc import Collection, Mapping, Sequence
-from typing import BinaryIO
+from collections.abc import Collection, Iterator, Mapping, Sequence
 
 from lengen_core.config import SETTINGS, ConfigError, RunConfig, with_changes
 from lengen_core.serving.store import CONFIG_FILE, METRICS_FILE, WEIGHTS_FILE, RunStore, StoreError, check_run_id
@@ -170,25 +172,66 @@ def view_run_ids(params: QueryParams, name: str, known: Collection[str],
     return tuple(kept), tuple(dropped)
 
 
-def run_archive(store: RunStore, run_id: str) -> BinaryIO:
-    """The stored run's config, weights and metrics as one zip (the files at the top level), written
-    to a temporary file that spills to disk past 8 MB and returned open at its start. The weights
-    are stored as they are (safetensors do not compress: deflating a 1.3 GB file took 40 s for
-    nothing), the JSON deflated; nothing is built in memory."""
-    directory = store.run_dir(run_id)
-    spool = tempfile.SpooledTemporaryFile(max_size=8 << 20)  # noqa: SIM115 — returned open to the caller
+ARCHIVE_CHUNK_BYTES = 1 << 20
+
+
+def run_archive_chunks(store: RunStore, run_id: str, chunk_bytes: int = ARCHIVE_CHUNK_BYTES) -> Iterator[bytes]:
+    """The stored run's config, weights and metrics as one zip (the files at the top level), made
+    while the files are read: about `chunk_bytes` at a time, so a 1 GB run never sits in memory or
+    in a temporary file. The weights are stored as they are (safetensors do not compress: deflating
+    a 1.3 GB file took 40 s for nothing), the JSON deflated; sizes and checksums follow each file
+    (zip data descriptors), as they are known only once it is read.
+
+    A bad id or a missing file raises `StoreError` here, before the first piece. The three files
+    are opened at once, so a run evicted or replaced during a download is still sent whole, as it
+    was. A download counts as a use of the run for the store's quota (`RunStore.mark_used`).
+    """
+    directory = store.run_dir(run_id)  # checks the id before any path is built
+    files = contextlib.ExitStack()
     try:
-        with zipfile.ZipFile(spool, "w", zipfile.ZIP_DEFLATED, allowZip64=True) as archive:
-            for name in (CONFIG_FILE, WEIGHTS_FILE, METRICS_FILE):
-                path = directory / name
-                if not path.is_file():
-                    raise StoreError(f"run {run_id} has no {name}")
-                archive.write(path, arcname=name, compress_type=zipfile.ZIP_STORED if name == WEIGHTS_FILE else None)
-    except BaseException:
-        spool.close()
-        raise
-    spool.seek(0)
-    return spool
+        opened = [(name, files.enter_context((directory / name).open("rb"))) for name in _ARCHIVED]
+    except OSError as error:
+        files.close()
+        raise StoreError(f"run {run_id} cannot be read: {error.strerror}") from None
+    store.mark_used(run_id)
+    return _zip_pieces(opened, files, chunk_bytes)
+
+
+_ARCHIVED = (CONFIG_FILE, WEIGHTS_FILE, METRICS_FILE)
+
+
+class _Pipe(io.RawIOBase):
+    """A write-only, unseekable sink: what zipfile wrote since the last `take`."""
+
+    def __init__(self) -> None:
+        self._parts: list[bytes] = []
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:
+        self._parts.append(bytes(data))
+        return len(data)
+
+    def take(self) -> bytes:
+        data, self._parts = b"".join(self._parts), []
+        return data
+
+
+def _zip_pieces(opened, files: contextlib.ExitStack, chunk_bytes: int) -> Iterator[bytes]:
+    pipe = _Pipe()
+    with files, zipfile.ZipFile(pipe, "w", zipfile.ZIP_DEFLATED, allowZip64=True) as archive:
+        for name, source in opened:
+            stat = os.fstat(source.fileno())  # of the file opened, whatever the path holds now
+            entry = zipfile.ZipInfo(name, date_time=time.localtime(stat.st_mtime)[:6])
+            entry.file_size = stat.st_size  # decides zip64 up front
+            entry.external_attr = 0o644 << 16
+            entry.compress_type = zipfile.ZIP_STORED if name == WEIGHTS_FILE else zipfile.ZIP_DEFLATED
+            with archive.open(entry, "w") as member:
+                while chunk := source.read(chunk_bytes):
+                    member.write(chunk)
+                    yield pipe.take()
+    yield pipe.take()  # the central directory, written when the archive closes
 
 
 def _flat(config: RunConfig) -> dict[str, object]:

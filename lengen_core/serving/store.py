@@ -242,10 +242,15 @@ class RunStore:
         target = resolve_device(device)
         model = model.eval().to(target)
         verdict = summary.verdict if summary.verdict is not None else judge(model, summary.config)
+        self.mark_used(run_id)
+        return Run(config=summary.config, model=model, **{**fields, "device": str(target)}, verdict=verdict)
+
+    def mark_used(self, run_id: str) -> None:
+        """Record a use of the run (a load, a download) for the quota's eviction order: the least
+        recently used go first. A read-only store (the presets) is never written, not even this."""
         if not self.read_only:
             with contextlib.suppress(OSError):
-                os.utime(directory)  # last use, for the quota's eviction order
-        return Run(config=summary.config, model=model, **{**fields, "device": str(target)}, verdict=verdict)
+                os.utime(self.run_dir(run_id))
 
     def find(self, config: RunConfig, device: str = "cpu") -> Run | None:
         """The stored run for exactly this config and seed, or None: lets callers skip retraining.

@@ -1,4 +1,4 @@
-"""`streamlit run app.py` on a free port for the browser tests, healthy before any test starts, and
+"""`streamlit run serve.py` on a free port for the browser tests, healthy before any test starts, and
 Debian's chromium opening tabs on it (`open_tab`)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The app served for the browser tests: from the checkout (`serve_checkout`, `streamlit run app.py`)
+"""The app served for the browser tests: from the checkout (`serve_checkout`, `streamlit run serve.py`)
 or as the container serves it (`serve_image`), healthy before it is handed over.
 
 No Docker engine runs here, so `serve_image` reads the Dockerfile and reproduces what it does with
@@ -80,10 +80,11 @@ def traversable_interpreter() -> Iterator[None]:
 
 @contextlib.contextmanager
 def serve_checkout(env: dict[str, str] | None = None) -> Iterator[dict]:
-    """`streamlit run app.py` from the checkout on a free port, healthy; yields its url and process.
+    """`streamlit run serve.py` (the app and its download route) from the checkout on a free port,
+    healthy; yields its url and process.
     The server inherits this process's environment (e.g. a temporary `LENGEN_HOME`), plus `env`."""
     port = free_port()
-    command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+    command = [sys.executable, "-m", "streamlit", "run", "serve.py", "--server.headless", "true",
                "--server.port", str(port), "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
     process = subprocess.Popen(command, cwd=ROOT, env={**os.environ, **(env or {})},
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

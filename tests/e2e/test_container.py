@@ -24,12 +24,12 @@ CHROMIUM = "/usr/bin/chromium"
 def test_dockerfile_runs_as_a_non_root_user_and_declares_a_health_check():
     spec = dockerfile()
     assert spec["user"] == "lengen" and spec["uid"] == UID
-    assert "/_stcore/health" in spec["health"] and spec["cmd"][:3] == ["streamlit", "run", "app.py"]
+    assert "/_stcore/health" in spec["health"] and spec["cmd"][:3] == ["streamlit", "run", "serve.py"]
     assert spec["env"]["LENGEN_HOME"] == "/data"
     assert spec["env"]["TMPDIR"] == "/tmp"  # a read-only root with a tmpfs at /tmp: torch needs a writable temp
     assert spec["env"]["MALLOC_MMAP_THRESHOLD_"] == "1048576"  # as lengen_core.serving.runtime sets it
     assert '"/usr/bin/tini"' in (ROOT / "Dockerfile").read_text()  # an init reaps the training processes
-    assert {"app.py", "lengen_core/", "ui/", "pages/", "assets/", ".streamlit/", "requirements.txt"} <= set(spec["copy"])
+    assert {"app.py", "serve.py", "lengen_core/", "ui/", "pages/", "assets/", ".streamlit/", "requirements.txt"} <= set(spec["copy"])
 
 
 @pytest.fixture(scope="module")

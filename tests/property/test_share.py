@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import tempfile
 import zipfile
 from collections.abc import Iterator
@@ -19,7 +21,7 @@ from lengen_core.serving.share import (
     CONFIG_KEYS,
     config_from_query,
     config_to_query,
-    run_archive,
+    run_archive_chunks,
     run_id_from_query,
     view_int,
     view_ints,
@@ -164,11 +166,20 @@ def test_a_run_archive_holds_the_three_files(tmp_path):
               train_accuracy=0.1, stopped_early=False, history={"step": [1], "loss": [1.0], "accuracy": [0.1]})
     store = RunStore(tmp_path)
     store.save(run)
-    with run_archive(store, run.run_id) as file, zipfile.ZipFile(file) as archive:
+    os.utime(store.run_dir(run.run_id), (0, 0))
+    pieces = list(run_archive_chunks(store, run.run_id, chunk_bytes=4096))
+    assert store.run_dir(run.run_id).stat().st_mtime > 0  # a download is a use, for the quota's eviction order
+    weights_path = store.run_dir(run.run_id) / "weights.safetensors"
+    assert len(pieces) > weights_path.stat().st_size // 4096  # made as it is read, not in one piece
+    assert max(map(len, pieces)) <= 4096 + 1024  # a chunk and the headers around it
+    with zipfile.ZipFile(io.BytesIO(b"".join(pieces))) as archive:
+        assert archive.testzip() is None  # every member's CRC checks
         assert sorted(archive.namelist()) == ["config.json", "metrics.json", "weights.safetensors"]
         assert RunConfig.from_dict(json.loads(archive.read("config.json"))) == config
         weights = archive.getinfo("weights.safetensors")
         assert weights.compress_type == zipfile.ZIP_STORED  # safetensors do not compress: stored, not deflated
-        assert archive.read("weights.safetensors") == (store.run_dir(run.run_id) / "weights.safetensors").read_bytes()
+        assert archive.read("weights.safetensors") == weights_path.read_bytes()
     with pytest.raises(StoreError):
-        run_archive(store, "../etc")
+        run_archive_chunks(store, "../etc")
+    with pytest.raises(StoreError):  # before the first piece: a server can still answer 404
+        run_archive_chunks(store, "no-such-run")
