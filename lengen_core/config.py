@@ -12,6 +12,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import re
 import typing
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
@@ -21,6 +22,7 @@ EncodingName = Literal["rope", "learned", "sinusoidal", "alibi", "nope"]
 AttentionName = Literal["softmax", "linear"]
 LengthMode = Literal["fixed", "sampled"]
 DeviceName = Literal["auto", "cpu", "cuda", "mps"]
+InitName = Literal["random", "constructed"]
 
 # Limits, enforced here and nowhere else. They keep a run trainable in minutes on a CPU and an
 # evaluation inside a laptop's memory.
@@ -36,6 +38,7 @@ MAX_EVAL_LENGTH = 1 << 20
 MAX_EVAL_SAMPLES = 4_096
 MAX_SWEEP_LENGTHS = 64  # lengths in one evaluation or prediction request
 MAX_SWEEP_TOKENS = 1 << 31  # samples × the sum of the lengths in one evaluation request (~1 min of 2 cores)
+RUN_ID = re.compile(r"[a-z0-9][a-z0-9._-]{0,127}")  # a stored run's id (no separators; '..' excluded apart)
 
 
 class ConfigError(ValueError):
@@ -89,6 +92,10 @@ class Setting:
                 raise ConfigError(f"{self.label} must be true or false, got {value!r}")
         elif self.kind is int:
             _check_int(self.label, value, int(self.low), int(self.high))
+        elif self.kind is str:  # a run id, or "" for none
+            if not isinstance(value, str) or (value and (not RUN_ID.fullmatch(value) or ".." in value)):
+                raise ConfigError(f"{self.label} must be a run id (lowercase letters, digits, '.', '_' or '-') "
+                                  f"or empty, got {value!r:.80}")
         else:
             _check_float(self.label, value, self.low, self.high)
 
@@ -107,7 +114,7 @@ _SETTINGS = {
     "n_heads": ("heads", "heads", "heads", True, 1, MAX_HEADS),
     "max_positions": ("max positions", "max-positions", "max_positions", False, 2, MAX_POSITIONS),
     "rope_base": ("rope base", "rope-base", "rope_base", False, 2.0, 1e9),
-    "steps": ("steps", "steps", "steps", True, 1, MAX_STEPS),
+    "steps": ("steps", "steps", "steps", True, 0, MAX_STEPS),
     "batch_size": ("batch size", "batch-size", "batch", False, 1, MAX_BATCH_SIZE),
     "learning_rate": ("learning rate", "lr", "lr", True, 1e-6, 1.0),
     "weight_decay": ("weight decay", "weight-decay", "weight_decay", False, 0.0, 1.0),
@@ -115,7 +122,11 @@ _SETTINGS = {
     "target_accuracy": ("target accuracy", "target-accuracy", "target_accuracy", False, 0.0, 1.0),
     "patience": ("patience", "patience", "patience", False, 1, MAX_STEPS),
     "keep_training": ("keep training", "keep-training", "keep_training", False, None, None),
+    "init": ("initialisation", "init", "init", False, None, None),
+    "continues": ("continues run", "continues", "continues", False, None, None),
 }
+# Settings added after runs were stored: left out of the run id at their default, so old ids stay valid.
+_ADDED_LATER = {"train": {"init": "random", "continues": ""}}
 
 
 def _validate(section: Any) -> None:
@@ -176,9 +187,16 @@ class TrainConfig:
     target_accuracy: float = 1.0
     patience: int = 200
     keep_training: bool = False
+    init: InitName = "random"  # constructed: the learned-table head built to implement the relative rule
+    continues: str = ""  # the stored run whose weights this one starts from ("train longer"); "" = none
 
     def __post_init__(self) -> None:
         _validate(self)
+        if self.steps == 0 and self.init != "constructed":
+            raise ConfigError("steps 0 is allowed only for a constructed start (init constructed): "
+                              "a random start needs at least 1 step")
+        if self.continues and self.init != "random":
+            raise ConfigError("a run that continues another starts from that run's weights: init must be random")
 
 
 def _build_settings() -> dict[str, Setting]:
@@ -206,6 +224,11 @@ class RunConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
 
     def __post_init__(self) -> None:
+        if self.train.init == "constructed" and not (
+            self.model.encoding == "learned" and self.single_head and self.model.attention == "softmax"
+        ):
+            raise ConfigError("init constructed builds a learned-position head that implements the relative rule: "
+                              "it needs encoding learned, attention softmax, layers 0 and the retrieval task")
         if self.model.encoding == "learned" and self.model.max_positions < self.task.train_length:
             raise ConfigError(
                 f"max positions {self.model.max_positions} must cover the training length "
@@ -239,7 +262,12 @@ class RunConfig:
 
     def run_id(self) -> str:
         """A stable id from the config and seed: the same request maps to the same stored run."""
-        canonical = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        data = self.to_dict()
+        for section, defaults in _ADDED_LATER.items():
+            for name, default in defaults.items():
+                if data[section][name] == default:
+                    del data[section][name]
+        canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))
         digest = hashlib.sha256(canonical.encode()).hexdigest()[:12]
         return f"{self.model.encoding}-{self.model.attention}-{self.task.task}-s{self.train.seed}-{digest}"
 

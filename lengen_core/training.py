@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -111,11 +111,18 @@ def initial_model(config: RunConfig) -> torch.nn.Module:
 
 
 class Training:
-    def __init__(self, config: RunConfig, device: str = "auto") -> None:
+    def __init__(self, config: RunConfig, device: str = "auto", start: Mapping[str, torch.Tensor] | None = None) -> None:
+        """`start`: the weights to start from instead of the seed's initialisation, for a run that
+        continues another (`config.train.continues`: the caller reads that run's weights)."""
+        if bool(start) != bool(config.train.continues):
+            raise ValueError("a run starts from given weights exactly when its config names the run it continues")
         self.config = config
         self.device = resolve_device(device)
         seed = config.train.seed
-        self.model = initial_model(config).to(self.device)
+        self.model = initial_model(config)
+        if start:
+            self.model.load_state_dict(start)
+        self.model = self.model.to(self.device)
         self.data = torch.Generator(device=self.device).manual_seed(seed + DATA_SEED_OFFSET)
         self.optimizer = torch.optim.Adam(
             self.model.parameters(), lr=config.train.learning_rate, weight_decay=config.train.weight_decay
@@ -183,9 +190,9 @@ class Training:
         )
 
 
-def train(config: RunConfig, device: str = "auto") -> Run:
+def train(config: RunConfig, device: str = "auto", start: Mapping[str, torch.Tensor] | None = None) -> Run:
     """Train to the end (or early stop) without observing progress."""
-    training = Training(config, device)
+    training = Training(config, device, start)
     for _ in training:
         pass
     return training.finish()
