@@ -3,10 +3,11 @@
 Two figures, never mixed:
 - **predicted**, from the weights alone (lengen_core.dilution.predict): the largest length up to the
   ceiling (2^20 tokens, or the end of a learned table) whose predicted accuracy is ≥ 0.9. Found by
-  bisection, sped up by asking the prediction at many lengths at once: first every doubling of the
-  training length (one sweep over the keys for a relative encoding), then, between the last doubling
-  that holds and the first that does not, SECTIONS evenly spaced lengths a round until the two are
-  one token apart. The prediction uses fixed draws, so the answer is the same every time. Like any
+  bisection, sped up by asking the prediction at several lengths at once: first every doubling of
+  the training length (up to 64× in one sweep over the keys for a relative encoding, the rest only if
+  those all hold), then, between the last doubling that holds and the first that does not, SECTIONS
+  evenly spaced lengths a round until the two are one token apart. Each call of the prediction has
+  a fixed cost (its draws) besides the sweep, so a few calls of a few lengths beat many of one. The prediction uses fixed draws, so the answer is the same every time. Like any
   bisection it finds where accuracy *first* falls below 0.9 on that grid; accuracy that recovers
   further out (it does not on any run measured) would not extend it.
 - **measured**, from an evaluation's lengths: the last measured length before accuracy first falls
@@ -26,7 +27,8 @@ from lengen_core.config import MAX_EVAL_LENGTH, RunConfig
 from lengen_core.dilution import predict
 
 HORIZON_ACCURACY = 0.9
-SECTIONS = 16  # lengths asked per round of the bisection: one sweep over the keys serves them all
+SECTIONS = 7  # lengths asked per round of the bisection (3 bits a round): one sweep over the keys serves them all
+NEAR_MULTIPLE = 64  # the doublings up to 64× the training length are asked first, the rest only if they all hold
 
 
 @dataclass(frozen=True)
@@ -60,7 +62,10 @@ def search_horizon(accuracy_at: Callable[[list[int]], list[float]], train_length
                    threshold: float = HORIZON_ACCURACY) -> Horizon:
     """The bisection of the module docstring on any accuracy function of a list of lengths."""
     grid = sorted({*(train_length << j for j in range(64) if train_length << j < ceiling), ceiling})
-    accuracies = accuracy_at(grid)
+    near = [n for n in grid if n <= NEAR_MULTIPLE * train_length]  # where most runs fall: asked first
+    accuracies = accuracy_at(near)
+    if min(accuracies) >= threshold and len(near) < len(grid):
+        accuracies += accuracy_at(grid[len(near):])
     first = _first_below(accuracies, threshold)
     if first == 0:
         return Horizon(None, train_length, ceiling, threshold)
