@@ -4,11 +4,12 @@ import pandas as pd
 import streamlit as st
 
 from lengen_core.carrier import ALIGNMENT_MARGIN
+from lengen_core.config import ConfigError
 from ui import charts, readouts
 from ui.glossary import lead
 from ui.runs import carrier
 from ui.state import show_view, view_number
-from ui.widgets import chart, require_single_head, run_summary, selected_run
+from ui.widgets import chart, refusal, require_single_head, run_summary, selected_run
 
 st.title("The carrier kernel")
 lead("carrier")
@@ -30,7 +31,11 @@ if analytic:
 else:  # a measured carrier has no near-recurrence search: no slider that would do nothing
     search = SEARCH[0]
 show_view("search", str(search) if analytic else None)
-result = carrier(run.run_id, search)
+try:
+    result = carrier(run.run_id, search)
+except ConfigError as error:  # over this server's budget (lengen_core.serving.budget)
+    refusal("No carrier here", error)
+    st.stop()
 trained, untrained = result.metrics, result.baseline
 
 st.markdown("Each number beside the same number for this config's **untrained initialisation** (same seed): "

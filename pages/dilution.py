@@ -39,12 +39,12 @@ show_view("samples", str(samples))
 lengths = allowed_lengths(run.run_id, sorted({task.offset + 1, *(task.train_length << p for p in range(21))} - {0}))
 lengths = tuple(n for n in lengths if n <= longest)
 
-try:
+try:  # the prediction first: it is checked before the evaluation's work, not after
+    predictions = prediction(run.run_id, lengths)
     reports = evaluation(run.run_id, lengths, samples)
 except ConfigError as error:  # over this server's budget (lengen_core.serving.budget)
     refusal("Not evaluated here", error)
     st.stop()
-predictions = prediction(run.run_id, lengths)
 table = pd.DataFrame({
     "length": lengths, "samples": [r.samples for r in reports], "accuracy": [r.accuracy for r in reports],
     "accuracy_low": [r.accuracy_low for r in reports], "accuracy_high": [r.accuracy_high for r in reports],

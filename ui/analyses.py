@@ -20,7 +20,13 @@ from lengen_core.fit import NOT_APPLICABLE, FitResult
 from lengen_core.heads import HeadReport, analyse_heads
 from lengen_core.heatmap import MAX_HEAD_MAP_CELLS, head_map
 from lengen_core.sequence import MAX_SEQUENCE_LENGTH, SequenceReport, evaluate_sequence
-from lengen_core.serving.budget import check_attention_map, check_head_analysis, check_sequence_evaluation
+from lengen_core.serving.budget import (
+    check_attention_map,
+    check_carrier,
+    check_head_analysis,
+    check_prediction,
+    check_sequence_evaluation,
+)
 from ui.equivariance import ShiftCheck, check_equivariance
 from ui.runs import (
     Progress,
@@ -136,6 +142,8 @@ def comparison(run_id: str, longest: int, samples: int, progress: Progress | Non
     run = load_run(run_id)
     lengths = _multiples(run_id, longest)
     if run.config.single_head:
+        check_prediction(run.config, lengths)  # this server's budgets, before the evaluation's work
+        check_carrier(run.config, CARRIER_SEARCH)
         reports = evaluation(run_id, lengths, samples, progress)
         if progress is not None:
             progress.doing("the prediction from the weights and the carrier")

@@ -23,7 +23,12 @@ from lengen_core.dilution import Prediction, predict
 from lengen_core.evaluate import LengthError, LengthReport, check_lengths, check_sweep, evaluate
 from lengen_core.fit import FitResult, fit_dilution
 from lengen_core.heatmap import Heatmap, attention_heatmap
-from lengen_core.serving.budget import check_attention_map, check_single_head_evaluation
+from lengen_core.serving.budget import (
+    check_attention_map,
+    check_carrier,
+    check_prediction,
+    check_single_head_evaluation,
+)
 from lengen_core.serving.store import RunStore, StoreError, preset_store
 from lengen_core.training import Run
 from ui.presets import precomputed, preset_ids
@@ -227,12 +232,14 @@ def prediction(run_id: str, lengths: tuple[int, ...]) -> list[Prediction]:
     if all(str(n) in shipped for n in lengths):  # a preset's, shipped (ui.build_presets)
         return [Prediction(**shipped[str(n)]) for n in lengths]
     run = load_run(run_id)
+    check_prediction(run.config, lengths)  # this server's budgets (lengen_core.serving.budget)
     return predict(run.model, run.config, list(lengths))
 
 
 @st.cache_data(show_spinner="Extracting the carrier…", max_entries=64)
 def carrier(run_id: str, search_length: int) -> Carrier:
     run = load_run(run_id)
+    check_carrier(run.config, search_length)  # this server's budgets (lengen_core.serving.budget)
     return extract_carrier(run.model, run.config, search_length=search_length)
 
 

@@ -3,10 +3,11 @@
     cost = training_cost(config)           # Cost(memory_bytes, seconds, what)
     check(cost)                            # BudgetError naming the knob to turn, or nothing
 
-Every training, transformer evaluation, heatmap and per-head analysis is checked here before the
-serving side calls the science (`check_training` in the training pool and the command line,
-`check_attention_map`, `check_sequence_evaluation` and `check_head_analysis` in the command line
-and the app's analyses), so a command, a link and the Train form all meet the same limits. The
+Every training, evaluation, heatmap, per-head analysis, carrier extraction and prediction from the
+weights is checked here before the serving side calls the science (`check_training` in the training
+pool and the command line; `check_attention_map`, `check_sequence_evaluation`,
+`check_single_head_evaluation`, `check_head_analysis`, `check_carrier` and `check_prediction` in the
+command line and the app's analyses), so a command, a link and the Train form all meet the same limits. The
 budgets are the operator's, from the environment, with defaults that keep one request well inside
 a 2-core, 8 GB container:
 
@@ -41,6 +42,7 @@ BASE_BYTES = 512 << 20  # python, torch and their libraries (300-420 MB measured
 FLOPS_PER_SECOND = 10e9
 FLOATS_PER_SECOND = 1e9
 FLOAT = 4  # bytes
+STARTUP_SECONDS = 2.0  # an analysis's first calls and small steps: 3.5 s measured for the smallest carrier, busy machine
 
 
 class BudgetError(ConfigError):
@@ -154,6 +156,78 @@ def attention_map_cost(config: RunConfig, length: int, layer: int, samples: int 
                 samples * _seconds(flops, written), "a shorter length, or a lower layer")
 
 
+def _encoding_traits(config: RunConfig) -> type:
+    """The encoding's class, whose flags (rotary, relative, additive, trained_positions) say which
+    path the carrier and the prediction take; the registry's names are the class names, lower case."""
+    from lengen_core.encodings import PositionalEncoding
+
+    classes = {cls.__name__.lower(): cls for cls in PositionalEncoding.__subclasses__()}
+    return classes[config.model.encoding]
+
+
+def _mean_matrix(config: RunConfig, length: int, samples: int) -> tuple[float, float]:
+    """(floats kept, seconds) of `carrier.mean_logit_matrix`: batches of MATRIX_BATCH_ELEMENTS logits
+    through the minimal head, whose probe keeps every logit and weight of a batch."""
+    from lengen_core.carrier import MATRIX_BATCH_ELEMENTS
+
+    C = config.model.d_model
+    batch = max(1, min(samples, MATRIX_BATCH_ELEMENTS // (length * length)))
+    logits = batch * length * length
+    kept = 5 * logits + 6 * batch * length * C + 2 * length * length
+    flops = samples * (4 * length * length * C + 8 * length * C)
+    return kept, _seconds(flops, samples * 12 * length * length)
+
+
+def carrier_cost(config: RunConfig, search_length: int, samples: int = 512) -> Cost:
+    """`lengen_core.carrier.extract_carrier`, for the run and its untrained baseline: the mean logit
+    matrix at L_train (and, for a measured carrier, at the offsets shown), an SVD, and for RoPE the
+    near-recurrence search, s_ab(Δ) for every token pair, Δ = L_train … search_length, a chunk of
+    offsets at a time: V² × d_model × offsets multiply-adds."""
+    from lengen_core.carrier import MATRIX_BATCH_ELEMENTS, TOEPLITZ_SAMPLES
+
+    V, C, L = config.task.vocab_size, config.model.d_model, config.task.train_length
+    encoding = _encoding_traits(config)
+    size = L if encoding.trained_positions else max(128, 2 * L)
+    kept, seconds = _mean_matrix(config, L, min(TOEPLITZ_SAMPLES, max(256, MATRIX_BATCH_ELEMENTS // (L * L))))
+    seconds += 2 * 10 * size**3 / FLOPS_PER_SECOND  # the SVDs
+    if not encoding.rotary:  # measured: the mean logit matrix at the offsets shown
+        measured, more = _mean_matrix(config, size, samples)
+        kept, seconds = max(kept, measured), seconds + more
+    seconds *= 2  # the trained model and its untrained initialisation
+    if encoding.rotary:
+        offsets = max(0, search_length - L)
+        chunk = min(1 << 14, offsets)
+        kept = max(kept, 2 * (2 * V * V * chunk + 3 * chunk * C + V * V * C))  # float64
+        seconds += _seconds(2 * V * V * C * offsets, 3 * V * V * offsets)
+    memory = BASE_BYTES + FLOAT * (kept + 2 * parameter_count(config) + 2 * size * size * 3)
+    knobs = "a shorter near-recurrence search" if encoding.rotary else \
+        "a run with a shorter training length or a smaller d_model (this carrier is measured from recorded logits)"
+    return Cost("this carrier extraction", memory, STARTUP_SECONDS + seconds, knobs)
+
+
+def prediction_cost(config: RunConfig, lengths: Sequence[int]) -> Cost:
+    """`lengen_core.dilution.predict` at `lengths`: one sweep over the keys of the last query (to the
+    longest length for a relative encoding, one per length otherwise), a (V, V, KEY_CHUNK) block at a
+    time, with V³ sums per key; then at each length the readout's GAUSSIAN_DRAWS draws, twice (the
+    model's readout and the ideal one), about 12·V³ floats written per draw: at V = 64 the argmax
+    dominates (docs/serving.md has the measurements)."""
+    from lengen_core.argmax_count import GAUSSIAN_DRAWS
+    from lengen_core.dilution import DOMINANT_KEYS, KEY_CHUNK
+
+    V, C = config.task.vocab_size, config.model.d_model
+    encoding = _encoding_traits(config)
+    keys = max(lengths, default=0) if encoding.relative else sum(lengths)
+    per_key = 2 * V**3 * (3 if encoding.additive else 1) + 2 * V * V * (C + 1)
+    sweep = _seconds(keys * per_key, keys * V * V * (12 if encoding.additive else 8))
+    draws = GAUSSIAN_DRAWS
+    # the readout's argmax against each target's best rival: V passes over (V, V, draws) scores, memory-bound
+    per_length = 2 * (STARTUP_SECONDS / 8 + _seconds(10 * V**4, 12 * V**3 * draws))
+    chunk = min(KEY_CHUNK, max(keys, 1))
+    kept = V * V * chunk * (6 if encoding.additive else 3) + 2 * (8 * V**3 + 4 * V * V * draws + V * DOMINANT_KEYS * draws)
+    return Cost("this prediction", BASE_BYTES + FLOAT * (kept + parameter_count(config)),
+                sweep + len(lengths) * per_length, "fewer lengths, or a shorter longest length")
+
+
 def check(cost: Cost, budgets: Budgets | None = None) -> Cost:
     """`cost` if it fits the budgets; else BudgetError naming the budget, the estimate and what to change."""
     budgets = budgets or Budgets.from_env()
@@ -209,3 +283,11 @@ def check_head_analysis(config: RunConfig, samples: int = 256) -> Cost:
     L = config.task.train_length
     cost = evaluation_cost(config, [L, 4 * L], samples, TOKENS_PER_BATCH)
     return check(Cost("this per-head analysis", cost.memory_bytes, cost.seconds, cost.knobs))
+
+
+def check_carrier(config: RunConfig, search_length: int) -> Cost:
+    return check(carrier_cost(config, search_length))
+
+
+def check_prediction(config: RunConfig, lengths: Sequence[int]) -> Cost:
+    return check(prediction_cost(config, lengths))

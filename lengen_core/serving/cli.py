@@ -32,7 +32,9 @@ from lengen_core.fit import LAW, LAW_TOLERANCE, NOT_APPLICABLE, fit_dilution
 from lengen_core.heads import analyse_heads
 from lengen_core.sequence import evaluate_sequence
 from lengen_core.serving.budget import (
+    check_carrier,
     check_head_analysis,
+    check_prediction,
     check_sequence_evaluation,
     check_single_head_evaluation,
     check_training,
@@ -173,6 +175,7 @@ def command_evaluate(args: argparse.Namespace, store: RunStore) -> dict[str, Any
         raise LengthError(f"length {max(lengths)} is beyond the evaluation limit of {MAX_EVAL_LENGTH} tokens")
     if single_head:
         check_single_head_evaluation(config, lengths, args.samples)
+        check_prediction(config, lengths)
     else:
         check_sequence_evaluation(config, lengths, args.samples)
     rows = (_single_head_rows if single_head else _sequence_rows)(run, lengths, args.samples, args.seed)
@@ -205,6 +208,7 @@ def command_heads(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
 
 def command_carrier(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
     run = _load(args.run_id, store)
+    check_carrier(run.config, args.search_length)  # over this server's budgets: refused before any work
     carrier = extract_carrier(run.model, run.config, search_length=args.search_length)
     return {
         "run_id": run.run_id,
