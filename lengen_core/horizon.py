@@ -17,6 +17,7 @@ Two figures, never mixed:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -29,6 +30,8 @@ from lengen_core.dilution import predict
 HORIZON_ACCURACY = 0.9
 SECTIONS = 7  # lengths asked per round of the bisection (3 bits a round): one sweep over the keys serves them all
 NEAR_MULTIPLE = 64  # the doublings up to 64× the training length are asked first, the rest only if they all hold
+PROBES = 20  # live probes over a training (at most; and at least PROBE_STEPS steps apart)
+PROBE_STEPS = 50
 
 
 @dataclass(frozen=True)
@@ -59,8 +62,9 @@ def _first_below(accuracies: Sequence[float], threshold: float) -> int | None:
 
 
 def search_horizon(accuracy_at: Callable[[list[int]], list[float]], train_length: int, ceiling: int,
-                   threshold: float = HORIZON_ACCURACY) -> Horizon:
-    """The bisection of the module docstring on any accuracy function of a list of lengths."""
+                   threshold: float = HORIZON_ACCURACY, resolution: int = 1) -> Horizon:
+    """The bisection of the module docstring on any accuracy function of a list of lengths, until the
+    last length that holds and the first that does not are at most `resolution` tokens apart."""
     grid = sorted({*(train_length << j for j in range(64) if train_length << j < ceiling), ceiling})
     near = [n for n in grid if n <= NEAR_MULTIPLE * train_length]  # where most runs fall: asked first
     accuracies = accuracy_at(near)
@@ -72,7 +76,7 @@ def search_horizon(accuracy_at: Callable[[list[int]], list[float]], train_length
     if first is None:
         return Horizon(ceiling, None, ceiling, threshold)
     good, bad = grid[first - 1], grid[first]
-    while bad - good > 1:
+    while bad - good > max(1, resolution):
         inside = sorted({int(n) for n in np.linspace(good, bad, SECTIONS + 2).round()} - {good, bad})
         accuracies = accuracy_at(inside)
         first = _first_below(accuracies, threshold)
@@ -104,3 +108,42 @@ def measured_horizon(lengths: Sequence[int], accuracies: Sequence[float], train_
     if first == 0:
         return Horizon(None, pairs[0][0], ceiling, threshold)
     return Horizon(pairs[first - 1][0], pairs[first][0], ceiling, threshold)
+
+
+@dataclass(frozen=True)
+class Probe:
+    """The horizon and the far margin predicted from the weights during training (the live view)."""
+
+    step: int
+    horizon: int | None  # predicted, up to `ceiling`, to within a quarter of the training length
+    ceiling: int  # NEAR_MULTIPLE × the training length (or the end of a learned table)
+    train_length: int
+    m_out: float | None  # the far margin the predicted masses imply between L_train and 16 L_train
+
+
+def probe_interval(config: RunConfig) -> int:
+    """Steps between live probes: 0 (none) for a run the prediction does not cover."""
+    if not config.single_head:
+        return 0
+    return max(PROBE_STEPS, -(-config.train.steps // PROBES))
+
+
+@torch.no_grad()
+def live_probe(model: torch.nn.Module, config: RunConfig, step: int) -> Probe:
+    """A cheap horizon (to 64×, to within L_train/4: three or four calls of the prediction, about
+    0.1 s each for the default run) and the far margin from the same first call:
+    m_out = −ln((1/p̂(16 L) − 1/p̂(L)) / 15 L), the two-zone law through two predicted masses."""
+    L = config.task.train_length
+    ceiling = min(NEAR_MULTIPLE * L, horizon_ceiling(model))
+    masses: dict[int, float] = {}
+
+    def accuracy_at(lengths: list[int]) -> list[float]:
+        predictions = predict(model, config, lengths)
+        masses.update((p.length, p.target_mass) for p in predictions)
+        return [p.accuracy for p in predictions]
+
+    horizon = search_horizon(accuracy_at, L, ceiling, resolution=max(1, L // 4))
+    far = 16 * L if 16 * L in masses else None
+    rise = None if far is None else (1 / max(masses[far], 1e-300) - 1 / max(masses[L], 1e-300)) / (far - L)
+    m_out = -math.log(rise) if rise is not None and rise > 0 else None
+    return Probe(step, horizon.length, ceiling, L, m_out)

@@ -8,6 +8,7 @@ from lengen_core.config import ConfigError
 from lengen_core.fit import LAW_TOLERANCE
 from ui import accuracy_captions, charts, readouts
 from ui.glossary import lead
+from ui.horizon import show_horizon
 from ui.runs import allowed_lengths, evaluation, fitted_law, prediction
 from ui.state import show_view, view_number
 from ui.widgets import chart, csv_name, refusal, require_single_head, run_summary, selected_run
@@ -67,8 +68,9 @@ a.metric(f"Accuracy at L = {last.length:,}", f"{last.accuracy:.2f}",
 b.metric("m_out (fitted)", "—" if fit is None else f"{fit.m_out:.2f}",
          delta=None if fit is None else f"95%: {fit.m_out_low:.2f} to {fit.m_out_high:.2f}", delta_color="off",
          delta_arrow="off",
-         help="Effective margin of the target over far keys in 1/p(L) = 1/p(L_train) + (L − L_train)·e^(−m_out), "
-              "fitted to the measured p (smallest largest relative error); the interval is a bootstrap over the "
+         help="Effective margin of the target over far keys in 1/p(L) = 1/p(L_train) + K(L)·e^(−m_out), K(L) the "
+              "keys past L_train counted by the weight the model's carrier gives them (L − L_train were they all "
+              "equal), fitted to the measured p (smallest largest relative error); the interval is a bootstrap over the "
               "evaluation samples. It depends on the lengths and samples it was fitted to (the caption below says "
               "which), so another page or the command line, with other lengths or samples, gives another figure.")
 c.metric("Largest error of the fit", "—" if fit is None else f"{fit.max_relative_error:.0%}",
@@ -78,6 +80,7 @@ c.metric("Largest error of the fit", "—" if fit is None else f"{fit.max_relati
          help=f"max |p_fit − p| / p over the measured lengths the law was fitted to; within {LAW_TOLERANCE:.0%} the "
               "law describes this run. R² cannot tell (it was 0.96 for learned positions and 0.9999999 for NoPE).")
 st.caption(f"**m_out: {accuracy_captions.m_out_text(result, samples)}.** {readouts.fit_caption(result)}")
+show_horizon(run, lengths, list(table["accuracy"]), samples)
 
 chart(charts.dilution(table, fit_table, 1 / task.vocab_size),
       readouts.dilution_caption(run.config.model.encoding, run.config.model.attention, lengths, table["accuracy"],

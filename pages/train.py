@@ -2,7 +2,6 @@
 
 import logging
 
-import pandas as pd
 import streamlit as st
 
 from lengen_core.config import SETTINGS, ConfigError, RunConfig, with_changes
@@ -10,13 +9,12 @@ from lengen_core.serving.budget import BudgetError, Budgets, check, duration, tr
 from lengen_core.serving.jobs import OwnerBusy, QueueFull
 from lengen_core.serving.store import StoreError
 from lengen_core.training import resolve_device
-from ui import accuracy_captions, charts
 from ui.glossary import lead
-from ui.live import MESSAGE_KEY, TICKET_KEY, live_training
+from ui.live import MESSAGE_KEY, TICKET_KEY, live_training, stored_training
 from ui.pool import browser_id, hold, training_pool
 from ui.runs import stores
 from ui.state import linked_config, plain, select_run
-from ui.widgets import chart, selected_run
+from ui.widgets import selected_run
 
 LOG = logging.getLogger(__name__)
 PREFILLED_KEY = "_train_prefilled"
@@ -49,6 +47,10 @@ st.caption(f"Device in use: **{resolve_device(pool.device)}**. The task: answer 
            "last one (C2), or shift the whole sequence by k. Training stops early once the batch accuracy "
            f"holds at 100%. This server trains at most {pool.max_concurrent} runs at once; the rest wait in line.")
 
+if base.train.continues:  # a link from Dilution's "Train longer"
+    st.info(f"This run continues `{base.train.continues}`: it starts from that run's trained weights and trains "
+            f"{base.train.steps:,} more steps, past 100% training accuracy. Keep its task and model as they are.",
+            icon=":material/fitness_center:")
 with st.container(border=True):  # no form: the estimate below follows every change
     left, middle, right = st.columns(3)
     left.selectbox("Task", S["task"].choices, key=FORM["task"],
@@ -132,9 +134,4 @@ if MESSAGE_KEY in st.session_state:
 live_training(pool)
 
 if TICKET_KEY not in st.session_state and linked_config() is None and (run := selected_run()) is not None:
-    st.subheader(f"Training of the selected run `{run.run_id}`")
-    history = pd.DataFrame(run.history)
-    chart(charts.training_curve(history, max(run.steps, 1)),  # the axis follows the steps done
-          accuracy_captions.training_caption(run.steps, run.train_seconds, run.device, run.stopped_early,
-                                             run.train_accuracy, run.verdict, run.config.task.train_length),
-          history, "training-history")
+    stored_training(run)

@@ -11,6 +11,7 @@ import json
 
 from lengen_core.dilution import predict
 from lengen_core.evaluate import LengthError, check_lengths, evaluate
+from lengen_core.horizon import predicted_horizon
 from lengen_core.serving.store import RunStore, preset_store
 from lengen_core.training import Run, train
 from ui.presets import (
@@ -33,7 +34,7 @@ def _allowed(run: Run, length: int) -> bool:
 
 
 def precompute(run_id: str) -> dict:
-    """The evaluations and predictions a first visit to Start and Dilution asks of this preset."""
+    """The evaluations, predictions and predicted horizon a first visit to Start and Dilution asks of this preset."""
     run = preset_store().load(run_id)
     config = run.config
     wanted = {START_SAMPLES: START_LENGTHS} if config.single_head else {}
@@ -46,7 +47,8 @@ def precompute(run_id: str) -> dict:
     for samples, lengths in wanted.items():
         evaluations[str(samples)] = {str(n): dataclasses.asdict(evaluate(run.model, config, [n], samples=samples)[0])
                                      for n in lengths if _allowed(run, n)}
-    return {"evaluations": evaluations, "predictions": predictions}
+    horizon = dataclasses.asdict(predicted_horizon(run.model, config)) if config.single_head else None
+    return {"evaluations": evaluations, "predictions": predictions, "horizon": horizon}
 
 
 def main() -> None:

@@ -110,6 +110,24 @@ def training_curve(history: pd.DataFrame, total_steps: int) -> go.Figure:
     return _layout(figure, "Training", "step", None)
 
 
+def probe_curve(probes: pd.DataFrame, total_steps: int, train_length: int) -> go.Figure:
+    """The horizon and m_out predicted from the weights during training (columns probe_step, horizon,
+    m_out); the horizon in multiples of the training length, on a log axis."""
+    figure = make_subplots(specs=[[{"secondary_y": True}]])
+    times = probes["horizon"].astype(float) / train_length
+    figure.add_scatter(x=probes["probe_step"], y=times, name="predicted horizon", line_color=PREDICTED,
+                       mode="lines+markers", marker_size=5, connectgaps=False,
+                       customdata=probes["horizon"], hovertemplate=hover("step %{x:,}", "horizon %{customdata:,} tokens",
+                                                                         "= %{y:.1f}× the training length"))
+    figure.add_scatter(x=probes["probe_step"], y=probes["m_out"], name="m_out (predicted p)", line_color=MEASURED,
+                       mode="lines+markers", marker_size=5, secondary_y=True, line_dash="dot",
+                       hovertemplate=hover("step %{x:,}", "m_out %{y:.2f} nats"))
+    figure.update_xaxes(range=[0, total_steps])
+    log_axis(figure, "y", times.dropna(), title_text="horizon (× training length)", secondary_y=False)
+    figure.update_yaxes(title_text="m_out (nats)", secondary_y=True)
+    return _layout(figure, "Horizon and m_out, predicted from the weights", "step", None)
+
+
 def attention_map(weights: np.ndarray, pool: int, length: int, train_length: int, head: str | None = None) -> go.Figure:
     """The pooled queries × keys map; each cell is drawn over the pool × pool positions it covers, and
     the axes end where the positions do (0 … L − 1). `head` names the head of a multi-layer run."""

@@ -12,12 +12,16 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+from lengen_core.horizon import NEAR_MULTIPLE
 from lengen_core.serving.jobs import JobStatus, TrainingPool
-from ui import charts
+from lengen_core.training import Run
+from ui import accuracy_captions, charts
 from ui.pool import let_go
 from ui.state import select_run
+from ui.widgets import chart
 
 TICKET_KEY, MESSAGE_KEY = "training_ticket", "training_message"
+PROBE_KEYS = ("probe_step", "horizon", "m_out")
 LIVE_SECONDS, WAITING_SECONDS = 0.5, 2.0
 FIRST_STEP_SECONDS = 0.3
 
@@ -74,6 +78,46 @@ def _live(pool: TrainingPool, drawn_waiting: bool) -> None:
         st.plotly_chart(live_curve(status.history, status.progress.step), width="stretch", key="live-curve")
         st.caption("**What to look for:** the loss falls and the batch accuracy climbs to 1; RoPE and learned "
                    "positions both fit the training length, the difference shows only at longer lengths.")
+    if status.progress is not None and status.history.get("probe_step"):
+        probes = pd.DataFrame({key: status.history[key] for key in PROBE_KEYS})
+        train_length, ceiling = status.history["train_length"][-1], status.history["probe_ceiling"][-1]
+        st.plotly_chart(charts.probe_curve(probes, status.progress.step, train_length), width="stretch",
+                        key="live-probe")
+        st.caption(f"**What to look for:** {probe_caption(probes, train_length, ceiling)}")
+
+
+def stored_training(run: Run) -> None:
+    """A stored run's training: loss and batch accuracy, and (if it was probed) its predicted horizon and m_out."""
+    st.subheader(f"Training of the selected run `{run.run_id}`")
+    history = pd.DataFrame({key: run.history[key] for key in ("step", "loss", "accuracy")})
+    chart(charts.training_curve(history, max(run.steps, 1)),  # the axis follows the steps done
+          accuracy_captions.training_caption(run.steps, run.train_seconds, run.device, run.stopped_early,
+                                             run.train_accuracy, run.verdict, run.config.task.train_length),
+          history, "training-history")
+    if run.history.get("probe_step"):
+        probes = pd.DataFrame({key: run.history[key] for key in PROBE_KEYS})
+        L = run.config.task.train_length
+        chart(charts.probe_curve(probes, max(run.steps, 1), L), probe_caption(probes, L, NEAR_MULTIPLE * L),
+              probes, "training-horizon", run.run_id)
+
+
+def probe_caption(probes: pd.DataFrame, train_length: int, ceiling: int) -> str:
+    """Where the predicted horizon and m_out started and where they are now, from the probes so far."""
+    def horizon(value) -> str:
+        if value is None or pd.isna(value):
+            return "none (below 0.9 at the training length)"
+        if value >= ceiling:
+            return f"≥ {ceiling:,} tokens, the most this view looks at"
+        return f"{int(value):,} tokens ({value / train_length:.1f}× the training length)"
+
+    first, last = probes.iloc[0], probes.iloc[-1]
+    text = (f"every few dozen steps the weights predict how far the run reaches: at step {int(first['probe_step']):,} "
+            f"{horizon(first['horizon'])}, at step {int(last['probe_step']):,} {horizon(last['horizon'])}")
+    margins = probes["m_out"].dropna()
+    if len(margins) >= 2:
+        text += f"; m_out {margins.iloc[0]:.2f} → {margins.iloc[-1]:.2f} nats"
+    return text + (". Accuracy at the training length can reach 1 long before the horizon stops moving; the "
+                   "Dilution page measures the finished run's horizon exactly.")
 
 
 def live_curve(history: dict[str, list[float]], steps_done: int) -> go.Figure:

@@ -23,9 +23,12 @@ from lengen_core.dilution import Prediction, predict
 from lengen_core.evaluate import LengthError, LengthReport, check_lengths, check_sweep, evaluate
 from lengen_core.fit import FitResult, fit_dilution
 from lengen_core.heatmap import Heatmap, attention_heatmap
+from lengen_core.horizon import Horizon, horizon_ceiling
+from lengen_core.horizon import predicted_horizon as find_horizon
 from lengen_core.serving.budget import (
     check_attention_map,
     check_carrier,
+    check_horizon,
     check_prediction,
     check_single_head_evaluation,
 )
@@ -216,14 +219,25 @@ def fitted_law(run_id: str, lengths: tuple[int, ...], samples: int = 256, progre
 
 
 def law_of(run_id: str, lengths: tuple[int, ...], reports: list[LengthReport]) -> FitResult:
-    """The law fitted to `reports`, the run's evaluation at `lengths`."""
-    return _fit(run_id, lengths, tuple(r.target_mass for r in reports), tuple(r.target_mass_sem for r in reports))
+    """The law fitted to `reports`, the run's evaluation at `lengths`, far keys counted by the weight the
+    prediction from the weights gives them (at the training length too: the count starts there)."""
+    run = load_run(run_id)
+    verdict = run.verdict
+    if verdict is not None and (not verdict.learned or verdict.at_chance_beyond):  # no law: no prediction needed
+        predicted = ()
+    else:
+        at = tuple(sorted({run.config.task.train_length, *lengths}))
+        predicted = tuple((p.length, p.target_mass) for p in prediction(run_id, at))
+    return _fit(run_id, lengths, tuple(r.target_mass for r in reports), tuple(r.target_mass_sem for r in reports),
+                predicted)
 
 
 @st.cache_data(show_spinner="Fitting the dilution law…", max_entries=64)
-def _fit(run_id: str, lengths: tuple[int, ...], masses: tuple[float, ...], sems: tuple[float, ...]) -> FitResult:
+def _fit(run_id: str, lengths: tuple[int, ...], masses: tuple[float, ...], sems: tuple[float, ...],
+         predicted: tuple[tuple[int, float], ...] = ()) -> FitResult:
     run = load_run(run_id)
-    return fit_dilution(lengths, masses, sems, run.config.task.train_length, run.config.task.vocab_size, run.verdict)
+    return fit_dilution(lengths, masses, sems, run.config.task.train_length, run.config.task.vocab_size, run.verdict,
+                        dict(predicted) or None)
 
 
 @st.cache_data(show_spinner="Predicting from the weights…", max_entries=64)
@@ -234,6 +248,17 @@ def prediction(run_id: str, lengths: tuple[int, ...]) -> list[Prediction]:
     run = load_run(run_id)
     check_prediction(run.config, lengths)  # this server's budgets (lengen_core.serving.budget)
     return predict(run.model, run.config, list(lengths))
+
+
+@st.cache_data(show_spinner="Finding the horizon from the weights…", max_entries=64)
+def predicted_horizon(run_id: str) -> Horizon:
+    """The run's predicted horizon (lengen_core.horizon), a preset's shipped (ui.build_presets)."""
+    shipped = precomputed(run_id).get("horizon")
+    if shipped is not None:
+        return Horizon(**shipped)
+    run = load_run(run_id)
+    check_horizon(run.config, horizon_ceiling(run.model))  # this server's budgets (lengen_core.serving.budget)
+    return find_horizon(run.model, run.config)
 
 
 @st.cache_data(show_spinner="Extracting the carrier…", max_entries=64)

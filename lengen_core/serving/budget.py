@@ -291,3 +291,21 @@ def check_carrier(config: RunConfig, search_length: int) -> Cost:
 
 def check_prediction(config: RunConfig, lengths: Sequence[int]) -> Cost:
     return check(prediction_cost(config, lengths))
+
+
+def horizon_cost(config: RunConfig, ceiling: int) -> Cost:
+    """`lengen_core.horizon.predicted_horizon` up to `ceiling`: the prediction at the doublings of the
+    training length, then rounds of SECTIONS lengths (3 bits a round) down to one token, each round
+    priced as SECTIONS lengths at the ceiling (an upper bound: the rounds close in)."""
+    from lengen_core.horizon import SECTIONS
+
+    L = config.task.train_length
+    doublings = [L << j for j in range(64) if L << j < ceiling] + [ceiling]
+    first, each = prediction_cost(config, doublings), prediction_cost(config, [ceiling] * SECTIONS)
+    rounds = max(1, math.ceil(math.log2(max(ceiling - L, 2)) / 3))
+    return Cost("this horizon search", max(first.memory_bytes, each.memory_bytes), first.seconds + rounds * each.seconds,
+                "a run with a smaller vocabulary or d_model")
+
+
+def check_horizon(config: RunConfig, ceiling: int) -> Cost:
+    return check(horizon_cost(config, ceiling))

@@ -24,7 +24,9 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from lengen_core.config import RunConfig
+from lengen_core.horizon import probe_interval
 from lengen_core.serving.budget import TRAIN_SECONDS_ENV, Budgets, check, training_cost
+from lengen_core.serving.lineage import parent_run, starting_weights
 from lengen_core.serving.runtime import env_whole_number, usable_cpus
 from lengen_core.serving.store import RunStore
 from lengen_core.serving.training_process import TrainingProcess, save_run
@@ -82,7 +84,7 @@ class TrainingPool:
         max_concurrent: int | None = None,
         device: str = "auto",
         max_queue: int = MAX_QUEUE,
-        trainer: Callable[[RunConfig, str], Training] = Training,
+        trainer: Callable[[RunConfig, str], Training] | None = None,
         isolate: bool = False,
         train_seconds: float | None = None,
         runs_per_owner: int | None = None,
@@ -100,7 +102,8 @@ class TrainingPool:
         self.threads = max(1, usable_cpus() // self.max_concurrent)  # torch threads per child
         self.device = device
         self.max_queue = max_queue
-        self._trainer = trainer
+        self._trainer = trainer or (lambda config, device: Training(config, device, starting_weights(config, store),
+                                                                    probe_interval(config)))
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._progressed = threading.Condition(self._lock)  # a job reported a step or ended
@@ -122,11 +125,13 @@ class TrainingPool:
         """A ticket for this config's run: answered from the store, joined to a running job, or queued.
 
         Raises, before anything is queued: BudgetError (the training's estimated memory or time is
-        over the server's budgets), StoreError (the store cannot take the run), OwnerBusy (`owner`
+        over the server's budgets), StoreError (the store cannot take the run, or the run it continues is
+        not stored), ConfigError (a continuation that changes the task or model), OwnerBusy (`owner`
         already has another training running or waiting), QueueFull.
         """
         run_id = config.run_id()
         check(training_cost(config))
+        parent_run(config, self.store)  # a continuation's stored run is there and fits, before anything waits
         with self._lock:
             ticket = next(self._numbers)
             job = self._jobs.get(run_id)
@@ -312,6 +317,11 @@ class TrainingPool:
                 job.progress = progress
                 for key, value in (("step", progress.step), ("loss", progress.loss), ("accuracy", progress.accuracy)):
                     job.history[key].append(value)
+                if progress.probe is not None:  # the horizon and m_out predicted from the weights (the live view)
+                    probe = progress.probe
+                    for key, value in (("probe_step", probe.step), ("horizon", probe.horizon), ("m_out", probe.m_out),
+                                       ("probe_ceiling", probe.ceiling), ("train_length", probe.train_length)):
+                        job.history.setdefault(key, []).append(value)
                 self._progressed.notify_all()
 
         return report

@@ -27,7 +27,9 @@ from typing import Literal
 import torch
 
 from lengen_core.config import RunConfig, with_changes
+from lengen_core.horizon import probe_interval
 from lengen_core.serving.budget import MEMORY_ENV, Budgets
+from lengen_core.serving.lineage import starting_weights
 from lengen_core.serving.runtime import limit_heap_growth
 from lengen_core.serving.store import RunStore
 from lengen_core.training import Progress, Run, Training
@@ -197,7 +199,7 @@ def _child_main(conn: Connection, root: str, device: str, threads: int) -> None:
         if kind != "train":
             continue  # a stop that arrived after its training had ended
         try:
-            training = Training(payload, device)
+            training = Training(payload, device, starting_weights(payload, store), probe_interval(payload))
             stopped = False
             for progress in training:
                 conn.send(("progress", progress))

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from lengen_core.carrier import ALIGNMENT_MARGIN
-from lengen_core.fit import LAW, LAW_TOLERANCE
+from lengen_core.fit import LAW_TOLERANCE, WEIGHTED_LAW
 from lengen_core.serving import cli
 
 CONVERGED = ("--device", "cpu")  # the default 1,500-step budget with early stop: a trained head
@@ -54,7 +54,7 @@ def test_evaluate_reports_a_fit_with_an_interval_for_rope(trained_ids):
     result = ok_json("evaluate", trained_ids["rope"]["run_id"], "--lengths", "4,16,64,256,1024,4096", "--json")
     assert result["fit_status"] == "fitted" and result["verdict"]["learned"]
     fit = result["fit"]
-    assert fit["law"] == LAW
+    assert fit["law"] == WEIGHTED_LAW and fit["weighted"]  # far keys counted by their weight: p̂ at 16 is computed
     assert fit["m_out_low"] <= fit["m_out"] <= fit["m_out_high"]
     assert 4.9 <= fit["m_out"] <= 5.7  # measured 5.3 on the default config
     rows = {row["length"]: row for row in result["lengths"]}
@@ -64,8 +64,14 @@ def test_evaluate_reports_a_fit_with_an_interval_for_rope(trained_ids):
     assert 4096 not in fitted  # p ≈ 0.05 there: past where the law is fitted and drawn
     errors = [abs(row["fitted_target_mass"] / row["target_mass"] - 1) for row in fitted.values()]
     assert max(errors) == pytest.approx(fit["max_relative_error"], rel=1e-9)
-    assert fit["max_relative_error"] <= fit["tolerance"] == LAW_TOLERANCE and fit["holds"]  # measured 0.08
+    assert fit["max_relative_error"] <= fit["tolerance"] == LAW_TOLERANCE and fit["holds"]
+    assert fit["max_relative_error"] < fit["uniform_max_relative_error"]  # each far key counted one: the older law
+    assert fit["key_lengths"] == sorted(fitted) and fit["key_counts"][0] == 0.0
     assert fit["worst_length"] in fitted
+    # the horizon: measured on these lengths (1.00 at 64, 0.84 at 256) and predicted by bisection (179 on seed 0)
+    assert result["horizon_accuracy"] == 0.9
+    assert (result["measured_horizon"], result["measured_horizon_below"]) == (64, 256)
+    assert 64 <= result["predicted_horizon"] < 256 and result["predicted_horizon_below"] == result["predicted_horizon"] + 1
 
 
 def test_evaluate_fits_no_law_to_a_run_at_chance_beyond(trained_ids):
@@ -73,6 +79,8 @@ def test_evaluate_fits_no_law_to_a_run_at_chance_beyond(trained_ids):
     assert result["fit"] is None and result["fit_status"] == "at_chance"
     assert all(row["fitted_target_mass"] is None for row in result["lengths"])
     assert result["fit_reason"].startswith("No law")
+    assert result["measured_horizon"] == 16 and result["measured_horizon_below"] == 32  # pinned: 1.00 in range only
+    assert result["predicted_horizon"] is not None and result["predicted_horizon"] < 32
 
 
 def test_carrier_reports_the_untrained_baseline_with_the_same_keys(trained_ids):

@@ -34,6 +34,14 @@ def test_the_shipped_numbers_are_the_computed_ones(label):
     for prediction in predict(run.model, config, lengths[:3]):
         assert shipped["predictions"][str(prediction.length)] == pytest.approx(dataclasses.asdict(prediction), rel=1e-6,
                                                                                abs=1e-9)
+    horizon = shipped["horizon"]  # the predicted horizon: ≥ 0.9 at it, below one token further (if it falls)
+    around = [n for n in (horizon["length"], horizon["below"]) if n is not None]
+    accuracies = [p.accuracy for p in predict(run.model, config, around)]
+    if horizon["length"] is not None:
+        assert accuracies[0] >= horizon["threshold"]
+    if horizon["below"] is not None:
+        assert accuracies[-1] < horizon["threshold"]
+        assert horizon["below"] == (config.task.train_length if horizon["length"] is None else horizon["length"] + 1)
 
 
 def test_a_run_that_is_not_a_preset_has_nothing_shipped():

@@ -1,0 +1,72 @@
+"""The horizon on Dilution (measured and predicted) and Train longer: a link to the Train form for a run
+that continues the selected one, which trains from its weights and records its parent."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+from lengen_core.serving.lineage import continuation
+from lengen_core.serving.share import config_to_query
+from lengen_core.serving.store import RunStore, preset_store
+from ui.pool import training_pool
+from ui.presets import preset_ids
+from ui.runs import predicted_horizon
+
+APP = str(Path(__file__).resolve().parents[2] / "app.py")
+ROPE = preset_ids()["RoPE"]
+
+
+def open_page(page: str, params: dict[str, str] | None = None, run_id: str | None = None) -> AppTest:
+    app = AppTest.from_file(APP, default_timeout=300)
+    if run_id is not None:
+        app.session_state["run_id"] = run_id
+    app.run()
+    app.switch_page(page)
+    if params is not None:
+        app.query_params.clear()
+        app.query_params.update(params)
+    return app.run()
+
+
+def metrics(app: AppTest) -> dict[str, str]:
+    return {m.label: m.value for m in app.metric}
+
+
+def test_dilution_shows_the_measured_and_predicted_horizon_of_the_run(monkeypatch):
+    app = open_page("pages/dilution.py", {"run": ROPE, "longest": "4096", "samples": "256"})
+    assert not app.exception, [e.value for e in app.exception]
+    shown = metrics(app)
+    predicted = predicted_horizon(ROPE)
+    assert shown["Horizon, predicted"] == f"{predicted.length:,}"  # 179 on this preset
+    measured = shown["Horizon, measured"]
+    assert measured in {"128", "256"}, measured  # 1.00 at 64 (4×), 0.84 at 256: the doubling before the fall
+    caption = " ".join(c.value for c in app.caption if "**Horizon:**" in c.value)
+    assert f"{predicted.length:,} tokens" in caption and "below at" in caption
+    assert "between the two measured lengths" in caption or "disagree" in caption
+    links = [p for p in app.get("page_link") if p.proto.label == "Train longer"]
+    assert len(links) == 1
+
+
+def test_train_longer_opens_the_form_for_a_continuation_and_trains_from_the_weights():
+    parent = preset_store().load(ROPE)
+    child = continuation(parent.config, 40)
+    app = open_page("pages/train.py", config_to_query(child))
+    assert not app.exception, [e.value for e in app.exception]
+    assert any(f"continues `{ROPE}`" in i.value for i in app.info)
+    {n.label: n for n in app.number_input}["Steps"].set_value(40)
+    app.button[0].click().run()
+    ticket, pool = app.session_state["training_ticket"], training_pool()
+    deadline = time.monotonic() + 120
+    while pool.status(ticket).state in ("queued", "running"):
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    app.run()
+    assert not app.exception and not app.error, [e.value for e in app.error]
+    assert app.session_state["run_id"] == child.run_id()
+    stored = RunStore().load(child.run_id())
+    assert stored.config.train.continues == ROPE and stored.config.train.keep_training
+    assert stored.history["loss"][0] < 0.1  # from the preset's weights; a fresh start is at ln 16 = 2.8
+    assert stored.history["probe_step"][0] == 1 and stored.history["horizon"][-1] is not None  # probed live
