@@ -104,6 +104,9 @@ ENTRIES = (
     Entry("prediction", "Prediction from the weights",
           "Target mass and accuracy at each length computed from the trained weights alone, for random tokens, "
           "with nothing fitted to the measured points. The Dilution page draws it beside the measurements."),
+    Entry("horizon", "Horizon",
+          "The largest length at which a run's accuracy stays at or above 0.9. Predicted from the weights to the token "
+          "(by bisection, up to 2^20 tokens) and measured on the lengths evaluated; training a run longer can move it."),
     Entry("carrier", "Carrier s(Δ)",
           "The head's average score for a key Δ places before the query, averaged over every query and key token. "
           "With RoPE it is read from the weights at any Δ (analytic); for other encodings it is the mean recorded "
@@ -215,7 +218,8 @@ LEADS = {
         f"{term('target mass', 'target mass p')}, shrinks ({term('dilution')}), so accuracy fades with length. This "
         f"page measures both at lengths doubling from the {term('training length')}, sets the "
         f"{term('prediction', 'prediction from the weights')} beside them and fits the {term('dilution law')}, whose "
-        f"{term('m_out')} says how far the target stands above far keys."
+        f"{term('m_out')} says how far the target stands above far keys, and finds how far the run reaches, its "
+        f"{term('horizon')}."
     ),
     "compare": (
         f"Overlay several runs, say {term('RoPE')} against {term('learned positions')} against "
