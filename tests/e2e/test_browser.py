@@ -80,6 +80,10 @@ def test_train_a_small_run_from_the_browser(page) -> None:
     page.get_by_text("saved and selected").wait_for(timeout=180_000)
     settle(page)
     page.screenshot(path=SHOTS / "train-done.png", full_page=True)
+    main = page.locator('[data-testid="stMain"]')
+    assert main.locator(CHART).count() >= 2  # loss and accuracy; the horizon and m_out probed while it trained
+    assert "the weights predict how far the run reaches" in main.inner_text()
+    assert re.search(r"at step 60 (none|[\d,]+ tokens)", main.inner_text())  # the caption reads the last probe
     open_page(page, "Carrier")
     page.wait_for_selector(CHART, timeout=180_000)
     assert "60 steps" in page.locator('[data-testid="stMain"]').inner_text()
