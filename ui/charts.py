@@ -123,6 +123,9 @@ def probe_curve(probes: pd.DataFrame, total_steps: int, train_length: int) -> go
                        mode="lines+markers", marker_size=5, secondary_y=True, line_dash="dot",
                        hovertemplate=hover("step %{x:,}", "m_out %{y:.2f} nats"))
     figure.update_xaxes(range=[0, total_steps])
+    if times.dropna().empty:  # below 0.9 at the training length at every probe so far
+        figure.add_annotation(text="no horizon yet: predicted accuracy below 0.9 at the training length",
+                              xref="paper", yref="paper", x=0.5, y=0.5, showarrow=False)
     log_axis(figure, "y", times.dropna(), title_text="horizon (× training length)", secondary_y=False)
     figure.update_yaxes(title_text="m_out (nats)", secondary_y=True)
     return _layout(figure, "Horizon and m_out, predicted from the weights", "step", None)
