@@ -1,4 +1,4 @@
-"""The app as a user waits for it: `streamlit run app.py` driven by headless chromium (Playwright).
+"""The app as a user waits for it: `streamlit run serve.py` (as the README starts it) driven by headless chromium (Playwright).
 
 Every figure is wall time from an action to the page drawn: its title present, no script run in
 progress (the status widget gone), no stale element left and the expected plotly charts rendered
@@ -94,7 +94,7 @@ def measure(timeout_s: float = 240, train_steps: int = 400) -> dict:
     home = Path(tempfile.mkdtemp(prefix="lengen-bench-home-"))
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port",
+    command = [sys.executable, "-m", "streamlit", "run", "serve.py", "--server.headless", "true", "--server.port",
                str(port), "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
     result: dict = {}
     process = None
