@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from lengen_core.config import RunConfig
+from lengen_core.construct import construct
 from lengen_core.model import build_model
 from lengen_core.tasks import query_start, sample_batch
 from lengen_core.verdict import Verdict, judge
@@ -106,8 +107,10 @@ class Run:
 
 
 def initial_model(config: RunConfig) -> torch.nn.Module:
-    """The weights a training of `config` starts from (its seed's): the untrained baseline of a run."""
-    return build_model(config, torch.Generator().manual_seed(config.train.seed))
+    """The weights a training of `config` starts from: its seed's random initialisation, or for init
+    constructed the hand-built relative-rule head (lengen_core.construct). The untrained baseline of a run."""
+    model = build_model(config, torch.Generator().manual_seed(config.train.seed))
+    return construct(model, config) if config.train.init == "constructed" else model
 
 
 class Training:
@@ -186,7 +189,7 @@ class Training:
             train_accuracy=history["accuracy"][-1] if history["accuracy"] else float("nan"),
             stopped_early=self.stopped_early,
             history={key: list(values) for key, values in history.items()},
-            verdict=judge(self.model, self.config) if self.steps_done else None,
+            verdict=judge(self.model, self.config) if self.steps_done or self.config.train.steps == 0 else None,
         )
 
 

@@ -1,10 +1,11 @@
-"""Theory: the derivations of the carrier and the dilution law, a live equivariance check (C3), the RASP-L view (C9),
+"""Theory: the derivations of the carrier and the dilution law, a live equivariance check (C3), the optimisation
+experiment (C1: a learned table built to hold the rule, the gradient its rows get, training from it), the RASP-L view (C9),
 the glossary every page links its terms to, and the lab's science document (docs/science.md)."""
 
 import pandas as pd
 import streamlit as st
 
-from ui import mechanism_captions, theory_charts
+from ui import mechanism_captions, optimisation, theory_charts
 from ui.analyses import equivariance
 from ui.glossary import GLOSSARY_ANCHOR, glossary, lead
 from ui.presets import science_document
@@ -90,7 +91,18 @@ if run is not None:
     st.dataframe(table.assign(max_abs_difference=table["max_abs_difference"].map(
         lambda x: "beyond the position table" if pd.isna(x) else f"{x:.2e}")), hide_index=True)
 
-st.header("5. The RASP-L view (C9)")
+st.header("5. Can learned positions express the rule, and does training find it? (C1)")
+st.markdown(r"A learned table can hold the carrier: rows $P_t = (\cos\omega_j t, \sin\omega_j t)_j$ at RoPE's "
+            r"frequencies, a query that turns each pair back by $\omega_j k$ and position-only keys give the logit "
+            r"$A\sum_j\cos(\omega_j(t-u-k))$, largest at $u = t-k$ at every length the table has "
+            r"(`python -m lengen_core construct`). Below: that head, the Learned (APE) preset trained from a random "
+            r"start with the same config, the gradient its training gives each row, and training started from the "
+            r"built head.")
+optimisation.reach()
+random_start = optimisation.gradients()
+optimisation.drift(random_start)
+
+st.header("6. The RASP-L view (C9)")
 st.markdown("RASP-L's conjecture: a transformer length-generalises on tasks with a short program that does "
             "not depend on the length. The shift task is one line of it:")
 st.code("def shift_right(x, k):  # every query t reads the token at key t − k\n"
@@ -103,11 +115,11 @@ st.markdown(r"The selector `key == query - k` is a predicate of $t - u$ alone. R
             r"account that is the solution gradient descent picks there; it says nothing about positions it "
             r"never saw.")
 
-st.header("6. Glossary", anchor=GLOSSARY_ANCHOR)
+st.header("7. Glossary", anchor=GLOSSARY_ANCHOR)
 st.markdown("Every term the pages use, in plain words; the links on every page jump to these entries.")
 glossary()
 
-st.header("7. The lab's science document")
+st.header("8. The lab's science document")
 st.markdown("Everything on these pages in one place, with what each readout means and does **not** mean, the "
             "verdict on every run, the fitted law and the prediction: `docs/science.md` in the lab's repository, "
             "shown here in full.")

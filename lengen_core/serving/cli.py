@@ -1,4 +1,4 @@
-"""Command line: `python -m lengen_core train|evaluate|carrier|heads|runs|delete`.
+"""Command line: `python -m lengen_core train|construct|evaluate|carrier|heads|runs|delete`.
 
 Results go to stdout (JSON under `--json`, a short readable summary otherwise). Runs are read from
 the person's store (`$LENGEN_HOME`) and then from the presets shipped with the lab, a read-only
@@ -23,6 +23,7 @@ from lengen_core.config import (
     ConfigError,
     DeviceName,
     RunConfig,
+    Setting,
     with_changes,
 )
 from lengen_core.dilution import predict
@@ -73,16 +74,12 @@ def build_parser() -> Parser:
     json_flag.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON on stdout")
 
     t = commands.add_parser("train", parents=[json_flag], help="train a run (or reuse the stored one with the same config)")
-    for setting in SETTINGS.values():  # every setting of a run, with the config's own bounds and choices
-        if setting.kind is bool:
-            t.add_argument(f"--{setting.flag}", dest=setting.name, action="store_true", help=f"{setting.label} (off by default)")
-            continue
-        bounds = f"; {setting.low:g} to {setting.high:g}" if setting.low is not None else ""
-        t.add_argument(f"--{setting.flag}", dest=setting.name, type=setting.kind, default=setting.default,
-                       choices=setting.choices or None, help=f"{setting.label}, default {setting.default}{bounds}")
-    t.add_argument("--device", default="auto", choices=get_args(DeviceName),
-                   help="auto: CUDA, then MPS, then CPU (default auto)")
-    t.add_argument("--retrain", action="store_true", help="train even if the run is stored already")
+    _add_training_flags(t, SETTINGS)
+    k = commands.add_parser("construct", parents=[json_flag],
+                            help="the learned-position head built to implement the relative rule (init constructed), "
+                                 "stored as a run; steps 0 unless given (then trained on from the construction)")
+    _add_training_flags(k, {name: setting for name, setting in SETTINGS.items() if name != "init"},
+                        {"steps": 0, "encoding": "learned"})
 
     e = commands.add_parser("evaluate", parents=[json_flag], help="accuracy, target mass, prediction and fitted law at lengths")
     e.add_argument("run_id")
@@ -101,6 +98,22 @@ def build_parser() -> Parser:
     d = commands.add_parser("delete", parents=[json_flag], help="delete a stored run")
     d.add_argument("run_id")
     return parser
+
+
+def _add_training_flags(parser: Parser, settings: dict[str, Setting], defaults: dict[str, Any] | None = None) -> None:
+    """Every setting of a run as a flag, with the config's own bounds and choices, and the training options."""
+    for setting in settings.values():
+        if setting.kind is bool:
+            parser.add_argument(f"--{setting.flag}", dest=setting.name, action="store_true",
+                                help=f"{setting.label} (off by default)")
+            continue
+        default = (defaults or {}).get(setting.name, setting.default)
+        bounds = f"; {setting.low:g} to {setting.high:g}" if setting.low is not None else ""
+        parser.add_argument(f"--{setting.flag}", dest=setting.name, type=setting.kind, default=default,
+                            choices=setting.choices or None, help=f"{setting.label}, default {default}{bounds}")
+    parser.add_argument("--device", default="auto", choices=get_args(DeviceName),
+                        help="auto: CUDA, then MPS, then CPU (default auto)")
+    parser.add_argument("--retrain", action="store_true", help="train even if the run is stored already")
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
@@ -136,6 +149,12 @@ def command_train(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
         "reused": reused,
         "verdict": run.verdict.to_dict(),
     }
+
+
+def command_construct(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
+    """`train` with init constructed: the construction itself (steps 0), or trained on from it."""
+    args.init = "constructed"
+    return command_train(args, store)
 
 
 def _single_head_rows(run, lengths: list[int], samples: int, seed: int) -> list[dict[str, Any]]:
@@ -256,6 +275,7 @@ def command_delete(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
 
 COMMANDS = {
     "train": command_train,
+    "construct": command_construct,
     "evaluate": command_evaluate,
     "carrier": command_carrier,
     "heads": command_heads,

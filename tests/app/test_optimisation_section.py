@@ -1,0 +1,97 @@
+"""The Theory page's optimisation experiment (C1) through AppTest: three charts with data, captions that
+carry the numbers of the computation they describe, and a refusal in place over the server's budget."""
+
+from __future__ import annotations
+
+import base64
+import re
+from pathlib import Path
+
+import numpy as np
+import plotly.graph_objects as go
+import plotly.io as pio
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from lengen_core.optimisation import trace_training
+from lengen_core.serving.budget import MEMORY_ENV
+from ui import optimisation
+
+APP = str(Path(__file__).resolve().parents[2] / "app.py")
+LOOK_FOR = "**What to look for:** "
+
+
+def theory() -> AppTest:
+    app = AppTest.from_file(APP, default_timeout=600).run()
+    app.switch_page("pages/theory.py").run()
+    assert not app.exception, [e.value for e in app.exception]
+    return app
+
+
+def caption(app: AppTest, start: str) -> str:
+    (text,) = [c.value[len(LOOK_FOR):] for c in app.caption if c.value.startswith(LOOK_FOR + start)]
+    return text
+
+
+def figure(app: AppTest, name: str) -> go.Figure:
+    """The chart drawn under `chart-{name}` (ui.widgets.chart)."""
+    (chart,) = [c for c in app.get("plotly_chart") if c.proto.id.endswith(f"chart-{name}")]
+    return pio.from_json(chart.proto.spec)
+
+
+def values(array) -> np.ndarray:
+    """A trace's array as plotted: plotly sends numpy arrays as base64 ({dtype, bdata, shape})."""
+    if isinstance(array, dict):
+        flat = np.frombuffer(base64.b64decode(array["bdata"]), dtype=array["dtype"])
+        shape = array.get("shape")
+        return flat.reshape([int(n) for n in shape.split(",")] if isinstance(shape, str) else shape or -1)
+    return np.asarray(array, dtype=float)
+
+
+@pytest.fixture(scope="module")
+def page() -> AppTest:
+    return theory()
+
+
+def test_the_construction_reaches_the_end_of_its_table_and_the_trained_run_does_not(page: AppTest) -> None:
+    text = caption(page, "Built by hand")
+    assert "answers 1.00 at 4× the training length (L = 64) and 1.00 at L = 4,096 (256×" in text
+    assert "can express the relative rule" in text and "does NOT" not in text
+    trained = float(re.search(r"the same config answers (\d\.\d\d) at 4×", text).group(1))
+    assert trained < 0.15  # the Learned (APE) preset: chance is 0.0625
+    lines = [t for t in figure(page, "constructed-reach").data if t.mode == "markers+lines"]
+    assert [t.name for t in lines] == ["constructed head", "random start"]
+    assert all(list(values(t.x)) == [16 << p for p in range(9)] for t in lines)
+    assert list(values(lines[0].y)) == [1.0] * 9 and max(values(lines[1].y)[2:]) < 0.15  # from 4× on
+
+
+def test_the_gradient_map_shows_zero_past_the_training_length(page: AppTest) -> None:
+    text = caption(page, "Over all")
+    assert re.search(r"rows 16–4,095 got at most 0\b", text) and "never read in training" in text
+    (heatmap,) = figure(page, "row-gradients").data
+    rows = values(heatmap.z).astype(float)  # rows × steps, log10 norm; an exact zero is NaN (blank)
+    assert rows.shape[0] == optimisation.SHOWN_ROWS
+    assert np.isnan(rows[16:]).all()
+    assert np.isfinite(rows[15]).all()  # the query's own row is read at every step
+
+
+def test_the_drift_caption_carries_the_numbers_of_the_training_it_draws(page: AppTest) -> None:
+    trace = trace_training(optimisation.TRAINED_ON, optimisation.DRIFT_EVERY, (16, 64), optimisation.TRACE_SAMPLES)
+    far = trace.accuracy(64)
+    text = caption(page, "Started from the built head")
+    assert f"Accuracy at L = 64 went from {far[0]:.2f} to {far[-1]:.2f}" in text
+    assert f"{optimisation.DRIFT_STEPS:,} steps lowered the loss to {trace.losses[-1]:.2g}" in text
+    lines = {t.name: t for t in figure(page, "constructed-drift").data if t.mode == "markers+lines"}
+    assert list(values(lines["constructed head"].y)) == pytest.approx(list(far))
+    assert max(values(lines["random start"].y)) < 0.2
+
+
+def test_over_budget_each_part_is_a_refusal_in_its_place(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(MEMORY_ENV, "1")  # nothing fits in 1 MB
+    for cached in (optimisation._trace, optimisation._constructed_reports):
+        cached.clear()
+    app = theory()
+    refused = [text for text in (w.value.replace("\\", "") for w in app.warning) if MEMORY_ENV in text]  # unescaped
+    assert any(w.startswith("No gradient trace here") for w in refused)
+    assert any(w.startswith("No training from the construction here") for w in refused)
+    assert any(w.startswith("No comparison here") for w in refused)
