@@ -22,6 +22,7 @@ from collections import deque
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
@@ -31,6 +32,9 @@ from lengen_core.construct import construct
 from lengen_core.model import build_model
 from lengen_core.tasks import query_start, sample_batch
 from lengen_core.verdict import Verdict, judge
+
+if TYPE_CHECKING:
+    from lengen_core.horizon import Probe
 
 DATA_SEED_OFFSET = 1_000_003  # keeps the data stream apart from the weight stream of the same seed
 
@@ -84,6 +88,7 @@ class Progress:
     elapsed_seconds: float
     finished: bool  # the last step of this training (budget spent or early stop)
     stopped_early: bool
+    probe: Probe | None = None  # the horizon and m_out predicted from the weights, every `probe_every` steps
 
 
 @dataclass
@@ -114,9 +119,12 @@ def initial_model(config: RunConfig) -> torch.nn.Module:
 
 
 class Training:
-    def __init__(self, config: RunConfig, device: str = "auto", start: Mapping[str, torch.Tensor] | None = None) -> None:
+    def __init__(self, config: RunConfig, device: str = "auto", start: Mapping[str, torch.Tensor] | None = None,
+                 probe_every: int = 0) -> None:
         """`start`: the weights to start from instead of the seed's initialisation, for a run that
-        continues another (`config.train.continues`: the caller reads that run's weights)."""
+        continues another (`config.train.continues`: the caller reads that run's weights).
+        `probe_every`: steps between live probes (lengen_core.horizon.live_probe; 0: none), recorded in
+        the history as probe_step, horizon and m_out. They read the weights and change nothing."""
         if bool(start) != bool(config.train.continues):
             raise ValueError("a run starts from given weights exactly when its config names the run it continues")
         self.config = config
@@ -130,7 +138,10 @@ class Training:
         self.optimizer = torch.optim.Adam(
             self.model.parameters(), lr=config.train.learning_rate, weight_decay=config.train.weight_decay
         )
+        self.probe_every = probe_every
         self.history: dict[str, list[float]] = {"step": [], "loss": [], "accuracy": []}
+        if probe_every:
+            self.history.update(probe_step=[], horizon=[], m_out=[])
         self.steps_done = 0
         self.seconds = 0.0
         self.stopped_early = False
@@ -164,6 +175,10 @@ class Training:
             self.stopped_early = self._reached_target()
             for key, value in (("step", self.steps_done), ("loss", loss), ("accuracy", accuracy)):
                 self.history[key].append(value)
+            finished = self.stopped_early or self.steps_done == total
+            probe = None
+            if self.probe_every and (self.steps_done % self.probe_every == 0 or finished or self.steps_done == 1):
+                probe = self._probe()
             yield Progress(
                 step=self.steps_done,
                 total_steps=total,
@@ -171,9 +186,22 @@ class Training:
                 accuracy=accuracy,
                 steps_per_second=self.steps_done / max(self.seconds, 1e-9),
                 elapsed_seconds=self.seconds,
-                finished=self.stopped_early or self.steps_done == total,
+                finished=finished,
                 stopped_early=self.stopped_early,
+                probe=probe,
             )
+
+    def _probe(self) -> Probe:
+        from lengen_core.horizon import live_probe  # horizon → dilution → carrier → training: imported on use
+
+        self.model.eval()
+        try:
+            probe = live_probe(self.model, self.config, self.steps_done)
+        finally:
+            self.model.train()
+        for key, value in (("probe_step", probe.step), ("horizon", probe.horizon), ("m_out", probe.m_out)):
+            self.history[key].append(value)
+        return probe
 
     def finish(self) -> Run:
         """The run, with its verdict judged on fresh sequences (a few hundredths of a second for one head)."""

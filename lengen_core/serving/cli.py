@@ -29,17 +29,20 @@ from lengen_core.config import (
 from lengen_core.dilution import predict
 from lengen_core.encodings import LengthError
 from lengen_core.evaluate import evaluate
-from lengen_core.fit import LAW, LAW_TOLERANCE, NOT_APPLICABLE, fit_dilution
+from lengen_core.fit import LAW_TOLERANCE, NOT_APPLICABLE, fit_dilution
 from lengen_core.heads import analyse_heads
+from lengen_core.horizon import HORIZON_ACCURACY, horizon_ceiling, measured_horizon, predicted_horizon
 from lengen_core.sequence import evaluate_sequence
 from lengen_core.serving.budget import (
     check_carrier,
     check_head_analysis,
+    check_horizon,
     check_prediction,
     check_sequence_evaluation,
     check_single_head_evaluation,
     check_training,
 )
+from lengen_core.serving.lineage import continuation, starting_weights
 from lengen_core.serving.runtime import limit_heap_growth
 from lengen_core.serving.store import RunStore, StoreError, preset_store
 from lengen_core.training import train
@@ -80,6 +83,13 @@ def build_parser() -> Parser:
                                  "stored as a run; steps 0 unless given (then trained on from the construction)")
     _add_training_flags(k, {name: setting for name, setting in SETTINGS.items() if name != "init"},
                         {"steps": 0, "encoding": "learned"})
+
+    k = commands.add_parser("continue", parents=[json_flag],
+                            help="train a stored run further, as a new run that records the run it continues")
+    k.add_argument("run_id")
+    k.add_argument("--steps", type=int, default=None, help="more steps (default: as many as the run was given)")
+    k.add_argument("--device", default="auto", choices=get_args(DeviceName), help="as for train")
+    k.add_argument("--retrain", action="store_true", help="train even if that continuation is stored already")
 
     e = commands.add_parser("evaluate", parents=[json_flag], help="accuracy, target mass, prediction and fitted law at lengths")
     e.add_argument("run_id")
@@ -129,13 +139,23 @@ def _load(run_id: str, store: RunStore) -> Any:
 
 
 def command_train(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
-    config = config_from_args(args)
+    return _trained(config_from_args(args), args, store)
+
+
+def command_continue(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
+    """Train a stored run further, as a new run that records which run it continues."""
+    parent = _load(args.run_id, store)
+    steps = parent.config.train.steps if args.steps is None else args.steps
+    return _trained(continuation(parent.config, steps), args, store)
+
+
+def _trained(config: RunConfig, args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
     run = None if args.retrain else store.find(config) or preset_store().find(config)
     reused = run is not None
     if run is None:
         check_training(config)  # over this server's budgets: refused before any work
         store.check_can_save(config)  # a read-only, full or over-quota store is found before training
-        run = train(config, args.device)
+        run = train(config, args.device, starting_weights(config, store))
         (store.replace if args.retrain else store.save)(run)
     return {
         "run_id": run.run_id,
@@ -200,16 +220,29 @@ def command_evaluate(args: argparse.Namespace, store: RunStore) -> dict[str, Any
     rows = (_single_head_rows if single_head else _sequence_rows)(run, lengths, args.samples, args.seed)
     result = NOT_APPLICABLE
     if single_head:
+        predicted = {r["length"]: r["predicted_target_mass"] for r in rows}
+        L = config.task.train_length
+        if L not in predicted and any(n >= L for n in lengths):  # the law's key count starts at L_train
+            predicted[L] = predict(run.model, config, [L])[0].target_mass
         result = fit_dilution(lengths, [r["target_mass"] for r in rows], [r["target_mass_sem"] for r in rows],
-                              config.task.train_length, config.task.vocab_size, run.verdict)
+                              L, config.task.vocab_size, run.verdict, predicted)
     drawn = result.fit.drawn_at(lengths) if result.fit is not None else [None] * len(rows)
     for row, fitted in zip(rows, drawn, strict=True):
         row["fitted_target_mass"] = fitted
-    fitted = None if result.fit is None else {"law": LAW, **vars(result.fit), "holds": result.fit.holds,
-                                              "tolerance": LAW_TOLERANCE}
+    fitted = None if result.fit is None else {"law": result.fit.law, **vars(result.fit), "holds": result.fit.holds,
+                                              "weighted": result.fit.weighted, "tolerance": LAW_TOLERANCE}
+    horizon = {"predicted_horizon": None, "predicted_horizon_below": None, "measured_horizon": None,
+               "measured_horizon_below": None}
+    if single_head:  # the largest length with accuracy ≥ 0.9, by bisection on the prediction up to 2^20
+        check_horizon(config, horizon_ceiling(run.model))
+        reach = predicted_horizon(run.model, config)
+        measured = measured_horizon(lengths, [r["accuracy"] for r in rows], config.task.train_length)
+        horizon.update(predicted_horizon=reach.length, predicted_horizon_below=reach.below,
+                       measured_horizon=None if measured is None else measured.length,
+                       measured_horizon_below=None if measured is None else measured.below)
     return {"run_id": run.run_id, "task": config.task.task, "chance": 1 / config.task.vocab_size,
             "verdict": run.verdict.to_dict(), "lengths": rows, "fit": fitted, "fit_status": result.status,
-            "fit_reason": result.reason}
+            "fit_reason": result.reason, "horizon_accuracy": HORIZON_ACCURACY, **horizon}
 
 
 def command_heads(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
@@ -276,6 +309,7 @@ def command_delete(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
 COMMANDS = {
     "train": command_train,
     "construct": command_construct,
+    "continue": command_continue,
     "evaluate": command_evaluate,
     "carrier": command_carrier,
     "heads": command_heads,
