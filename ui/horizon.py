@@ -74,9 +74,10 @@ def show_horizon(run: Run, lengths: Sequence[int], accuracies: Sequence[float], 
              delta_color="off", delta_arrow="off",
              help=f"The largest length up to {2**20:,} (or the end of a learned table) whose accuracy predicted from "
                   f"the weights is ≥ {HORIZON_ACCURACY:g}, found by bisection to the token.")
+    longer = continuation(run.config)
     with c:
         st.page_link(TRAIN_PAGE, label="Train longer", icon=":material/fitness_center:",
-                     query_params=config_to_query(continuation(run.config, run.config.train.steps)),
+                     query_params=config_to_query(longer),
                      help=f"Open the Train form for a new run that starts from this run's weights and trains "
-                          f"{run.config.train.steps:,} more steps, past 100% training accuracy.")
+                          f"{longer.train.steps:,} more steps, past 100% training accuracy.")
     st.caption(horizon_caption(measured, predicted, L, samples))

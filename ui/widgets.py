@@ -80,11 +80,16 @@ def require_single_head(run: Run) -> None:
 
 def run_summary(run: Run) -> None:
     """What the run is, then its verdict: every page reads the verdict before it shows a claim."""
-    task, model = run.config.task, run.config.model
+    task, model, train = run.config.task, run.config.model, run.config.train
+    trained = f"{run.steps} steps, train accuracy {run.train_accuracy:.2f}" if run.steps else "not trained"
+    if train.init == "constructed":
+        trained = f"built by hand to implement the relative rule, {trained}"
+    if train.continues:
+        trained = f"continues `{train.continues}` for {trained}"
     st.caption(
         f"Run `{run.run_id}` · {model.encoding} encoding, {model.attention} attention · offset k = {task.offset}, "
         f"training length {task.train_length} ({task.length_mode}) · V = {task.vocab_size}, d = {model.d_model} · "
-        f"{run.steps} steps, train accuracy {run.train_accuracy:.2f}"
+        f"{trained}"
     )
     verdict_banner(run)
 

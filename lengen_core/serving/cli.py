@@ -144,9 +144,7 @@ def command_train(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
 
 def command_continue(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
     """Train a stored run further, as a new run that records which run it continues."""
-    parent = _load(args.run_id, store)
-    steps = parent.config.train.steps if args.steps is None else args.steps
-    return _trained(continuation(parent.config, steps), args, store)
+    return _trained(continuation(_load(args.run_id, store).config, args.steps), args, store)
 
 
 def _trained(config: RunConfig, args: argparse.Namespace, store: RunStore) -> dict[str, Any]:

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import torch
 
-from lengen_core.config import ConfigError, RunConfig, with_changes
+from lengen_core.config import ConfigError, RunConfig, TrainConfig, with_changes
 from lengen_core.serving.store import RunStore, StoreError, preset_store
 from lengen_core.training import Run
 
 
-def continuation(parent: RunConfig, steps: int) -> RunConfig:
-    """The config of a run that trains `parent`'s stored weights `steps` more steps."""
+def continuation(parent: RunConfig, steps: int | None = None) -> RunConfig:
+    """The config of a run that trains `parent`'s stored weights `steps` more steps (default: as many as
+    the parent was given, or the default steps for a parent built by hand and never trained)."""
+    steps = steps if steps is not None else parent.train.steps or TrainConfig().steps
     return with_changes(parent, steps=steps, keep_training=True, init="random", continues=parent.run_id())
 
 

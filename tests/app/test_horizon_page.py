@@ -8,9 +8,11 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
+from lengen_core.config import RunConfig, with_changes
 from lengen_core.serving.lineage import continuation
 from lengen_core.serving.share import config_to_query
 from lengen_core.serving.store import RunStore, preset_store
+from lengen_core.training import train
 from ui.pool import training_pool
 from ui.presets import preset_ids
 from ui.runs import predicted_horizon
@@ -70,3 +72,14 @@ def test_train_longer_opens_the_form_for_a_continuation_and_trains_from_the_weig
     assert stored.config.train.continues == ROPE and stored.config.train.keep_training
     assert stored.history["loss"][0] < 0.1  # from the preset's weights; a fresh start is at ln 16 = 2.8
     assert stored.history["probe_step"][0] == 1 and stored.history["horizon"][-1] is not None  # probed live
+
+
+def test_a_constructed_run_says_it_was_built_not_trained_and_reaches_the_end_of_its_table():
+    config = with_changes(RunConfig(), encoding="learned", init="constructed", steps=0, max_positions=1024)
+    RunStore().save(train(config, "cpu"))
+    app = open_page("pages/dilution.py", {"run": config.run_id(), "longest": "1024", "samples": "128"})
+    assert not app.exception, [e.value for e in app.exception]
+    summary = next(c.value for c in app.caption if c.value.startswith("Run `"))
+    assert "built by hand to implement the relative rule, not trained" in summary and "nan" not in summary
+    shown = metrics(app)
+    assert shown["Horizon, predicted"] == "1,024" and shown["Horizon, measured"] == "≥ 1,024"
