@@ -58,7 +58,7 @@ def horizon_ceiling(model: torch.nn.Module) -> int:
 
 
 def _first_below(accuracies: Sequence[float], threshold: float) -> int | None:
-    return next((i for i, a in enumerate(accuracies) if a < threshold), None)
+    return next((i for i, a in enumerate(accuracies) if not a >= threshold), None)  # NaN: not shown to hold
 
 
 def search_horizon(accuracy_at: Callable[[list[int]], list[float]], train_length: int, ceiling: int,
