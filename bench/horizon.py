@@ -3,6 +3,14 @@
     .venv/bin/python -m bench.horizon --quick              # screening: 1 seed, few variants (~2 min)
     .venv/bin/python -m bench.horizon --json out.json      # the study: STUDY's variants, 3 seeds each
     .venv/bin/python -m bench.horizon --panel --seeds 1    # the candidate recipes on the panel
+    .venv/bin/python -m bench.horizon --targets all --variants "d_model 128, init ×0.1"
+                                                           # a recipe against issue 14's targets (~1 min)
+
+**Targets** (--targets): the issue's bar for a default recipe: on the default config accuracy
+≥ 0.95 at 16× L_train on seeds 0, 1, 2 (--target-seeds for more), and ≥ 0.9 at 4× on each RoPE
+config of the prediction panel (tests/unit/test_prediction_panel.py) at the seed the test trains it
+with (--panel-seeds to run every panel config at other seeds). Accuracy at 1×, 4×, 16×, 64×, with
+the training steps and wall seconds of each run.
 
 **Horizon.** The largest length on the doubling grid L_train·2^i (i = 0 … 12) up to which the
 measured accuracy stays ≥ 0.9, at `SAMPLES` sequences per length (lengen_core.evaluate's
@@ -266,6 +274,15 @@ VARIANTS: tuple[Variant, ...] = (
     variant("d_model 256", "d_model", d_model=256),
     variant("d_model 128, lr 1e-2", "combined", d_model=128, learning_rate=1e-2),
     variant("d_model 256, lr 1e-2", "combined", d_model=256, learning_rate=1e-2),
+    variant("d_model 128, stop at 0.99", "recipe", d_model=128, target_accuracy=0.99),
+    variant("d_model 128, init ×0.3", "recipe", d_model=128, qk_init=0.3),
+    variant("d_model 128, stop at 0.99, init ×0.3", "recipe", d_model=128, target_accuracy=0.99, qk_init=0.3),
+    variant("d_model 256, stop at 0.99", "recipe", d_model=256, target_accuracy=0.99),
+    variant("d_model 128, init ×0.1", "recipe", d_model=128, qk_init=0.1),
+    variant("d_model 128, stop at 0.99, init ×0.1", "recipe", d_model=128, target_accuracy=0.99, qk_init=0.1),
+    variant("d_model 256, init ×0.3", "recipe", d_model=256, qk_init=0.3),
+    variant("d_model 128, init ×0.3, lr 1e-3", "recipe", d_model=128, qk_init=0.3, learning_rate=1e-3),
+    variant("d_model 128, init ×0.3, keep training", "recipe", d_model=128, qk_init=0.3, keep_training=True),
     variant("lr 1e-2, keep training", "combined", learning_rate=1e-2, keep_training=True),
     variant("batch 32", "batch size", batch_size=32),
     variant("batch 512", "batch size", batch_size=512),
@@ -276,6 +293,64 @@ VARIANTS: tuple[Variant, ...] = (
 # (offset, vocab, train_length): the prediction panel's RoPE configs (docs/prediction.md) and the
 # seed-11 config; offsets 1–8, V 8–32, L_train 8–48.
 PANEL = ((1, 8, 8), (2, 12, 16), (5, 24, 32), (8, 32, 48), (4, 16, 12), (6, 10, 20), (3, 20, 40), (7, 20, 24))
+
+
+# The issue's targets for a default recipe: RoPE on the default config ≥ 0.95 at 16× L_train on
+# seeds 0, 1, 2; ≥ 0.9 at 4× on every RoPE config of the prediction panel, at the seed
+# tests/unit/test_prediction_panel.py trains it with: (offset, vocab, train_length, seed).
+TARGET_DEFAULT_SEEDS = (0, 1, 2)
+TARGET_DEFAULT_ACCURACY, TARGET_PANEL_ACCURACY = 0.95, 0.9
+TARGET_PANEL = ((1, 8, 8, 1), (2, 12, 16, 2), (5, 24, 32, 4), (8, 32, 48, 1), (4, 16, 12, 2), (6, 10, 20, 3),
+                (3, 20, 40, 2), (7, 20, 24, 11))
+TARGET_MULTIPLES = (1, 4, 16, 64)  # measured at these multiples of L_train (stops after a failure)
+# The candidate recipes, in the order they were tried (docs/horizon.md), and the one that meets every
+# target: d_model 128 with W_Q, W_K drawn 10× smaller (initial attention logits 100× smaller).
+CANDIDATES = ("d_model 128, stop at 0.99", "d_model 128, init ×0.3", "d_model 128, lr 1e-2", "d_model 256",
+              "d_model 128, init ×0.1")
+RECIPE = "d_model 128, init ×0.1"
+
+
+def target_runs(which: str, default_seeds: Sequence[int] = TARGET_DEFAULT_SEEDS,
+                panel_seeds: Sequence[int] = ()) -> list[tuple[str, RunConfig, int, int, float]]:
+    """(label, base config, seed, the multiple the target is at, the accuracy it needs) for `which`:
+    'default', 'panel' or 'all'. The panel's configs run at their own seed, or at `panel_seeds` if given."""
+    runs = []
+    if which in ("default", "all"):
+        runs += [("default", RunConfig(), seed, 16, TARGET_DEFAULT_ACCURACY) for seed in default_seeds]
+    if which in ("panel", "all"):
+        for k, v, n, seed in TARGET_PANEL:
+            label, base = parse_base(f"offset={k},vocab_size={v},train_length={n}")
+            runs += [(label, base, s, 4, TARGET_PANEL_ACCURACY) for s in (panel_seeds or (seed,))]
+    return runs
+
+
+def run_target(variant: Variant, label: str, base: RunConfig, seed: int, multiple: int, needed: float,
+               samples: int = SAMPLES) -> dict:
+    """Train one (variant, config, seed) and measure it at TARGET_MULTIPLES of L_train: a JSON-ready record
+    with whether it meets its target (accuracy ≥ `needed` at `multiple` × L_train)."""
+    config = variant.config(base, seed)
+    trained = train_variant(config, variant)
+    L = config.task.train_length
+    record = {"variant": variant.name, "base": label, "seed": seed, "steps": trained.steps,
+              "train_seconds": trained.seconds, "train_accuracy": trained.train_accuracy,
+              "target_multiple": multiple, "target_accuracy": needed, "accuracy": {}, "meets": False}
+    if all(bool(p.isfinite().all()) for p in trained.model.parameters()):
+        rows = measure(trained.model, config, [L * m for m in TARGET_MULTIPLES], samples)
+        record["accuracy"] = {f"{r['length'] // L}x": r["accuracy"] for r in rows}
+        record["meets"] = record["accuracy"].get(f"{multiple}x", 0.0) >= needed
+    return record
+
+
+def target_markdown(records: Sequence[dict]) -> str:
+    """One row per run: steps, train seconds, accuracy at each multiple, the target and whether it holds."""
+    lines = ["| variant | config | seed | steps | train s | " + " | ".join(f"{m}×" for m in TARGET_MULTIPLES)
+             + " | target | meets |", "|---|---|---:|---:|---:|" + "---:|" * len(TARGET_MULTIPLES) + "---|---|"]
+    for r in records:
+        cells = [f"{r['accuracy'][f'{m}x']:.3f}" if f"{m}x" in r["accuracy"] else "—" for m in TARGET_MULTIPLES]
+        lines.append(f"| {r['variant']} | {r['base']} | {r['seed']} | {r['steps']} | {r['train_seconds']:.1f} | "
+                     + " | ".join(cells) + f" | ≥ {r['target_accuracy']} at {r['target_multiple']}× "
+                     f"| {'yes' if r['meets'] else '**no**'} |")
+    return "\n".join(lines)
 
 
 def summarise(records: Sequence[dict]) -> list[dict]:
@@ -334,8 +409,8 @@ STUDY = ("default (Adam 3e-3)", "Adam lr 1e-3", "Adam lr 1e-2", "lr 1e-2, keep t
          "W_Q, W_K init ×0.3", "logit scale 0.5", "residual", "AdamW wd 0.1", "Adam wd 1e-2", "batch 512", "V 32",
          "keep training, 1500 steps", "SGD-momentum lr 0.1", "stop at 0.99, patience 10", "logit scale 2",
          "d_model 32", "batch 32", "V 8")
-# On the panel (--panel, 1 seed): the default recipe and the two candidates the study points to.
-PANEL_VARIANTS = ("default (Adam 3e-3)", "lr 1e-2, keep training", "d_model 128")
+# On the panel (--panel, 1 seed): the default recipe, the two candidates the study first pointed to, the recipe.
+PANEL_VARIANTS = ("default (Adam 3e-3)", "lr 1e-2, keep training", "d_model 128", "d_model 128, init ×0.1")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -348,9 +423,19 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="a base config as field=value,… (repeatable; default: lengen's default)")
     parser.add_argument("--panel", action="store_true",
                         help="bases: the PANEL configs and the two hardest of the brief (k7 L24 V20, k8 L16 V16)")
+    parser.add_argument("--targets", choices=("default", "panel", "all"), default="",
+                        help="measure the variants (default: CANDIDATES) against the issue's recipe targets on the "
+                             "default config's seeds 0-2 and/or the panel's configs at their seeds")
+    parser.add_argument("--only", default="", help="with --targets: only the configs whose label contains this")
+    parser.add_argument("--panel-seeds", default="",
+                        help="with --targets: run every panel config at these seeds (comma-separated) instead of its own")
+    parser.add_argument("--target-seeds", default="0,1,2",
+                        help="with --targets: the default config's seeds, comma-separated (default 0,1,2)")
     parser.add_argument("--json", default="", help="write every record and the summary here")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
+    if args.targets:
+        return main_targets(args, parser)
     names = set(filter(None, args.variants.split(";"))) or set(PANEL_VARIANTS if args.panel else STUDY)
     names = set(QUICK) if args.quick else {v.name for v in VARIANTS} if names == {"all"} else names
     unknown = names - {v.name for v in VARIANTS}
@@ -375,6 +460,31 @@ def main(argv: Sequence[str] | None = None) -> None:
                     with open(args.json, "w") as handle:
                         json.dump({"records": records, "summary": summarise(records)}, handle, indent=1)
     print(markdown(summarise(records)))
+    print(f"\n{len(records)} runs in {time.perf_counter() - start:.0f} s on one thread")
+
+
+def main_targets(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    """--targets: every variant on every target run, in order (the variants in the order given)."""
+    names = [n for n in args.variants.split(";") if n] or list(CANDIDATES)
+    unknown = set(names) - {v.name for v in VARIANTS}
+    if unknown:
+        parser.error(f"unknown variant(s): {', '.join(sorted(unknown))}")
+    by_name, records, start = {v.name: v for v in VARIANTS}, [], time.perf_counter()
+    for name in names:
+        default_seeds = [int(seed) for seed in args.target_seeds.split(",")]
+        panel_seeds = [int(seed) for seed in args.panel_seeds.split(",") if seed]
+        for label, base, seed, multiple, needed in target_runs(args.targets, default_seeds, panel_seeds):
+            if args.only not in label:
+                continue
+            record = run_target(by_name[name], label, base, seed, multiple, needed)
+            records.append(record)
+            accuracy = " ".join(f"{key} {value:.3f}" for key, value in record["accuracy"].items())
+            print(f"{name:<38} | {label:>12} s{seed:<2} steps {record['steps']:>5} {record['train_seconds']:5.1f}s "
+                  f"| {accuracy} | {'meets' if record['meets'] else 'FAILS'}", flush=True)
+            if args.json:
+                with open(args.json, "w") as handle:
+                    json.dump({"records": records}, handle, indent=1)
+    print(target_markdown(records))
     print(f"\n{len(records)} runs in {time.perf_counter() - start:.0f} s on one thread")
 
 

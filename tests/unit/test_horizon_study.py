@@ -5,8 +5,19 @@ reports a horizon that is real."""
 from __future__ import annotations
 
 import torch
+from test_prediction_panel import PANEL, SEED_11  # tests/unit is on the path (pytest's rootdir-less prepend mode)
 
-from bench.horizon import HorizonHead, Variant, horizon_of, measure, run_variant, train_variant
+from bench.horizon import (
+    TARGET_PANEL,
+    HorizonHead,
+    Variant,
+    horizon_of,
+    measure,
+    run_target,
+    run_variant,
+    target_runs,
+    train_variant,
+)
 from lengen_core.config import RunConfig, with_changes
 from lengen_core.evaluate import sequence_tokens
 from lengen_core.training import Training
@@ -61,3 +72,17 @@ def test_a_tiny_run_learns_and_reports_both_horizons():
     assert horizon is not None and accuracy[str(horizon)] >= 0.9 and accuracy[str(2 * horizon)] < 0.9
     # the prediction from the weights puts the fall inside the same doubling as the measurement
     assert horizon <= record["predicted_horizon"] < 2 * horizon
+
+
+def test_the_targets_are_the_prediction_panels_rope_configs_at_their_seeds():
+    rope = [c for c in PANEL if c["encoding"] == "rope"] + [SEED_11]
+    assert [(c["offset"], c["vocab_size"], c["train_length"], c["seed"]) for c in rope] == list(TARGET_PANEL)
+    runs = target_runs("all")
+    assert [(label, seed, multiple) for label, _, seed, multiple, _ in runs[:3]] == [("default", s, 16) for s in (0, 1, 2)]
+    assert all(multiple == 4 and needed == 0.9 for _, _, _, multiple, needed in runs[3:]) and len(runs) == 3 + 8
+
+
+def test_a_tiny_target_run_reports_its_accuracy_at_the_multiples():
+    record = run_target(Variant("default", "baseline", qk_init=0.3), "tiny", TINY, 0, 4, 0.9, samples=128)
+    assert record["accuracy"]["1x"] > 0.95 and record["steps"] <= 400
+    assert record["meets"] == (record["accuracy"].get("4x", 0.0) >= 0.9)
