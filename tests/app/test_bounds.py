@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 import pytest
+import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from lengen_core.config import RunConfig, with_changes
@@ -49,6 +50,7 @@ def test_a_poisoned_run_in_the_store_breaks_no_page(poisoned, page):
 
 def test_an_analysis_over_budget_is_a_warning_in_its_place(monkeypatch):
     monkeypatch.setenv(MEMORY_ENV, "1")  # nothing fits in 1 MB
+    st.cache_data.clear()  # a map cached by an earlier test in this process would be shown without a check
     app = AppTest.from_file(APP, default_timeout=300)
     app.session_state["run_id"] = preset_ids()["Transformer RoPE"]
     app.run()
