@@ -114,6 +114,7 @@ _SETTINGS = {
     "n_heads": ("heads", "heads", "heads", True, 1, MAX_HEADS),
     "max_positions": ("max positions", "max-positions", "max_positions", False, 2, MAX_POSITIONS),
     "rope_base": ("rope base", "rope-base", "rope_base", False, 2.0, 1e9),
+    "qk_init": ("query-key init scale", "qk-init", "qk_init", False, 1e-3, 10.0),
     "steps": ("steps", "steps", "steps", True, 0, MAX_STEPS),
     "batch_size": ("batch size", "batch-size", "batch", False, 1, MAX_BATCH_SIZE),
     "learning_rate": ("learning rate", "lr", "lr", True, 1e-6, 1.0),
@@ -126,7 +127,7 @@ _SETTINGS = {
     "continues": ("continues run", "continues", "continues", False, None, None),
 }
 # Settings added after runs were stored: left out of the run id at their default, so old ids stay valid.
-_ADDED_LATER = {"train": {"init": "random", "continues": ""}}
+_ADDED_LATER = {"train": {"init": "random", "continues": ""}, "model": {"qk_init": 1.0}}
 
 
 def _validate(section: Any) -> None:
@@ -163,6 +164,7 @@ class ModelConfig:
     n_heads: int = 1
     max_positions: int = 4_096
     rope_base: float = 10_000.0
+    qk_init: float = 1.0  # W_Q and W_K drawn this many times their usual scale (initial logits × its square)
 
     def __post_init__(self) -> None:
         _validate(self)

@@ -36,8 +36,9 @@ class MinimalHead(nn.Module):
         V, C = config.task.vocab_size, config.model.d_model
         self.config = config
         self.embed = nn.Parameter(torch.randn(V, C, generator=generator))
-        self.W_Q = nn.Parameter(torch.randn(C, C, generator=generator) / math.sqrt(C))
-        self.W_K = nn.Parameter(torch.randn(C, C, generator=generator) / math.sqrt(C))
+        qk = config.model.qk_init  # the same draws at any qk_init, only their scale moves (× 1.0 is exact)
+        self.W_Q = nn.Parameter(torch.randn(C, C, generator=generator) / math.sqrt(C) * qk)
+        self.W_K = nn.Parameter(torch.randn(C, C, generator=generator) / math.sqrt(C) * qk)
         self.W_V = nn.Parameter(torch.randn(C, C, generator=generator) / math.sqrt(C))
         self.W_U = nn.Parameter(torch.randn(C, V, generator=generator) / math.sqrt(C))
         self.encoding = build_encoding(config.model, generator)

@@ -37,6 +37,8 @@ class Block(nn.Module):
         self.norm_attention = nn.LayerNorm(C)
         self.norm_mlp = nn.LayerNorm(C)
         self.W_QKV = _normal(generator, C, 3 * C, std=1 / math.sqrt(C))
+        with torch.no_grad():
+            self.W_QKV[:, : 2 * C].mul_(config.model.qk_init)  # queries and keys: the model's qk_init
         self.W_O = _normal(generator, C, C, std=1 / math.sqrt(C))
         self.W_in = _normal(generator, C, 4 * C, std=1 / math.sqrt(C))
         self.W_out = _normal(generator, 4 * C, C, std=1 / math.sqrt(4 * C))
