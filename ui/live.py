@@ -22,6 +22,7 @@ from ui.widgets import chart
 
 TICKET_KEY, MESSAGE_KEY = "training_ticket", "training_message"
 PROBE_KEYS = ("probe_step", "horizon", "m_out")
+STEP_KEYS = ("step", "loss", "accuracy")
 LIVE_SECONDS, WAITING_SECONDS = 0.5, 2.0
 FIRST_STEP_SECONDS = 0.3
 
@@ -89,7 +90,7 @@ def _live(pool: TrainingPool, drawn_waiting: bool) -> None:
 def stored_training(run: Run) -> None:
     """A stored run's training: loss and batch accuracy, and (if it was probed) its predicted horizon and m_out."""
     st.subheader(f"Training of the selected run `{run.run_id}`")
-    history = pd.DataFrame({key: run.history[key] for key in ("step", "loss", "accuracy")})
+    history = pd.DataFrame({key: run.history[key] for key in STEP_KEYS})
     chart(charts.training_curve(history, max(run.steps, 1)),  # the axis follows the steps done
           accuracy_captions.training_caption(run.steps, run.train_seconds, run.device, run.stopped_early,
                                              run.train_accuracy, run.verdict, run.config.task.train_length),
@@ -124,7 +125,8 @@ def live_curve(history: dict[str, list[float]], steps_done: int) -> go.Figure:
     """The curve so far, its x-axis ending at the steps done: a run that stops early (or has just
     begun) fills the width instead of hugging the left of the configured step count."""
     recorded = int(max(history["step"], default=0))
-    return charts.training_curve(pd.DataFrame(history), max(steps_done, recorded, 1))
+    steps = pd.DataFrame({key: history[key] for key in STEP_KEYS})  # the probes have their own, fewer rows
+    return charts.training_curve(steps, max(steps_done, recorded, 1))
 
 
 def _finish(ticket: int, status: JobStatus) -> None:

@@ -77,6 +77,7 @@ def test_train_a_small_run_from_the_browser(page) -> None:
     page.get_by_text(re.compile("steps/s|saved and selected")).first.wait_for(timeout=60_000)  # live progress
     page.mouse.move(0, 0)
     page.screenshot(path=SHOTS / "train-live.png", full_page=True)
+    assert not page.locator('[data-testid="stException"]').count()  # the live view (probes and all) draws
     page.get_by_text("saved and selected").wait_for(timeout=180_000)
     settle(page)
     page.screenshot(path=SHOTS / "train-done.png", full_page=True)

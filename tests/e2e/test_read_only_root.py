@@ -36,9 +36,14 @@ pytestmark = pytest.mark.e2e
 CHROMIUM = "/usr/bin/chromium"
 # In the new namespace: the store stays writable (a bind mount of its own), / becomes read-only for
 # this namespace only, and /tmp a fresh tmpfs, sized as the README's `docker run` line sizes it.
-MOUNTS = ('mount --bind "$STORE" "$STORE" && mount -o remount,bind,ro / && '
+MOUNTS = ('mount --bind "$STORE" "$STORE" && {keep}mount -o remount,bind,ro / && '
           '{tmpfs}exec "$@"')
 TMPFS = "mount -t tmpfs -o size=1g,mode=1777 none /tmp && "
+# A checkout under /tmp (CI may clone there) would vanish under the tmpfs with its virtual environment:
+# it is bound aside first ($KEEP), then put back, read-only, at its own path inside the tmpfs.
+KEEP = 'mount --bind "$CHECKOUT" "$KEEP" && '
+RESTORE = 'mkdir -p "$CHECKOUT" && mount --bind "$KEEP" "$CHECKOUT" && mount -o remount,bind,ro "$CHECKOUT" && '
+UNDER_TMP = ROOT.resolve().is_relative_to("/tmp")
 
 
 def why_not() -> str | None:
@@ -53,8 +58,9 @@ def why_not() -> str | None:
 
 def read_only(command: list[str], tmpfs: bool = True) -> list[str]:
     """`command` under a read-only root, the store ($STORE) writable, and a tmpfs at /tmp if `tmpfs`."""
-    return ["unshare", "-m", "--propagation", "private", "sh", "-c", MOUNTS.format(tmpfs=TMPFS if tmpfs else ""),
-            "sh", *command]
+    keep, restore = (KEEP, RESTORE) if UNDER_TMP else ("", "")
+    mounts = MOUNTS.format(keep=keep, tmpfs=TMPFS + restore if tmpfs else "")
+    return ["unshare", "-m", "--propagation", "private", "sh", "-c", mounts, "sh", *command]
 
 
 @pytest.fixture(scope="module")
@@ -65,11 +71,11 @@ def sealed() -> Iterator[dict]:
         pytest.skip(why)
     spec = dockerfile()
     scratch = Path(tempfile.mkdtemp(prefix="lengen-ro-", dir="/var/tmp"))
-    store, home = scratch / "data", scratch / "home"
-    store.mkdir()
-    home.mkdir()
+    store, home, keep = scratch / "data", scratch / "home", scratch / "checkout"
+    for folder in (store, home, keep):
+        folder.mkdir()
     env = {**os.environ, **spec["env"], "LENGEN_HOME": str(store), "STORE": str(store), "HOME": str(home),
-           "OMP_NUM_THREADS": "1"}
+           "OMP_NUM_THREADS": "1", "KEEP": str(keep), "CHECKOUT": str(ROOT.resolve())}
     env.pop("PYTHONPATH", None)
     try:
         yield {"env": env, "store": store, "spec": spec}

@@ -22,3 +22,12 @@ def test_the_axis_grows_with_the_steps_done() -> None:
 def test_the_axis_never_cuts_off_a_recorded_point_nor_collapses() -> None:
     assert tuple(live_curve(history([100, 200]), 150).layout.xaxis.range) == (0, 200)
     assert tuple(live_curve(history([]), 0).layout.xaxis.range) == (0, 1)
+
+
+def test_the_live_curve_reads_the_steps_beside_the_fewer_probes():
+    """A probed training's history holds the probes too (one every few dozen steps): the loss and
+    accuracy curve is drawn from the per-step lists alone."""
+    probed = {**history(list(range(1, 121))), "probe_step": [1, 50, 100], "horizon": [None, 32, 64],
+              "m_out": [None, 3.1, 4.2], "probe_ceiling": [1024] * 3, "train_length": [16] * 3}
+    figure = live_curve(probed, 120)
+    assert [len(trace.x) for trace in figure.data] == [120, 120]
