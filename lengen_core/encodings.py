@@ -8,7 +8,11 @@ Each encoding offers the three hooks attention needs, and attention never asks f
 
 Positions are absolute indices 0 … L-1 as int64 tensors. RoPE angles are computed in float64:
 at positions near 10^6 float32 angles lose about 0.06 rad and the relative-position property
-(the logit depends on t − u alone) would no longer hold to test precision.
+(the logit depends on t − u alone) would no longer hold to test precision. A device without
+float64 (Apple's MPS) gets its angles formed in float64 on the CPU and reduced modulo 2π there, so
+the float32 angles it receives are below 2π and keep about 1e-7 rad (`reduced_angles`); the
+frequencies stay a float64 CPU tensor, not a buffer, so moving a model to such a device never
+tries to move a float64 tensor there.
 """
 
 from __future__ import annotations
@@ -61,13 +65,29 @@ def rope_frequencies(d_head: int, base: float) -> torch.Tensor:
     return base ** (-torch.arange(0, d_head // 2, dtype=torch.float64) * 2.0 / d_head)
 
 
+NO_FLOAT64 = frozenset({"mps"})  # device types without float64
+
+
+def reduced_angles(positions: torch.Tensor, frequencies: torch.Tensor) -> torch.Tensor:
+    """ω_j·p modulo 2π, formed in float64 on the CPU, as float32 on the positions' device: (T, F)."""
+    angles = positions.cpu().to(torch.float64)[:, None] * frequencies.cpu().to(torch.float64)[None, :]
+    return torch.remainder(angles, 2 * math.pi).to(torch.float32).to(positions.device)
+
+
+def _angles(positions: torch.Tensor, frequencies: torch.Tensor) -> torch.Tensor:
+    """ω_j·p in float64 on the positions' device, or reduced to float32 where the device has no float64."""
+    if positions.device.type in NO_FLOAT64:
+        return reduced_angles(positions, frequencies)
+    return positions.to(torch.float64)[:, None] * frequencies.to(positions.device, torch.float64)[None, :]
+
+
 def rope_rotate(x: torch.Tensor, positions: torch.Tensor, frequencies: torch.Tensor) -> torch.Tensor:
     """Rotate pairs (x_j, x_{j+D/2}) by ω_j·position; the half-split convention.
 
     As complex numbers z_j = x_j + i·x_{j+D/2}, the rotation is z_j·e^{iω_j p}, so for a query at t
     and a key at u, Re(q·conj(k)) picks up e^{iω_j (t-u)}: the logit depends on t − u alone.
     """
-    angles = positions.to(torch.float64)[:, None] * frequencies.to(positions.device)[None, :]  # (T, D/2)
+    angles = _angles(positions, frequencies)  # (T, D/2)
     cos = torch.cos(angles).to(x.dtype)
     sin = torch.sin(angles).to(x.dtype)
     half = x.shape[-1] // 2
@@ -80,7 +100,7 @@ class RoPE(PositionalEncoding):
 
     def __init__(self, d_head: int, base: float) -> None:
         super().__init__()
-        self.register_buffer("frequencies", rope_frequencies(d_head, base), persistent=False)
+        self.frequencies = rope_frequencies(d_head, base)  # float64 on the CPU, never moved (module docstring)
 
     def rotate(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         return rope_rotate(x, positions, self.frequencies)
@@ -116,7 +136,7 @@ class Learned(PositionalEncoding):
 
 def sinusoidal_table(positions: torch.Tensor, d_model: int, base: float = 10_000.0) -> torch.Tensor:
     frequencies = base ** (-torch.arange(0, d_model // 2, dtype=torch.float64) * 2.0 / d_model)
-    angles = positions.to(torch.float64)[:, None] * frequencies.to(positions.device)[None, :]
+    angles = _angles(positions, frequencies)
     return torch.cat((torch.sin(angles), torch.cos(angles)), dim=-1).float()  # (T, d)
 
 

@@ -21,6 +21,7 @@ from example_counts import fewer_examples
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from lengen_core import encodings
 from lengen_core.config import (
     MAX_TRAIN_LENGTH,
     AttentionName,
@@ -32,7 +33,7 @@ from lengen_core.config import (
     TrainConfig,
     with_changes,
 )
-from lengen_core.encodings import ALiBi, alibi_slopes, rope_frequencies, rope_rotate
+from lengen_core.encodings import ALiBi, alibi_slopes, reduced_angles, rope_frequencies, rope_rotate
 from lengen_core.model import build_model
 
 ENCODINGS = get_args(EncodingName)
@@ -83,6 +84,55 @@ def test_rope_logit_is_unchanged_when_query_and_key_shift_together(positions, d_
     before = _rope_logit(q, k, t, u, frequencies)
     after = _rope_logit(q, k, t + shift, u + shift, frequencies)
     assert after == pytest.approx(before, abs=SHIFT_TOLERANCE * scale)
+
+
+def _reduced_logit(q: torch.Tensor, k: torch.Tensor, t: int, u: int, frequencies: torch.Tensor) -> float:
+    """As `_rope_logit`, with the float32 angles a device without float64 (MPS) gets."""
+    def rotate(x: torch.Tensor, p: int) -> torch.Tensor:
+        angles = reduced_angles(torch.tensor([p]), frequencies)[0]  # float32, in [0, 2π)
+        half = x.shape[-1] // 2
+        x1, x2 = x[:half], x[half:]
+        return torch.cat((x1 * angles.cos() - x2 * angles.sin(), x1 * angles.sin() + x2 * angles.cos()))
+
+    return float(rotate(q, t) @ rotate(k, u))
+
+
+@settings(deadline=None)
+@given(
+    positions=shifted_positions(),
+    d_head=st.sampled_from([2, 8, 64, 128]),
+    base=st.sampled_from([10_000.0, 500.0, 1e6]),
+    seed=st.integers(0, 2**31 - 1),
+)
+@example(positions=(MAX_POSITION, 0, 0), d_head=64, base=10_000.0, seed=0)
+@example(positions=(0, 0, MAX_POSITION), d_head=64, base=10_000.0, seed=1)
+def test_the_float32_path_for_devices_without_float64_is_equivariant_to_a_million(positions, d_head, base, seed):
+    """Angles formed in float64 on the CPU and reduced modulo 2π before they become float32 keep the
+    relative-position property to the same tolerance as float64 angles (run here on the CPU)."""
+    t, u, shift = positions
+    generator = torch.Generator().manual_seed(seed)
+    q, k = torch.randn(2, d_head, generator=generator)
+    frequencies = rope_frequencies(d_head, base)
+    scale = float(q.norm() * k.norm())
+    before = _reduced_logit(q, k, t, u, frequencies)
+    assert _reduced_logit(q, k, t + shift, u + shift, frequencies) == pytest.approx(before, abs=SHIFT_TOLERANCE * scale)
+    assert before == pytest.approx(_rope_logit(q, k, t, u, frequencies), abs=SHIFT_TOLERANCE * scale)
+
+
+def test_a_model_on_a_device_without_float64_takes_the_reduced_path_and_keeps_its_outputs(monkeypatch):
+    """The dispatch: with the CPU treated as a device without float64, a RoPE model's logits at
+    positions past 10^5 agree with the float64 path's; and moving a model never converts the
+    float64 frequencies (they are not a buffer, so `.to()` leaves them on the CPU in float64)."""
+    config = with_changes(RunConfig(), n_layers=1, n_heads=2, d_model=16)
+    model = build_model(config, torch.Generator().manual_seed(0)).eval()
+    positions = torch.arange(100_000, 100_064)
+    x = torch.randn(1, 2, 64, 8, generator=torch.Generator().manual_seed(1))
+    exact = rope_rotate(x, positions, model.encoding.frequencies)
+    monkeypatch.setattr(encodings, "NO_FLOAT64", frozenset({"cpu"}))
+    reduced = rope_rotate(x, positions, model.encoding.frequencies)
+    torch.testing.assert_close(reduced, exact, rtol=0, atol=2e-5)
+    model.to(torch.float16)
+    assert model.encoding.frequencies.dtype == torch.float64 and model.encoding.frequencies.device.type == "cpu"
 
 
 def test_the_shift_tolerance_would_catch_float32_angles():

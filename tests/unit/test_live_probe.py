@@ -8,7 +8,7 @@ import math
 import torch
 
 from lengen_core.config import RunConfig, with_changes
-from lengen_core.horizon import PROBE_STEPS, live_probe, probe_interval, predicted_horizon
+from lengen_core.horizon import PROBE_STEPS, live_probe, predicted_horizon, probe_interval
 from lengen_core.training import Training
 
 CONFIG = with_changes(RunConfig(), steps=150, keep_training=True)
