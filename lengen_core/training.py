@@ -105,6 +105,11 @@ class Run:
     stopped_early: bool
     history: dict[str, list[float]] = field(default_factory=dict)
     verdict: Verdict | None = None  # judged when trained (lengen_core.verdict); None only before that
+    trained_on: str = ""  # the device it was trained on ("" = `device`); `device` is where the model is now
+
+    @property
+    def training_device(self) -> str:
+        return self.trained_on or self.device
 
     @property
     def run_id(self) -> str:
@@ -218,6 +223,7 @@ class Training:
             stopped_early=self.stopped_early,
             history={key: list(values) for key, values in history.items()},
             verdict=judge(self.model, self.config) if self.steps_done or self.config.train.steps == 0 else None,
+            trained_on=str(self.device),
         )
 
 

@@ -92,7 +92,7 @@ def stored_training(run: Run) -> None:
     st.subheader(f"Training of the selected run `{run.run_id}`")
     history = pd.DataFrame({key: run.history[key] for key in STEP_KEYS})
     chart(charts.training_curve(history, max(run.steps, 1)),  # the axis follows the steps done
-          accuracy_captions.training_caption(run.steps, run.train_seconds, run.device, run.stopped_early,
+          accuracy_captions.training_caption(run.steps, run.train_seconds, run.training_device, run.stopped_early,
                                              run.train_accuracy, run.verdict, run.config.task.train_length),
           history, "training-history")
     if run.history.get("probe_step"):

@@ -159,7 +159,7 @@ def _trained(config: RunConfig, args: argparse.Namespace, store: RunStore) -> di
     return {
         "run_id": run.run_id,
         "config": config.to_dict(),
-        "device": run.device,
+        "device": run.training_device,  # where it was trained, also for a stored run loaded here
         "steps": run.steps,
         "train_seconds": run.train_seconds,
         "loss": run.loss,

@@ -226,7 +226,8 @@ class RunStore:
         """Rebuild the model from its config, load the weights (checked against the sha256 recorded
         when they were saved), and put it in eval mode on `device`.
 
-        The returned `Run.device` is where the model now is; the training device is in metrics.json.
+        The returned `Run.device` is where the model now is; `Run.trained_on`, the device it was trained
+        on (metrics.json's `device`).
         """
         directory = self._existing(run_id)
         summary, fields, digest = _read_record(directory)
@@ -243,7 +244,8 @@ class RunStore:
         model = model.eval().to(target)
         verdict = summary.verdict if summary.verdict is not None else judge(model, summary.config)
         self.mark_used(run_id)
-        return Run(config=summary.config, model=model, **{**fields, "device": str(target)}, verdict=verdict)
+        return Run(config=summary.config, model=model, **{**fields, "device": str(target)}, verdict=verdict,
+                   trained_on=fields["device"])
 
     def mark_used(self, run_id: str) -> None:
         """Record a use of the run (a load, a download) for the quota's eviction order: the least
@@ -429,7 +431,7 @@ def _write_run(directory: Path, run: Run) -> None:
     _fsync_file(weights_path)
     created = datetime.now(UTC).isoformat()
     metrics = {"format": FORMAT, "created": created, "weights_sha256": _sha256(weights_path),
-               **{name: getattr(run, name) for name in _RUN_FIELDS}}
+               **{name: getattr(run, name) for name in _RUN_FIELDS}, "device": run.training_device}
     if run.verdict is not None:
         metrics["verdict"] = run.verdict.to_dict()
     _write_json(directory / CONFIG_FILE, run.config.to_dict())
