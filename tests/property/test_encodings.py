@@ -63,8 +63,21 @@ def shifted_positions(draw) -> tuple[int, int, int]:
     return t, u, shift
 
 
+def _reduced_logit(q: torch.Tensor, k: torch.Tensor, t: int, u: int, frequencies: torch.Tensor) -> float:
+    """As `_rope_logit`, with the float32 angles a device without float64 (MPS) gets: formed in float64
+    on the CPU and reduced modulo 2π before they become float32."""
+    def rotate(x: torch.Tensor, p: int) -> torch.Tensor:
+        angles = reduced_angles(torch.tensor([p]), frequencies)[0]  # float32, in [0, 2π)
+        half = x.shape[-1] // 2
+        x1, x2 = x[:half], x[half:]
+        return torch.cat((x1 * angles.cos() - x2 * angles.sin(), x1 * angles.sin() + x2 * angles.cos()))
+
+    return float(rotate(q, t) @ rotate(k, u))
+
+
 # deadline: whichever torch test runs first in a process pays torch's lazy initialisation in its first
 # example (1.2 s measured), past the default deadline of the `thorough` profile.
+@pytest.mark.parametrize("logit", [_rope_logit, _reduced_logit], ids=["float64 angles", "float32 path (MPS)"])
 @settings(deadline=None)
 @given(
     positions=shifted_positions(),
@@ -75,47 +88,16 @@ def shifted_positions(draw) -> tuple[int, int, int]:
 @example(positions=(MAX_POSITION, 0, 0), d_head=64, base=10_000.0, seed=0)
 @example(positions=(0, 0, MAX_POSITION), d_head=64, base=10_000.0, seed=1)
 @example(positions=(MAX_POSITION - 3, MAX_POSITION, -(MAX_POSITION - 3)), d_head=64, base=10_000.0, seed=2)
-def test_rope_logit_is_unchanged_when_query_and_key_shift_together(positions, d_head, base, seed):
+def test_rope_logit_is_unchanged_when_query_and_key_shift_together(logit, positions, d_head, base, seed):
+    """On both paths, and the float32 path agrees with the float64 one to the same tolerance."""
     t, u, shift = positions
     generator = torch.Generator().manual_seed(seed)
     q, k = torch.randn(2, d_head, generator=generator)  # float32, as in the model
     frequencies = rope_frequencies(d_head, base)
     scale = float(q.norm() * k.norm())  # the largest a logit can be
-    before = _rope_logit(q, k, t, u, frequencies)
-    after = _rope_logit(q, k, t + shift, u + shift, frequencies)
+    before = logit(q, k, t, u, frequencies)
+    after = logit(q, k, t + shift, u + shift, frequencies)
     assert after == pytest.approx(before, abs=SHIFT_TOLERANCE * scale)
-
-
-def _reduced_logit(q: torch.Tensor, k: torch.Tensor, t: int, u: int, frequencies: torch.Tensor) -> float:
-    """As `_rope_logit`, with the float32 angles a device without float64 (MPS) gets."""
-    def rotate(x: torch.Tensor, p: int) -> torch.Tensor:
-        angles = reduced_angles(torch.tensor([p]), frequencies)[0]  # float32, in [0, 2π)
-        half = x.shape[-1] // 2
-        x1, x2 = x[:half], x[half:]
-        return torch.cat((x1 * angles.cos() - x2 * angles.sin(), x1 * angles.sin() + x2 * angles.cos()))
-
-    return float(rotate(q, t) @ rotate(k, u))
-
-
-@settings(deadline=None)
-@given(
-    positions=shifted_positions(),
-    d_head=st.sampled_from([2, 8, 64, 128]),
-    base=st.sampled_from([10_000.0, 500.0, 1e6]),
-    seed=st.integers(0, 2**31 - 1),
-)
-@example(positions=(MAX_POSITION, 0, 0), d_head=64, base=10_000.0, seed=0)
-@example(positions=(0, 0, MAX_POSITION), d_head=64, base=10_000.0, seed=1)
-def test_the_float32_path_for_devices_without_float64_is_equivariant_to_a_million(positions, d_head, base, seed):
-    """Angles formed in float64 on the CPU and reduced modulo 2π before they become float32 keep the
-    relative-position property to the same tolerance as float64 angles (run here on the CPU)."""
-    t, u, shift = positions
-    generator = torch.Generator().manual_seed(seed)
-    q, k = torch.randn(2, d_head, generator=generator)
-    frequencies = rope_frequencies(d_head, base)
-    scale = float(q.norm() * k.norm())
-    before = _reduced_logit(q, k, t, u, frequencies)
-    assert _reduced_logit(q, k, t + shift, u + shift, frequencies) == pytest.approx(before, abs=SHIFT_TOLERANCE * scale)
     assert before == pytest.approx(_rope_logit(q, k, t, u, frequencies), abs=SHIFT_TOLERANCE * scale)
 
 
