@@ -139,7 +139,8 @@ class Training:
         if start:
             self.model.load_state_dict(start)
         self.model = self.model.to(self.device)
-        self.data = torch.Generator(device=self.device).manual_seed(seed + DATA_SEED_OFFSET)
+        # The batches come from a CPU generator and move to the device: every device sees the same data
+        self.data = torch.Generator().manual_seed(seed + DATA_SEED_OFFSET)
         self.optimizer = torch.optim.Adam(
             self.model.parameters(), lr=config.train.learning_rate, weight_decay=config.train.weight_decay
         )
@@ -154,6 +155,7 @@ class Training:
 
     def step(self) -> tuple[float, float]:
         tokens, targets = sample_batch(self.config.task, self.config.train.batch_size, self.data)  # (B, Tq)
+        tokens, targets = tokens.to(self.device), targets.to(self.device)  # no copy on the CPU
         logits = self.model(tokens, query_start=query_start(self.config.task, tokens.shape[1]))  # (B, Tq, V)
         loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten())
         self.optimizer.zero_grad(set_to_none=True)
