@@ -42,7 +42,7 @@ def open_page(tab, title: str) -> None:
 def test_start_page_shows_claims_and_presets(page) -> None:
     page.get_by_role("heading", name="The claims, and where to see them").wait_for(timeout=60_000)
     settle(page)
-    assert page.get_by_role("button", name="RoPE", exact=True).is_visible()
+    page.get_by_role("button", name="RoPE", exact=True).wait_for(state="visible", timeout=60_000)  # raises if not
     page.screenshot(path=SHOTS / "start.png", full_page=True)
 
 
