@@ -7,8 +7,8 @@ Two figures, never mixed:
   the training length (up to 64× in one sweep over the keys for a relative encoding, the rest only if
   those all hold), then, between the last doubling that holds and the first that does not, SECTIONS
   evenly spaced lengths a round until the two are one token apart. Each call of the prediction has
-  a fixed cost (its draws) besides the sweep, so a few calls of a few lengths beat many of one. The prediction uses fixed draws, so the answer is the same every time. Like any
-  bisection it finds where accuracy *first* falls below 0.9 on that grid; accuracy that recovers
+  a fixed cost (its draws) besides the sweep, so a few calls of a few lengths beat many of one. The
+  prediction uses fixed draws, so the answer is the same every time. Like any bisection it finds where accuracy *first* falls below 0.9 on that grid; accuracy that recovers
   further out (it does not on any run measured) would not extend it.
 - **measured**, from an evaluation's lengths: the last measured length before accuracy first falls
   below 0.9. It is as fine as the lengths measured: the true crossing lies between it and the next
@@ -43,7 +43,7 @@ class Horizon:
 
     @property
     def text(self) -> str:
-        """'1,234 tokens' / 'past 1,048,576 (the longest looked at)' / 'none: below 0.9 at the training length'."""
+        """'1,234' / '≥ 1,048,576 (the longest looked at)' / 'none: below 0.9 already at the training length'."""
         if self.length is None:
             return f"none: below {self.threshold:g} already at the training length"
         if self.below is None:
@@ -130,8 +130,8 @@ def probe_interval(config: RunConfig) -> int:
 
 @torch.no_grad()
 def live_probe(model: torch.nn.Module, config: RunConfig, step: int) -> Probe:
-    """A cheap horizon (to 64×, to within L_train/4: three or four calls of the prediction, about
-    0.1 s each for the default run) and the far margin from the same first call:
+    """A cheaper horizon (to 64×, to within L_train/4: three or four calls of the prediction; about
+    1 s of CPU a probe in the 20-session load test, README) and the far margin from the same first call:
     m_out = −ln((1/p̂(16 L) − 1/p̂(L)) / 15 L), the two-zone law through two predicted masses."""
     L = config.task.train_length
     ceiling = min(NEAR_MULTIPLE * L, horizon_ceiling(model))
