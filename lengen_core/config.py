@@ -114,7 +114,7 @@ _SETTINGS = {
     "n_heads": ("heads", "heads", "heads", True, 1, MAX_HEADS),
     "max_positions": ("max positions", "max-positions", "max_positions", False, 2, MAX_POSITIONS),
     "rope_base": ("rope base", "rope-base", "rope_base", False, 2.0, 1e9),
-    "qk_init": ("query-key init scale", "qk-init", "qk_init", False, 1e-3, 10.0),
+    "qk_init": ("query-key init scale", "qk-init", "qk_init", True, 1e-3, 10.0),  # main: see LEGACY_DEFAULTS
     "steps": ("steps", "steps", "steps", True, 0, MAX_STEPS),
     "batch_size": ("batch size", "batch-size", "batch", False, 1, MAX_BATCH_SIZE),
     "learning_rate": ("learning rate", "lr", "lr", True, 1e-6, 1.0),
@@ -126,8 +126,14 @@ _SETTINGS = {
     "init": ("initialisation", "init", "init", False, None, None),
     "continues": ("continues run", "continues", "continues", False, None, None),
 }
-# Settings added after runs were stored: left out of the run id at their default, so old ids stay valid.
+# Settings added after runs were stored, at their legacy value: the value every run stored before the
+# setting existed was made with. A setting at its legacy value is left out of the run id, so old ids stay
+# valid, and a stored config without it reads as that value (`RunConfig.from_stored`). The legacy value is
+# not always today's default: qk_init's default became 0.1 with the recipe (docs/horizon.md).
 _ADDED_LATER = {"train": {"init": "random", "continues": ""}, "model": {"qk_init": 1.0}}
+# The defaults before the recipe (d_model 128, qk_init 0.1) became the default, for what was written then:
+# a link without qk_init (every link written since carries it; lengen_core.serving.share).
+LEGACY_DEFAULTS = {"model": {"d_model": 64, "qk_init": 1.0}}
 
 
 def _validate(section: Any) -> None:
@@ -267,12 +273,29 @@ class RunConfig:
         }
         return cls(**sections)
 
+    @classmethod
+    def from_stored(cls, data: Any) -> RunConfig:
+        """Build a config written by the store (or any record of a past run): `from_dict`, with a setting
+        added after the record was written read as its legacy value (`_ADDED_LATER`: qk_init 1.0, not
+        today's default), so the record keeps meaning the run it was written for, and its run id."""
+        if isinstance(data, dict):
+            data = dict(data)
+            for name, legacy in _ADDED_LATER.items():
+                if isinstance(data.get(name, {}), dict):
+                    data[name] = {**legacy, **data.get(name, {})}
+        return cls.from_dict(data)
+
+    @classmethod
+    def legacy_defaults(cls) -> RunConfig:
+        """The default config before the recipe became the default: d_model 64, qk_init 1.0 (`LEGACY_DEFAULTS`)."""
+        return cls.from_dict(LEGACY_DEFAULTS)
+
     def run_id(self) -> str:
         """A stable id from the config and seed: the same request maps to the same stored run."""
         data = self.to_dict()
-        for section, defaults in _ADDED_LATER.items():
-            for name, default in defaults.items():
-                if data[section][name] == default:
+        for section, legacy in _ADDED_LATER.items():
+            for name, value in legacy.items():
+                if data[section][name] == value:
                     del data[section][name]
         canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))
         digest = hashlib.sha256(canonical.encode()).hexdigest()[:12]

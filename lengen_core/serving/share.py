@@ -17,6 +17,14 @@ string carries `run` and each page's view settings, and links pick up tracking p
 The main keys are always written; the rarely changed ones (batch size, rope base, ...) only when
 they differ from the defaults, so a link stays short and `config_from_query(config_to_query(c))`
 is `c` for every valid config.
+
+Links written before the recipe became the default (d_model 128, qk_init 0.1; docs/horizon.md) keep
+opening the run they named. Then the defaults were d_model 64 and qk_init 1.0, and qk_init was written
+only when it was not 1.0. Since the switch `qk_init` is a main key, written in every link, so a link
+that has config keys but no `qk_init` was written before it: its missing settings are read against the
+defaults of that time (`RunConfig.legacy_defaults()`: qk_init 1.0, and d_model 64 for a hand-written
+link without d_model), not today's. A link written by hand today names `qk_init` to get today's
+defaults (`?qk_init=0.1&seed=4` is the recipe at seed 4; `?seed=4` is the old default at seed 4).
 """
 
 from __future__ import annotations
@@ -48,6 +56,8 @@ _INT = re.compile(r"[+-]?\d{1,18}")
 _FLOAT = re.compile(r"[+-]?(\d{1,20}(\.\d{0,20})?|\.\d{1,20})([eE][+-]?\d{1,4})?")
 _BOOL = {"true": True, "1": True, "false": False, "0": False}
 _DEFAULTS = RunConfig()
+_LEGACY = RunConfig.legacy_defaults()  # what a link without qk_init was written against (module docstring)
+LEGACY_MARKER = SETTINGS["qk_init"].query  # every link written since the switch carries it
 
 
 def config_to_query(config: RunConfig) -> dict[str, str]:
@@ -63,8 +73,13 @@ def has_config(params: QueryParams) -> bool:
     return any(key in params for key in CONFIG_KEYS)
 
 
-def config_from_query(params: QueryParams, base: RunConfig = _DEFAULTS) -> RunConfig:
-    """The config a link describes: `base` with the link's settings; `ConfigError` names what is wrong."""
+def config_from_query(params: QueryParams, base: RunConfig | None = None) -> RunConfig:
+    """The config a link describes: `base` with the link's settings; `ConfigError` names what is wrong.
+
+    Without `base`, the defaults of the link's time: today's, or the legacy ones for a link with config
+    keys but no `qk_init`, written before the recipe became the default (module docstring)."""
+    if base is None:
+        base = _LEGACY if has_config(params) and LEGACY_MARKER not in params else _DEFAULTS
     changes = {}
     for key, name in CONFIG_KEYS.items():
         if key in params:

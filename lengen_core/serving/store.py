@@ -1,6 +1,7 @@
 """The run store: trained runs on disk, one directory per run id, each written in one step.
 
-    <root>/runs/<run_id>/config.json          RunConfig.to_dict()
+    <root>/runs/<run_id>/config.json          RunConfig.to_dict() (read by RunConfig.from_stored: a setting
+                                              added since it was written reads as its legacy value)
                          weights.safetensors  the model's state_dict (safetensors: loading runs no code)
                          metrics.json         what happened in training and the verdict on it
                                               (lengen_core.verdict), a format number, the time saved
@@ -449,7 +450,7 @@ def _read_record(directory: Path) -> tuple[RunSummary, dict[str, Any], str | Non
     before it was recorded) of a stored run, checked; `StoreError` names the bad file."""
     config_path, metrics_path = directory / CONFIG_FILE, directory / METRICS_FILE
     try:
-        config = RunConfig.from_dict(_read_json(config_path))
+        config = RunConfig.from_stored(_read_json(config_path))  # a setting added since: its legacy value
     except _DAMAGE as error:
         raise StoreError(f"invalid run config in {config_path}: {error}") from error
     if config.run_id() != directory.name:
