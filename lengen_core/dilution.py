@@ -38,7 +38,15 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from lengen_core.argmax_count import DominantKeys, Draws, argmax_hits, dominant_shares, readout_noise, standard_draws
+from lengen_core.argmax_count import (
+    GAUSSIAN_DRAWS,
+    DominantKeys,
+    Draws,
+    argmax_hits,
+    dominant_shares,
+    readout_noise,
+    standard_draws,
+)
 from lengen_core.carrier import CarrierBlocks, carrier_values, token_coefficients
 from lengen_core.config import RunConfig
 from lengen_core.evaluate import check_lengths, check_sweep
@@ -313,8 +321,11 @@ class Prediction:
     vote_accuracy: float  # with the ideal readout (the vote model of docs/science.md §8)
 
 
-def predict(model: torch.nn.Module, config: RunConfig, lengths: Sequence[int]) -> list[Prediction]:
-    """Target mass and accuracy at each length, from the trained weights alone."""
+def predict(model: torch.nn.Module, config: RunConfig, lengths: Sequence[int], draws: int = GAUSSIAN_DRAWS,
+            vote: bool = True) -> list[Prediction]:
+    """Target mass and accuracy at each length, from the trained weights alone. `draws`: the readout's
+    random draws per (query token, target) pair (fewer: cheaper and noisier); `vote` False leaves
+    the ideal readout's accuracy out (NaN), half the draws' cost (the live probes need neither)."""
     check_lengths(config, model, lengths)
     check_sweep(lengths)
     token_part, _ = model.readout_tables(torch.zeros(1, dtype=torch.long, device=model.embed.device))
@@ -325,17 +336,17 @@ def predict(model: torch.nn.Module, config: RunConfig, lengths: Sequence[int]) -
         swept = _key_statistics(model, config, max(lengths), lengths)
     else:
         swept = {n: _key_statistics(model, config, n, [n])[n] for n in lengths}
-    draws = standard_draws(config.task.vocab_size, DOMINANT_KEYS)
+    shared = standard_draws(config.task.vocab_size, DOMINANT_KEYS, count=draws)
     predictions = []
     for length in lengths:
         stats = swept[length]
-        shares = dominant_shares(stats.dominant_vote, draws)  # (V_b, V_a, K)
+        shares = dominant_shares(stats.dominant_vote, shared)  # (V_b, V_a, K)
         predictions.append(
             Prediction(
                 length=length,
                 target_mass=_predicted_mass(stats),
-                accuracy=_predicted_accuracy(stats, readout, additive, draws, shares),
-                vote_accuracy=_predicted_accuracy(stats, ideal, False, draws, shares),
+                accuracy=_predicted_accuracy(stats, readout, additive, shared, shares),
+                vote_accuracy=_predicted_accuracy(stats, ideal, False, shared, shares) if vote else math.nan,
             )
         )
     return predictions

@@ -26,12 +26,21 @@ import torch
 
 from lengen_core.config import MAX_EVAL_LENGTH, RunConfig
 from lengen_core.dilution import predict
+from lengen_core.encodings import PositionalEncoding
 
 HORIZON_ACCURACY = 0.9
 SECTIONS = 7  # lengths asked per round of the bisection (3 bits a round): one sweep over the keys serves them all
 NEAR_MULTIPLE = 64  # the doublings up to 64× the training length are asked first, the rest only if they all hold
 PROBES = 20  # live probes over a training (at most; and at least PROBE_STEPS steps apart)
 PROBE_STEPS = 50
+PROBE_DRAWS = 512  # the live probe's readout draws (the full prediction: GAUSSIAN_DRAWS); see live_probe
+# A live probe's first cost estimate, in seconds (later probes go by the last one's measured time):
+# per length asked, PROBE_DRAW_SECONDS · V³ · PROBE_DRAWS + PROBE_LENGTH_SECONDS; per key swept,
+# PROBE_KEY_SECONDS · V³. Measured on one thread of the 2-core CPU (V 8–64, L 8–256, early in training):
+# 2.1–3.8e-9 a draw unit, 1.6–2e-10 a key unit, ~5 ms a length. Whole probes of trained runs (V 8–32)
+# took 0.3–0.6× this estimate, at V 64 1.2× (19 s: its draws outgrow the caches).
+PROBE_DRAW_SECONDS, PROBE_KEY_SECONDS, PROBE_LENGTH_SECONDS = 3e-9, 2.5e-10, 0.004
+PROBE_CALLS = 3  # the live probe's calls of the prediction, as measured: the doublings, then up to two rounds
 
 
 @dataclass(frozen=True)
@@ -119,26 +128,42 @@ class Probe:
     ceiling: int  # NEAR_MULTIPLE × the training length (or the end of a learned table)
     train_length: int
     m_out: float | None  # the far margin the predicted masses imply between L_train and 16 L_train
+    seconds: float = 0.0  # what it took, as the training timed it (lengen_core.training)
 
 
 def probe_interval(config: RunConfig) -> int:
-    """Steps between live probes: 0 (none) for a run the prediction does not cover."""
+    """The fewest steps between live probes (0: none, for a run the prediction does not cover): at
+    most PROBES a training. Whether a due probe runs is the training's cost rule (lengen_core.training)."""
     if not config.single_head:
         return 0
     return max(PROBE_STEPS, -(-config.train.steps // PROBES))
 
 
+def probe_seconds_estimate(config: RunConfig) -> float:
+    """What one live probe of `config` should cost on one CPU thread, before any was timed: PROBE_CALLS
+    calls of SECTIONS lengths each, each sweeping up to 64 L_train keys (every length's own keys, about
+    twice that, for an encoding that is not relative). Seconds at V 16, L 16: 0.33; V 64, L 64: 12."""
+    classes = {cls.__name__.lower(): cls for cls in PositionalEncoding.__subclasses__()}  # the registry's names
+    V, L = config.task.vocab_size, config.task.train_length
+    keys = NEAR_MULTIPLE * L * (1 if classes[config.model.encoding].relative else 2)  # one sweep serves every length
+    per_call = SECTIONS * (PROBE_DRAW_SECONDS * V**3 * PROBE_DRAWS + PROBE_LENGTH_SECONDS) + PROBE_KEY_SECONDS * keys * V**3
+    return PROBE_CALLS * per_call
+
+
 @torch.no_grad()
 def live_probe(model: torch.nn.Module, config: RunConfig, step: int) -> Probe:
-    """A cheaper horizon (to 64×, to within L_train/4: three or four calls of the prediction; about
-    1 s of CPU a probe in the 20-session load test, README) and the far margin from the same first call:
-    m_out = −ln((1/p̂(16 L) − 1/p̂(L)) / 15 L), the two-zone law through two predicted masses."""
+    """A cheaper horizon (to 64×, to within L_train/4: up to PROBE_CALLS calls of the prediction, with
+    PROBE_DRAWS draws and without the ideal readout's accuracy: 0.05 s at V 16, L 16, 2–8 s at V 64 on
+    one CPU thread) and the far margin from the same first call: m_out = −ln((1/p̂(16 L) − 1/p̂(L)) / 15 L),
+    the two-zone law through two predicted masses. With PROBE_DRAWS draws the predicted accuracy is
+    within about 0.01 of the full prediction's, so the horizon may differ from `predicted_horizon`'s
+    where accuracy crosses 0.9 slowly."""
     L = config.task.train_length
     ceiling = min(NEAR_MULTIPLE * L, horizon_ceiling(model))
     masses: dict[int, float] = {}
 
     def accuracy_at(lengths: list[int]) -> list[float]:
-        predictions = predict(model, config, lengths)
+        predictions = predict(model, config, lengths, draws=PROBE_DRAWS, vote=False)
         masses.update((p.length, p.target_mass) for p in predictions)
         return [p.accuracy for p in predictions]
 

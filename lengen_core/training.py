@@ -21,7 +21,7 @@ import time
 from collections import deque
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import torch
@@ -32,6 +32,8 @@ from lengen_core.construct import construct
 from lengen_core.model import build_model
 from lengen_core.tasks import query_start, sample_batch
 from lengen_core.verdict import Verdict, judge
+
+PROBE_SHARE = 0.25  # live probes may take at most this share of a training's step time (Training)
 
 if TYPE_CHECKING:
     from lengen_core.horizon import Probe
@@ -125,11 +127,14 @@ def initial_model(config: RunConfig) -> torch.nn.Module:
 
 class Training:
     def __init__(self, config: RunConfig, device: str = "auto", start: Mapping[str, torch.Tensor] | None = None,
-                 probe_every: int = 0) -> None:
+                 probe_every: int = 0, probe_share: float = PROBE_SHARE) -> None:
         """`start`: the weights to start from instead of the seed's initialisation, for a run that
         continues another (`config.train.continues`: the caller reads that run's weights).
-        `probe_every`: steps between live probes (lengen_core.horizon.live_probe; 0: none), recorded in
-        the history as probe_step, horizon and m_out. They read the weights and change nothing."""
+        `probe_every`: the fewest steps between live probes (lengen_core.horizon.live_probe; 0: none),
+        recorded in the history as probe_step, horizon, m_out and probe_seconds. They read the weights
+        and change nothing. A due probe runs only while the probes' time stays within `probe_share` of
+        the steps' time so far (`_probe_affordable`), so a probe is never due at step 1 and a large
+        vocabulary gets fewer of them: what they add to a training is bounded before it starts."""
         if bool(start) != bool(config.train.continues):
             raise ValueError("a run starts from given weights exactly when its config names the run it continues")
         self.config = config
@@ -144,10 +149,13 @@ class Training:
         self.optimizer = torch.optim.Adam(
             self.model.parameters(), lr=config.train.learning_rate, weight_decay=config.train.weight_decay
         )
-        self.probe_every = probe_every
+        self.probe_every, self.probe_share = probe_every, probe_share
+        self.probe_seconds = 0.0  # spent on live probes so far (not counted in `seconds`)
+        self._next_probe_seconds: float | None = None  # the last probe's time; None: the estimate
+        self.clock = time.perf_counter  # a test may replace it
         self.history: dict[str, list[float]] = {"step": [], "loss": [], "accuracy": []}
         if probe_every:
-            self.history.update(probe_step=[], horizon=[], m_out=[])
+            self.history.update(probe_step=[], horizon=[], m_out=[], probe_seconds=[])
         self.steps_done = 0
         self.seconds = 0.0
         self.stopped_early = False
@@ -173,19 +181,17 @@ class Training:
         total = self.config.train.steps
         self.model.train()
         while self.steps_done < total and not self.stopped_early:
-            start = time.perf_counter()
+            start = self.clock()
             with deterministic_algorithms(self.device):
                 loss, accuracy = self.step()
-            self.seconds += time.perf_counter() - start
+            self.seconds += self.clock() - start
             self.steps_done += 1
             self._recent.append(accuracy)
             self.stopped_early = self._reached_target()
             for key, value in (("step", self.steps_done), ("loss", loss), ("accuracy", accuracy)):
                 self.history[key].append(value)
             finished = self.stopped_early or self.steps_done == total
-            probe = None
-            if self.probe_every and (self.steps_done % self.probe_every == 0 or finished or self.steps_done == 1):
-                probe = self._probe()
+            probe = self._probe() if self._probe_affordable(finished) else None
             yield Progress(
                 step=self.steps_done,
                 total_steps=total,
@@ -198,15 +204,36 @@ class Training:
                 probe=probe,
             )
 
+    def _probe_affordable(self, finished: bool) -> bool:
+        """A probe now: `probe_every` steps after the last one (or the last step), and the probes'
+        time with this one's expected time (the last one's, or lengen_core.horizon.probe_seconds_estimate
+        for the first) within `probe_share` of the steps' time so far."""
+        if not self.probe_every:
+            return False
+        last = self.history["probe_step"][-1] if self.history["probe_step"] else 0
+        if self.steps_done - last < self.probe_every and not (finished and self.steps_done > last):
+            return False
+        if self._next_probe_seconds is None:
+            from lengen_core.horizon import probe_seconds_estimate  # horizon → dilution → training: imported on use
+
+            self._next_probe_seconds = probe_seconds_estimate(self.config)
+        return self.probe_seconds + self._next_probe_seconds <= self.probe_share * self.seconds
+
     def _probe(self) -> Probe:
         from lengen_core.horizon import live_probe  # horizon → dilution → carrier → training: imported on use
 
         self.model.eval()
+        start = self.clock()
         try:
             probe = live_probe(self.model, self.config, self.steps_done)
         finally:
             self.model.train()
-        for key, value in (("probe_step", probe.step), ("horizon", probe.horizon), ("m_out", probe.m_out)):
+        spent = self.clock() - start
+        probe = replace(probe, seconds=spent)
+        self.probe_seconds += spent
+        self._next_probe_seconds = spent
+        for key, value in (("probe_step", probe.step), ("horizon", probe.horizon), ("m_out", probe.m_out),
+                           ("probe_seconds", spent)):
             self.history[key].append(value)
         return probe
 

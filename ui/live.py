@@ -12,9 +12,9 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from lengen_core.horizon import NEAR_MULTIPLE
+from lengen_core.horizon import NEAR_MULTIPLE, probe_seconds_estimate
 from lengen_core.serving.jobs import JobStatus, TrainingPool
-from lengen_core.training import Run
+from lengen_core.training import PROBE_SHARE, Run
 from ui import accuracy_captions, charts
 from ui.pool import let_go
 from ui.state import select_run
@@ -84,7 +84,8 @@ def _live(pool: TrainingPool, drawn_waiting: bool) -> None:
         train_length, ceiling = status.history["train_length"][-1], status.history["probe_ceiling"][-1]
         st.plotly_chart(charts.probe_curve(probes, status.progress.step, train_length), width="stretch",
                         key="live-probe")
-        st.caption(f"**What to look for:** {probe_caption(probes, train_length, ceiling)}")
+        cost = probe_cost(status.history["probe_seconds"], status.progress.elapsed_seconds)
+        st.caption(f"**What to look for:** {probe_caption(probes, train_length, ceiling)} {cost}")
 
 
 def stored_training(run: Run) -> None:
@@ -95,11 +96,18 @@ def stored_training(run: Run) -> None:
           accuracy_captions.training_caption(run.steps, run.train_seconds, run.training_device, run.stopped_early,
                                              run.train_accuracy, run.verdict, run.config.task.train_length),
           history, "training-history")
+    L = run.config.task.train_length
     if run.history.get("probe_step"):
         probes = pd.DataFrame({key: run.history[key] for key in PROBE_KEYS})
-        L = run.config.task.train_length
-        chart(charts.probe_curve(probes, max(run.steps, 1), L), probe_caption(probes, L, NEAR_MULTIPLE * L),
+        cost = probe_cost(run.history["probe_seconds"], run.train_seconds) if "probe_seconds" in run.history else ""
+        chart(charts.probe_curve(probes, max(run.steps, 1), L), f"{probe_caption(probes, L, NEAR_MULTIPLE * L)} {cost}",
               probes, "training-horizon", run.run_id)
+    elif "probe_step" in run.history:  # probed, but no probe fitted the cost rule
+        st.caption(f"This run's horizon was not probed while it trained: the live probes may take at most "
+                   f"{PROBE_SHARE:.0%} of the steps' time, and its {run.steps:,} steps "
+                   f"({run.train_seconds:.1f} s) did not leave room for one (a probe of this config: about "
+                   f"{probe_seconds_estimate(run.config):.1f} s on one CPU thread). The Dilution page predicts "
+                   "and measures its horizon.")
 
 
 def probe_caption(probes: pd.DataFrame, train_length: int, ceiling: int) -> str:
@@ -119,6 +127,13 @@ def probe_caption(probes: pd.DataFrame, train_length: int, ceiling: int) -> str:
         text += f"; m_out {margins.iloc[0]:.2f} → {margins.iloc[-1]:.2f} nats"
     return text + (". Accuracy at the training length can reach 1 long before the horizon stops moving; the "
                    "Dilution page measures the finished run's horizon exactly.")
+
+
+def probe_cost(probe_seconds: list[float], train_seconds: float) -> str:
+    """'The 4 probes took 0.3 s, 9% of the steps' 3.4 s.' (the cost rule of lengen_core.training)."""
+    spent, count = sum(probe_seconds), len(probe_seconds)
+    return (f"The {count} probe{'s' * (count != 1)} took {spent:.1f} s, {spent / max(train_seconds, 1e-9):.0%} of "
+            f"the steps' {train_seconds:.1f} s (at most {PROBE_SHARE:.0%}: a probe waits until it fits).")
 
 
 def live_curve(history: dict[str, list[float]], steps_done: int) -> go.Figure:

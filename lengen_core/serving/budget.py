@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from lengen_core.attention import QUERY_BLOCK_ELEMENTS
 from lengen_core.config import ConfigError, RunConfig
 from lengen_core.serving.runtime import env_whole_number
+from lengen_core.training import PROBE_SHARE
 
 MEMORY_ENV, SECONDS_ENV, TRAIN_SECONDS_ENV = "LENGEN_REQUEST_MEMORY_MB", "LENGEN_REQUEST_SECONDS", "LENGEN_TRAIN_SECONDS"
 DEFAULT_MEMORY_MB, DEFAULT_SECONDS, DEFAULT_TRAIN_SECONDS = 3_072, 120, 1_800
@@ -115,12 +116,14 @@ def _seconds(flops: float, written: float) -> float:
 
 
 def training_cost(config: RunConfig) -> Cost:
-    """A training of `config` to its last step (early stopping only shortens it)."""
+    """A training of `config` to its last step (early stopping only shortens it), with its live
+    probes for a single head: at most PROBE_SHARE of the steps' time (lengen_core.training.Training)."""
     task, train = config.task, config.train
     queries = 1 if task.task == "retrieval" else task.train_length - task.offset
     kept, written, flops = _forward(config, train.batch_size, task.train_length, queries, training=True)
     memory = BASE_BYTES + FLOAT * (kept + 4 * parameter_count(config))
-    return Cost("this training", memory, train.steps * _seconds(flops, written),
+    probes = 1 + PROBE_SHARE if config.single_head else 1
+    return Cost("this training", memory, probes * train.steps * _seconds(flops, written),
                 "fewer steps, a smaller batch, a shorter training length, fewer layers or heads, or a smaller d_model")
 
 

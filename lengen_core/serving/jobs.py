@@ -320,7 +320,8 @@ class TrainingPool:
                 if progress.probe is not None:  # the horizon and m_out predicted from the weights (the live view)
                     probe = progress.probe
                     for key, value in (("probe_step", probe.step), ("horizon", probe.horizon), ("m_out", probe.m_out),
-                                       ("probe_ceiling", probe.ceiling), ("train_length", probe.train_length)):
+                                       ("probe_ceiling", probe.ceiling), ("train_length", probe.train_length),
+                                       ("probe_seconds", probe.seconds)):
                         job.history.setdefault(key, []).append(value)
                 self._progressed.notify_all()
 

@@ -71,7 +71,12 @@ def test_train_longer_opens_the_form_for_a_continuation_and_trains_from_the_weig
     stored = RunStore().load(child.run_id())
     assert stored.config.train.continues == ROPE and stored.config.train.keep_training
     assert stored.history["loss"][0] < 0.1  # from the preset's weights; a fresh start is at ln 16 = 2.8
-    assert stored.history["probe_step"][0] == 1 and stored.history["horizon"][-1] is not None  # probed live
+    probed = stored.history["probe_step"]  # the pool probes a single head live, when a probe fits its cost rule
+    captions = " ".join(c.value for c in app.caption)
+    if probed:
+        assert stored.history["horizon"][-1] is not None and "took" in captions
+    else:  # 40 steps may leave no room for one: the page says so
+        assert "was not probed while it trained" in captions
 
 
 def test_a_constructed_run_says_it_was_built_not_trained_and_reaches_the_end_of_its_table():

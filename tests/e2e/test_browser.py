@@ -71,7 +71,7 @@ def test_learned_preset_pins(page) -> None:
 def test_train_a_small_run_from_the_browser(page) -> None:
     open_page(page, "Train")
     steps = page.get_by_role("spinbutton", name="Steps")
-    steps.fill("60")
+    steps.fill("250")  # long enough for live probes within their share of the steps' time (lengen_core.training)
     steps.press("Tab")
     page.get_by_role("button", name="Train", exact=True).click()
     page.get_by_text(re.compile("steps/s|saved and selected")).first.wait_for(timeout=60_000)  # live progress
@@ -84,8 +84,9 @@ def test_train_a_small_run_from_the_browser(page) -> None:
     main = page.locator('[data-testid="stMain"]')
     assert main.locator(CHART).count() >= 2  # loss and accuracy; the horizon and m_out probed while it trained
     assert "the weights predict how far the run reaches" in main.inner_text()
-    assert re.search(r"at step 60 (none|[\d,]+ tokens)", main.inner_text())  # the caption reads the last probe
+    assert re.search(r"at step \d+ (none|[\d,]+ tokens)", main.inner_text())  # the caption reads the last probe
+    assert re.search(r"The \d+ probes? took [\d.]+ s, \d+% of the steps'", main.inner_text())  # and their cost
     open_page(page, "Carrier")
     page.wait_for_selector(CHART, timeout=180_000)
-    assert "60 steps" in page.locator('[data-testid="stMain"]').inner_text()
+    assert re.search(r"\b(250|2\d\d) steps", page.locator('[data-testid="stMain"]').inner_text())  # or stopped early
     page.screenshot(path=SHOTS / "carrier-trained.png", full_page=True)
