@@ -85,6 +85,50 @@ class _KeyStatistics:
     self_vote: torch.Tensor  # (V,) f(T_aa(t)): the key at Δ = 0 is the query's own token
     self_mass: torch.Tensor  # (V,) g(T_aa(t))
     self_positional: torch.Tensor  # (V,) RP[t] (zero without additive positions)
+    # softmax only (None for linear attention): the mass sums again, each query token's relative to the
+    # largest logit among its random keys so far (no underflow however far below the target they sit),
+    # and the two fixed keys' logits, all − shift_a: _predicted_mass works in logs with these.
+    scaled_mass: _ScaledMass | None = None
+    target_logit: torch.Tensor | None = None  # (V, V) T_ac(u*) − shift_a
+    self_logit: torch.Tensor | None = None  # (V,) T_aa(t) − shift_a
+
+
+@dataclass
+class _ScaledMass:
+    """Σ_u over the random keys of mean_b e^(T_ab(u) − top_a), of its square and of mean_b e^(2(T_ab(u) − top_a)),
+    with top_a the running maximum of T_ab(u) − shift_a (an online softmax: a new maximum rescales the sums)."""
+
+    top: torch.Tensor  # (V,) float64; −inf before any key
+    mean: torch.Tensor  # (V,)
+    mean_square: torch.Tensor  # (V,)
+    square_mean: torch.Tensor  # (V,)
+
+    @classmethod
+    def empty(cls, V: int) -> _ScaledMass:
+        zeros = torch.zeros(V, dtype=torch.float64)
+        return cls(torch.full((V,), -math.inf, dtype=torch.float64), zeros, zeros.clone(), zeros.clone())
+
+    def add(self, logits: torch.Tensor, excluded: Sequence[int]) -> None:
+        """Add a block of logits − shift_a (V_a, V_b, c), leaving out the key indices `excluded`."""
+        keep = torch.ones(logits.shape[-1], dtype=torch.bool)
+        keep[list(excluded)] = False
+        logits = logits[..., keep].double()
+        if not logits.shape[-1]:
+            return
+        top = torch.maximum(self.top, logits.amax(dim=(1, 2)))
+        rescale = torch.exp(self.top - top)  # 0 before any key (−inf − finite)
+        self.mean.mul_(rescale)
+        self.mean_square.mul_(rescale**2)
+        self.square_mean.mul_(rescale**2)
+        g = torch.exp(logits - top[:, None, None])  # (V_a, V_b, c), each ≤ 1 with some = 1
+        g_mean = g.mean(1)  # (V_a, c)
+        self.mean.add_(g_mean.sum(-1))
+        self.mean_square.add_((g_mean * g_mean).sum(-1))
+        self.square_mean.add_((g * g).mean(1).sum(-1))
+        self.top = top
+
+    def copy(self) -> _ScaledMass:
+        return _ScaledMass(*(value.clone() for value in vars(self).values()))
 
 
 def _softmax_transform(logits: torch.Tensor, below_headroom: bool = False) -> torch.Tensor:
@@ -222,7 +266,9 @@ def _fixed_keys(model: torch.nn.Module, config: RunConfig, last: int) -> tuple[t
     target, own = target - shift[:, None], own - shift
     _, positional = model.readout_tables(torch.tensor([last - k, last], device=model.embed.device))
     positional = torch.zeros(2, V) if positional is None else positional.float().cpu()  # (2, V)
+    logits = {"target_logit": target.double(), "self_logit": own.double()} if config.model.attention == "softmax" else {}
     return shift, {
+        **logits,
         "target_vote": vote(target.clone()).double(), "target_mass": mass(target.clone()).double(),
         "target_positional": positional[0].double(),
         "self_vote": vote(own.clone()).double(), "self_mass": mass(own.clone()).double(),
@@ -248,11 +294,15 @@ def _key_statistics(
     below_headroom = getattr(blocks, "upper_bound", math.inf) <= LOGIT_HEADROOM - 1.0  # 1 nat for float32 rounding
     bounds = sorted({*range(0, length, KEY_CHUNK), *snapshots, length})
     taken: dict[int, _KeyStatistics] = {}
+    scaled = _ScaledMass.empty(V) if config.model.attention == "softmax" else None
     for begin, end in itertools.pairwise(bounds):
-        f = vote(blocks(begin, end), below_headroom)  # (V, V, c)
-        for fixed_offset in (0, k):  # neither fixed key is a random one (f(0) = g(0) = 0)
-            if begin <= fixed_offset < end:
-                f[..., fixed_offset - begin] = 0.0
+        logits = blocks(begin, end)  # (V, V, c) − shift_a
+        fixed_here = [offset - begin for offset in (0, k) if begin <= offset < end]
+        if scaled is not None:
+            scaled.add(logits, fixed_here)
+        f = vote(logits, below_headroom)  # (V, V, c), in place
+        for index in fixed_here:  # neither fixed key is a random one (f(0) = g(0) = 0)
+            f[..., index] = 0.0
         readout = None
         if additive:
             _, readout = model.readout_tables((last - torch.arange(begin, end)).to(model.embed.device))
@@ -262,10 +312,22 @@ def _key_statistics(
         dominant.add(f, f if g is None else g, readout, begin)
         if end in snapshots:
             taken[end] = _statistics(total, dominant, mass is None, **fixed)
+            taken[end].scaled_mass = None if scaled is None else scaled.copy()
     return taken
 
 
 def _predicted_mass(stats: _KeyStatistics) -> float:
+    """E[p] to second order in the spread of Z_a: p = T/(T + R) + T·S/(T + R)³, R = the own key + Z_a,
+    S = Var Z_a. For softmax in logs (the same value where nothing underflows): p = σ(log T − log R)
+    and T·S/(T + R)³ = p(1 − p)²·S/R², so a run whose logits spread over more than float range (a
+    learned table trained far past 100%) still gets a number, not 0/0."""
+    if stats.scaled_mass is not None:
+        scaled = stats.scaled_mass
+        log_rest = torch.logaddexp(torch.log(scaled.mean) + scaled.top, stats.self_logit)  # (V_a,)
+        p = torch.sigmoid(stats.target_logit - log_rest[:, None])  # (V_a, V_c)
+        spread = (scaled.square_mean - scaled.mean_square).clamp(min=0.0)
+        relative = torch.exp(torch.log(spread) + 2 * scaled.top - 2 * log_rest)  # S/R²; 0 without random keys
+        return float((p + p * (1 - p) ** 2 * relative[:, None]).clamp(0.0, 1.0).mean())
     target = stats.target_mass  # (V_a, V_c)
     rest = (stats.self_mass + stats.mass_mean)[:, None]  # (V_a, 1): the own key, then the random ones
     spread = stats.mass_variance[:, None]
