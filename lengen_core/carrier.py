@@ -9,6 +9,11 @@ a function of Δ alone (C3), read straight from E, W_Q and W_K at any Δ, no for
 average s(Δ) = Σ_j A_j cos(ω_jΔ + φ_j) is the carrier; S_tu = s(t − u) has rank ≤ 2·(active
 frequencies) (C5). Encodings without this closed form get a carrier measured from recorded logits:
 the mean logit at each offset.
+
+The model may be on any device. What is computed from the weights alone (the coefficients, the
+carrier, the near-recurrences) is taken to the CPU and computed there in float64; forward passes
+run on the model's device and their sums come back to the CPU, summed in float64 where the device
+has it (not on Apple's MPS: there in float32 first). The untrained baseline runs on the model's device.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ import numpy as np
 import torch
 
 from lengen_core.config import MAX_EVAL_LENGTH, RunConfig
-from lengen_core.encodings import LengthError
+from lengen_core.encodings import NO_FLOAT64, LengthError
 from lengen_core.evaluate import sequence_tokens
 from lengen_core.training import initial_model
 
@@ -34,9 +39,11 @@ RECURRENCE_GAP = math.log(4.0)  # a far key within this of the target logit take
 
 @torch.no_grad()
 def token_coefficients(model: torch.nn.Module) -> torch.Tensor:
-    """c_abj = q_j(a)·conj(k_j(b))/√D for every query token a and key token b: (V, V, D/2) complex128."""
-    q = model.query_table(0).double()  # (V, D); rotation at position 0 is the identity
-    k = model.key_table(torch.zeros(1, dtype=torch.long, device=q.device))[:, 0].double()  # (V, D)
+    """c_abj = q_j(a)·conj(k_j(b))/√D for every query token a and key token b: (V, V, D/2) complex128,
+    on the CPU whatever the model's device (MPS has no float64)."""
+    q = model.query_table(0)  # (V, D); rotation at position 0 is the identity
+    k = model.key_table(torch.zeros(1, dtype=torch.long, device=q.device))[:, 0]  # (V, D)
+    q, k = q.cpu().double(), k.cpu().double()
     half = q.shape[-1] // 2
     qz = torch.complex(q[:, :half], q[:, half:])  # (V, D/2)
     kz = torch.complex(k[:, :half], k[:, half:])
@@ -168,10 +175,11 @@ def mean_logit_matrix(model: torch.nn.Module, config: RunConfig, length: int, sa
     length costs time, not memory."""
     tokens = sequence_tokens(seed, length, samples, config.task.vocab_size).to(model.embed.device)
     batch = max(1, MATRIX_BATCH_ELEMENTS // (length * length))
-    total = torch.zeros(length, length, dtype=torch.float64, device=tokens.device)
+    float64 = tokens.device.type not in NO_FLOAT64
+    total = torch.zeros(length, length, dtype=torch.float64, device=tokens.device if float64 else "cpu")
     for begin in range(0, samples, batch):
         logits = model.attend(tokens[begin : begin + batch], 0)[0].logits[:, 0]  # (b, T, T)
-        total += logits.double().sum(dim=0)
+        total += logits.double().sum(dim=0) if float64 else logits.sum(dim=0).cpu().double()
     return (total / samples).cpu().numpy()
 
 
@@ -260,7 +268,7 @@ def extract_carrier(
         raise LengthError(f"search length {search_length!r} is out of range: allowed 1 to {MAX_EVAL_LENGTH}")
     source, values, positional, (frequencies, amplitudes) = _parts(model, config, samples)
     metrics, singular = _metrics(model, config, values, positional, amplitudes)
-    untrained = initial_model(config).eval()
+    untrained = initial_model(config).eval().to(next(model.parameters()).device)
     _, base_values, base_positional, (_, base_amplitudes) = _parts(untrained, config, samples)
     baseline, _ = _metrics(untrained, config, base_values, base_positional, base_amplitudes)
     rotary = getattr(model.encoding, "rotary", False)

@@ -11,7 +11,8 @@ when, beyond the training length, most queries attend to one key inside the trai
 Every statistic is accumulated as the forward pass hands over each block of queries (an observer,
 lengen_core.attention), a batch of sequences at a time: memory is the sums (a T × T matrix per
 head at the training length, key counts per head at 4× it) and one batch's forward pass, never
-every layer's and head's full attention of every sequence.
+every layer's and head's full attention of every sequence. The model may be on any device: the
+sums are kept on the CPU, each block's part summed on the model's device and sent there.
 """
 
 from __future__ import annotations
@@ -68,13 +69,13 @@ class _Sums:
                 flat = (torch.arange(heads, device=keys.device)[None, :, None] * self.length + keys).flatten()
                 self.keys[layer] += torch.bincount(flat.cpu(), minlength=heads * self.length).view(heads, -1)
             return
-        self.logits[layer, :, start:stop] += logits.sum(dim=0).double().cpu()
+        self.logits[layer, :, start:stop] += logits.sum(dim=0).cpu().double()  # float64 on the CPU (not on MPS)
         first, k = max(start, self.offset), self.offset
         if first < stop:
             w = weights[:, :, first - start :].abs()  # (B, H, q, T); |w| so linear attention counts too
             t = torch.arange(first, stop, device=w.device)
             on_target = w[:, :, torch.arange(len(t), device=w.device), t - k]  # (B, H, q)
-            self.share[layer] += (on_target / w.sum(dim=-1)).sum(dim=(0, 2)).double().cpu()
+            self.share[layer] += (on_target / w.sum(dim=-1)).sum(dim=(0, 2)).cpu().double()
 
 
 @torch.no_grad()

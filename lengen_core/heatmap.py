@@ -150,5 +150,6 @@ def head_map(
     device = next(model.parameters()).device
     tokens = sequence_tokens(seed, length, samples, config.task.vocab_size).to(device)  # (S, L)
     pool = pooling_factor(length, max_cells)
-    total = sum(_record(model, tokens[i : i + 1], layer, head, pool).pooled.double() for i in range(samples))
-    return (total / samples).cpu().numpy(), pool
+    # summed in float64 on the CPU (the model's device may have no float64: MPS)
+    total = sum(_record(model, tokens[i : i + 1], layer, head, pool).pooled.cpu().double() for i in range(samples))
+    return (total / samples).numpy(), pool

@@ -8,6 +8,9 @@ shifted positions, so the logits move.
 An adapter over the core: the minimal head exposes per-token tables (`query_table`, `key_table`);
 the transformer does not, so its first layer's per-token queries and keys are rebuilt here from
 its weights (later layers see mixed tokens and have no per-token table). No Streamlit here.
+
+The model may be on any device: positions are made on its device, and the queries and keys it
+gives are taken to the CPU for the float64 logits (Apple's MPS has no float64).
 """
 
 from __future__ import annotations
@@ -32,8 +35,8 @@ class ShiftCheck:
 def _first_layer_tables(model: torch.nn.Module, position: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Rotated queries and keys of every token at one position, first layer: (H, V, D) each."""
     block = model.blocks[0]
-    pos = torch.tensor([position])
     x = model.embed  # (V, C)
+    pos = torch.tensor([position], device=x.device)
     table = model.encoding.embed(pos)
     if table is not None:
         x = x + table
@@ -45,17 +48,23 @@ def _first_layer_tables(model: torch.nn.Module, position: int) -> tuple[torch.Te
     return model.encoding.rotate(q, positions)[0], model.encoding.rotate(k, positions)[0]  # (H, V, D) each
 
 
+def _device(model: torch.nn.Module) -> torch.device:
+    return next(model.parameters()).device
+
+
 def pair_logits(model: torch.nn.Module, t: int, u: int) -> torch.Tensor:
-    """Logits of every query token at t against every key token at u: (H, V, V) float64."""
+    """Logits of every query token at t against every key token at u: (H, V, V) float64, on the CPU."""
+    device = _device(model)
     if hasattr(model, "query_table"):
         q = model.query_table(t)[None]  # (1, V, C)
-        k = model.key_table(torch.tensor([u]))[:, 0][None]  # (1, V, C)
+        k = model.key_table(torch.tensor([u], device=device))[:, 0][None]  # (1, V, C)
     else:
         q, _ = _first_layer_tables(model, t)
         _, k = _first_layer_tables(model, u)
-    logits = q.double() @ k.double().transpose(-1, -2) / math.sqrt(q.shape[-1])  # (H, V, V)
-    bias = model.encoding.bias(torch.tensor([t]), torch.tensor([u]))  # (H, 1, 1) or None
-    return logits if bias is None else logits + bias.double()
+    q, k = q.cpu().double(), k.cpu().double()
+    logits = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])  # (H, V, V)
+    bias = model.encoding.bias(torch.tensor([t], device=device), torch.tensor([u], device=device))  # (H, 1, 1) or None
+    return logits if bias is None else logits + bias.cpu().double()
 
 
 @torch.no_grad()

@@ -5,7 +5,9 @@ for the same run).
 `LENGEN_MAX_TRAININGS` limits concurrent trainings (default: the CPUs this process may use, its
 affinity capped by a container's CPU quota: `lengen_core.serving.runtime.usable_cpus`). Each runs in a
 child process of its own (the server's interpreter stays free to serve pages), and torch's intra-op
-threads are divided between them, so N trainings do not each start one thread per core.
+threads are divided between them, so N trainings do not each start one thread per core. They
+train on the app's one device (`$LENGEN_DEVICE`, auto by default: CUDA, then MPS, then the CPU;
+`lengen_core.serving.runtime.device_setting`), the device its analyses use too (`ui.runs.analysis_device`).
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ from streamlit import runtime
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from lengen_core.serving.jobs import TrainingPool
-from lengen_core.serving.runtime import usable_cpus
+from lengen_core.serving.runtime import device_name, device_setting, usable_cpus
 from lengen_core.serving.store import RunStore
+from lengen_core.training import resolve_device
 
 LIMIT_ENV = "LENGEN_MAX_TRAININGS"
 WARM_DELAY_SECONDS = 4.0
@@ -56,7 +59,13 @@ def training_pool() -> TrainingPool:
     # The first training process starts 4 s after the pool (the first page is drawn by then), or at the
     # first request: its torch import and warm-up step would otherwise share the 2 cores with the first
     # visitor's first page (app bench: Start drawn in 10.4 s with it, 7.1-8.6 s without).
-    return TrainingPool(RunStore(), max_concurrent=max_trainings(), isolate=True, warm_delay=WARM_DELAY_SECONDS)
+    return TrainingPool(RunStore(), max_concurrent=max_trainings(), device=device_setting(), isolate=True,
+                        warm_delay=WARM_DELAY_SECONDS)
+
+
+def training_device_name() -> str:
+    """The device this server trains on, in words: 'cpu', 'cuda (NVIDIA H200)', 'Apple silicon (MPS)'."""
+    return device_name(resolve_device(training_pool().device))
 
 
 class SessionWatcher:

@@ -1,7 +1,9 @@
 """Cached access to runs and to every analysis of a run, keyed by run id and arguments.
 
 Models are loaded once per process (`st.cache_resource`) and shared between sessions, so nothing
-here or in a page may change a model in place; analyses are plain data (`st.cache_data`).
+here or in a page may change a model in place; analyses are plain data (`st.cache_data`). They are
+loaded onto `analysis_device()`, the app's one device for trainings and analyses: `$LENGEN_DEVICE`,
+auto by default (CUDA, then MPS, then the CPU); every analysis computes there and hands back CPU data.
 
 Evaluations are cached length by length, so a sweep that is not all cached yet shows a bar of the
 lengths done (`Progress`), and a longer sweep reuses the shorter one's lengths. The numbers are
@@ -32,8 +34,9 @@ from lengen_core.serving.budget import (
     check_prediction,
     check_single_head_evaluation,
 )
+from lengen_core.serving.runtime import DEVICE_ENV, device_setting
 from lengen_core.serving.store import RunStore, StoreError, preset_store
-from lengen_core.training import Run
+from lengen_core.training import Run, resolve_device
 from ui.presets import precomputed, preset_ids
 
 T = TypeVar("T")
@@ -60,11 +63,22 @@ def run_options() -> list[str]:
     return list(dict.fromkeys([*preset_ids().values(), *stored_run_ids()]))
 
 
+def analysis_device() -> str:
+    """Where the app loads runs and computes their analyses: `$LENGEN_DEVICE` (auto, cpu, cuda or
+    mps; auto when unset: CUDA, then MPS, then the CPU). A device this machine lacks is an error
+    naming the variable."""
+    try:
+        return str(resolve_device(device_setting()))
+    except ValueError as error:
+        raise ValueError(f"{error} (the app's device is set by {DEVICE_ENV})") from None
+
+
 @st.cache_resource(show_spinner="Loading run…", max_entries=32)
 def load_run(run_id: str) -> Run:
+    """The stored run (the person's store first, then the presets), on `analysis_device()`, read-only."""
     for store in stores():
         if store.exists(run_id):
-            run = store.load(run_id)
+            run = store.load(run_id, analysis_device())
             run.model.eval()
             run.model.requires_grad_(False)
             return run

@@ -5,6 +5,12 @@ the person's store (`$LENGEN_HOME`) and then from the presets shipped with the l
 store (`lengen_core.serving.store.preset_store`), so a run id the app shows opens here too. Bad input gives one
 line on stderr and exit status 2, never a traceback. This module writes to the streams it is
 given, so it stays testable and the rest of the core never prints.
+
+Every command that computes takes `--device` (auto by default: CUDA, then MPS, then the CPU,
+`lengen_core.training.resolve_device`): `train`, `construct` and `continue` train there; `evaluate`,
+`carrier` and `heads` load the stored run onto it and compute there. Each answer's `device` says
+which device that was (for a training, the device the run was trained on, also when a stored run
+is reused), and `device_name` says it in words (the GPU's name on CUDA).
 """
 
 from __future__ import annotations
@@ -44,11 +50,12 @@ from lengen_core.serving.budget import (
     check_training,
 )
 from lengen_core.serving.lineage import continuation, starting_weights
-from lengen_core.serving.runtime import limit_heap_growth
+from lengen_core.serving.runtime import device_name, limit_heap_growth
 from lengen_core.serving.store import RunStore, StoreError, preset_store
-from lengen_core.training import train
+from lengen_core.training import resolve_device, train
 
 USER_ERRORS = (ConfigError, LengthError, StoreError, ValueError)
+DEVICE_HELP = "auto: CUDA, then MPS, then CPU (default auto)"
 
 
 class UsageError(Exception):
@@ -89,7 +96,7 @@ def build_parser() -> Parser:
                             help="train a stored run further, as a new run that records the run it continues")
     k.add_argument("run_id")
     k.add_argument("--steps", type=int, default=None, help="more steps (default: as many as the run was given)")
-    k.add_argument("--device", default="auto", choices=get_args(DeviceName), help="as for train")
+    _add_device_flag(k, "as for train")
     k.add_argument("--retrain", action="store_true", help="train even if that continuation is stored already")
 
     e = commands.add_parser("evaluate", parents=[json_flag], help="accuracy, target mass, prediction and fitted law at lengths")
@@ -97,13 +104,16 @@ def build_parser() -> Parser:
     e.add_argument("--lengths", type=_lengths, default=None, help="comma separated, default 1×…64× training")
     e.add_argument("--samples", type=int, default=256, help="sequences per length (default 256)")
     e.add_argument("--seed", type=int, default=12_345, help="seed of the evaluation sequences")
+    _add_device_flag(e)
 
     c = commands.add_parser("carrier", parents=[json_flag], help="the carrier kernel of a run")
     c.add_argument("run_id")
     c.add_argument("--search-length", type=int, default=1 << 20, help="how far to look for near-recurrences")
+    _add_device_flag(c)
 
     h = commands.add_parser("heads", parents=[json_flag], help="per-head carriers: carrier heads, pinned heads")
     h.add_argument("run_id")
+    _add_device_flag(h)
 
     commands.add_parser("runs", parents=[json_flag], help="list stored runs")
     d = commands.add_parser("delete", parents=[json_flag], help="delete a stored run")
@@ -122,21 +132,31 @@ def _add_training_flags(parser: Parser, settings: dict[str, Setting], defaults: 
         bounds = f"; {setting.low:g} to {setting.high:g}" if setting.low is not None else ""
         parser.add_argument(f"--{setting.flag}", dest=setting.name, type=setting.kind, default=default,
                             choices=setting.choices or None, help=f"{setting.label}, default {default}{bounds}")
-    parser.add_argument("--device", default="auto", choices=get_args(DeviceName),
-                        help="auto: CUDA, then MPS, then CPU (default auto)")
+    _add_device_flag(parser, "train on it; " + DEVICE_HELP)
     parser.add_argument("--retrain", action="store_true", help="train even if the run is stored already")
+
+
+def _add_device_flag(parser: Parser, help: str = "load the run onto it and compute there; " + DEVICE_HELP) -> None:
+    parser.add_argument("--device", default="auto", choices=get_args(DeviceName), help=help)
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
     return with_changes(RunConfig(), **{name: getattr(args, name) for name in SETTINGS})
 
 
-def _load(run_id: str, store: RunStore) -> Any:
-    """The run from the person's store, else from the presets shipped with the lab."""
+def _load(run_id: str, store: RunStore, device: str = "cpu") -> Any:
+    """The run from the person's store, else from the presets shipped with the lab, on `device`
+    (a name `resolve_device` takes; an unavailable one is a user error before the run is read)."""
+    target = str(resolve_device(device))
     presets = preset_store()
     if not store.exists(run_id) and presets.exists(run_id):
-        return presets.load(run_id)
-    return store.load(run_id)
+        return presets.load(run_id, target)
+    return store.load(run_id, target)
+
+
+def _device(run) -> dict[str, str]:
+    """Where an analysis ran: the device the run was loaded onto, in words too, and where it was trained."""
+    return {"device": run.device, "device_name": device_name(run.device), "trained_on": run.training_device}
 
 
 def command_train(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
@@ -160,6 +180,8 @@ def _trained(config: RunConfig, args: argparse.Namespace, store: RunStore) -> di
         "run_id": run.run_id,
         "config": config.to_dict(),
         "device": run.training_device,  # where it was trained, also for a stored run loaded here
+        # in words where it was trained here; a reused run's GPU may not be this machine's
+        "device_name": run.training_device if reused else device_name(run.training_device),
         "steps": run.steps,
         "train_seconds": run.train_seconds,
         "loss": run.loss,
@@ -204,7 +226,7 @@ def _sequence_rows(run, lengths: list[int], samples: int, seed: int) -> list[dic
 
 
 def command_evaluate(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
-    run = _load(args.run_id, store)
+    run = _load(args.run_id, store, args.device)
     config = run.config
     single_head = config.single_head
     default = [config.task.train_length * 2**i for i in range(7 if single_head else 5)]
@@ -245,11 +267,11 @@ def command_evaluate(args: argparse.Namespace, store: RunStore) -> dict[str, Any
             horizon.update(predicted_horizon=reach.length, predicted_horizon_below=reach.below)
     return {"run_id": run.run_id, "task": config.task.task, "chance": 1 / config.task.vocab_size,
             "verdict": run.verdict.to_dict(), "lengths": rows, "fit": fitted, "fit_status": result.status,
-            "fit_reason": result.reason, "horizon_accuracy": HORIZON_ACCURACY, **horizon}
+            "fit_reason": result.reason, "horizon_accuracy": HORIZON_ACCURACY, **horizon, **_device(run)}
 
 
 def command_heads(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
-    run = _load(args.run_id, store)
+    run = _load(args.run_id, store, args.device)
     check_head_analysis(run.config)
     heads = [
         {**{key: value for key, value in vars(h).items() if key != "carrier"},
@@ -258,11 +280,12 @@ def command_heads(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
     ]
     return {"run_id": run.run_id, "heads": heads,
             "carrier_heads": [[h["layer"], h["head"]] for h in heads if h["is_carrier"]],
-            "pinned_heads": [[h["layer"], h["head"]] for h in heads if h["pinned_key"] is not None]}
+            "pinned_heads": [[h["layer"], h["head"]] for h in heads if h["pinned_key"] is not None],
+            **_device(run)}
 
 
 def command_carrier(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
-    run = _load(args.run_id, store)
+    run = _load(args.run_id, store, args.device)
     check_carrier(run.config, args.search_length)  # over this server's budgets: refused before any work
     carrier = extract_carrier(run.model, run.config, search_length=args.search_length)
     return {
@@ -278,6 +301,7 @@ def command_carrier(args: argparse.Namespace, store: RunStore) -> dict[str, Any]
         "carrier": [float(v) for v in carrier.values[: 4 * carrier.train_length]],
         "singular_values": [float(s) for s in carrier.singular_values[:32]],
         "near_recurrences": [vars(r) for r in carrier.near_recurrences],
+        **_device(run),
     }
 
 
@@ -356,9 +380,10 @@ def _summary(result: dict[str, Any]) -> str:
         ]
         lines.append(f"verdict: {result['verdict']['reason']}")
         lines.append(("fitted law: " if result["fit"] else "") + result["fit_reason"])
+        lines.append(f"device: {result['device_name']}")
         return "\n".join(lines)
     if "heads" in result:
-        return "\n".join(_head_line(h) for h in result["heads"])
+        return "\n".join([*(_head_line(h) for h in result["heads"]), f"device: {result['device_name']}"])
     if "runs" in result:
         learned = lambda r: "" if r["verdict"] is None else "  learned" if r["verdict"]["learned"] else "  did not learn"
         return "\n".join(f"{r['run_id']}  steps {r['steps']}  acc {r['train_accuracy']:.3f}{learned(r)}"

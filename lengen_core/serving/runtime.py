@@ -2,7 +2,10 @@
 
 The app's server, its training children and the command line call `limit_heap_growth()` once at
 start. `usable_cpus()` is the number of CPUs this process may really run on: its affinity, capped
-by a cgroup (container) CPU quota, which `os.cpu_count()` ignores.
+by a cgroup (container) CPU quota, which `os.cpu_count()` ignores. `device_setting()` is the
+operator's device for the app's trainings and analyses (`$LENGEN_DEVICE`, auto by default: CUDA,
+then MPS, then the CPU, as `lengen_core.training.resolve_device` picks), and `device_name()` the
+words a page or the command line shows for a device (the GPU's own name on CUDA).
 
 Why: glibc's malloc serves a block larger than its mmap threshold with a mapping of its own, given
 back to the system on free, but after such a block is freed it raises the threshold to that block's
@@ -23,6 +26,9 @@ import math
 import os
 import sys
 from pathlib import Path
+from typing import get_args
+
+from lengen_core.config import DeviceName
 
 M_MMAP_THRESHOLD = -3  # mallopt's parameter number (malloc.h)
 MMAP_THRESHOLD_BYTES = 1 << 20
@@ -82,3 +88,35 @@ def usable_cpus() -> int:
     if limit is not None:
         cpus = min(cpus, max(1, math.floor(limit)))
     return max(1, cpus)
+
+
+DEVICE_ENV = "LENGEN_DEVICE"
+
+
+def device_setting(error: type[Exception] = ValueError) -> str:
+    """The operator's device for the app (its trainings and its analyses): `$LENGEN_DEVICE`, one of
+    auto, cpu, cuda or mps (any case), auto when unset; anything else raises `error` naming the
+    variable. Resolved by `lengen_core.training.resolve_device`, which refuses a device this
+    machine does not have."""
+    text = os.environ.get(DEVICE_ENV, "").strip().lower()
+    if not text:
+        return "auto"
+    allowed = get_args(DeviceName)
+    if text not in allowed:
+        raise error(f"{DEVICE_ENV}={text!r} is not allowed: give one of {', '.join(allowed)}")
+    return text
+
+
+def device_name(device: object) -> str:
+    """A device in words: 'cpu', 'cuda (NVIDIA H200)' with the GPU's name, 'Apple silicon (MPS)'."""
+    import torch  # here, not at the top: the server's first imports stay light
+
+    device = torch.device(device)
+    if device.type == "cuda":
+        try:
+            return f"{device} ({torch.cuda.get_device_name(device)})"
+        except (RuntimeError, AssertionError, ValueError):  # no driver or no such GPU in this process
+            return str(device)
+    if device.type == "mps":
+        return "Apple silicon (MPS)"
+    return str(device)

@@ -26,7 +26,7 @@ from lengen_core.heads import PIN_SHARE, analyse_heads
 from lengen_core.serving import cli
 from lengen_core.serving.store import PRESET_ROOT, RunStore, StoreError, preset_store
 from lengen_core.tasks import targets_of
-from lengen_core.training import Run, train
+from lengen_core.training import Run, resolve_device, train
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 QUICK = ("--steps", "30", "--device", "cpu")  # cheap, and the same on a machine with a GPU
@@ -366,6 +366,7 @@ BAD_EVALUATE = {
     "length at the offset": (("--lengths", "16,3"), ("length 3", "offset 3")),
     "zero samples": (("--samples", "0", "--lengths", "16"), ("samples 0",)),
     "samples not a number": (("--samples", "lots"), ("--samples", "'lots'")),
+    "unknown device": (("--device", "tpu"), ("--device", "'tpu'")),
 }
 
 
@@ -386,6 +387,38 @@ def test_bad_carrier_search_length_is_a_user_error() -> None:
     run_id = train_quick()["run_id"]
     assert_user_error(run_cli("carrier", run_id, "--search-length", "0"), "search length 0")
     assert_user_error(run_cli("carrier", run_id, "--search-length", str(MAX_EVAL_LENGTH + 1)), "out of range")
+
+
+# --- the device ---------------------------------------------------------------------------------
+
+
+def test_every_analysis_takes_a_device_and_says_which_it_used() -> None:
+    trained = train_quick()
+    assert (trained["device"], trained["device_name"]) == ("cpu", "cpu")
+    run_id = trained["run_id"]
+    here = str(resolve_device("auto"))  # the default: CUDA, then MPS, then the CPU
+    for argv in (("evaluate", run_id, "--lengths", "16", "--samples", "8"), ("heads", run_id),
+                 ("carrier", run_id, "--search-length", "64")):
+        on_cpu = ok_json(*argv, "--device", "cpu", "--json")
+        assert (on_cpu["device"], on_cpu["device_name"], on_cpu["trained_on"]) == ("cpu", "cpu", "cpu"), argv
+        assert ok_json(*argv, "--json")["device"] == here, argv
+        assert cli.build_parser().parse_args(list(argv)).device == "auto"
+    readable = run_cli("evaluate", run_id, "--lengths", "16", "--samples", "8", "--device", "cpu")
+    assert readable.stdout.splitlines()[-1] == "device: cpu"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is available here")
+@pytest.mark.parametrize("command", ["evaluate", "heads", "carrier"])
+def test_an_analysis_on_a_device_this_machine_lacks_is_a_user_error(command: str) -> None:
+    run_id = train_quick()["run_id"]
+    assert_user_error(run_cli(command, run_id, "--device", "cuda", "--json"), "'cuda'", "not available")
+
+
+def test_the_device_names_the_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H200")
+    assert cli.device_name("cuda") == "cuda (NVIDIA H200)"
+    assert cli.device_name("cpu") == "cpu"
+    assert cli.device_name("mps") == "Apple silicon (MPS)"
 
 
 BAD_COMMAND = {
@@ -512,7 +545,7 @@ def test_heads_reports_every_layer_and_head() -> None:
     readable = run_cli("heads", run_id)
     assert readable.code == 0 and readable.stderr == ""
     assert [line.split(":")[0] for line in readable.stdout.splitlines()] == [
-        "layer 0 head 0", "layer 0 head 1", "layer 1 head 0", "layer 1 head 1"]
+        "layer 0 head 0", "layer 0 head 1", "layer 1 head 0", "layer 1 head 1", "device"]
 
 
 def test_heads_of_the_minimal_model_is_one_head() -> None:
