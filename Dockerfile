@@ -2,6 +2,8 @@
 #   docker build -t lengen .                                   # CPU build of torch (default)
 #   docker build -t lengen-gpu --build-arg TORCH_VARIANT=cu128 .   # a CUDA 12.8 build of torch
 #   docker run -p 8501:8501 -v lengen-runs:/data lengen           # add --gpus all for the GPU image
+# The GPU image needs the NVIDIA Container Toolkit and a host driver >= 570 on Linux (docs/device.md);
+# it trains and analyses on the GPU by default (LENGEN_DEVICE=auto; -e LENGEN_DEVICE=cpu keeps it off).
 # A shared instance, with limits (docs/serving.md):
 #   docker run --read-only --tmpfs /tmp:rw,size=1g --memory 8g --cpus 2 --pids-limit 512 \
 #     -e STREAMLIT_SERVER_ALLOWED_HOSTS=class.example.org -p 8501:8501 -v lengen-runs:/data lengen
@@ -15,7 +17,12 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     LENGEN_HOME=/data \
     TMPDIR=/tmp \
     XDG_CACHE_HOME=/tmp/.cache \
-    MALLOC_MMAP_THRESHOLD_=1048576
+    MALLOC_MMAP_THRESHOLD_=1048576 \
+    NVIDIA_VISIBLE_DEVICES=all \
+    NVIDIA_DRIVER_CAPABILITIES=compute,utility \
+    CUBLAS_WORKSPACE_CONFIG=:4096:8
+# The NVIDIA runtime exposes the GPUs and their compute libraries to the container (ignored without one);
+# cuBLAS is deterministic only with a fixed workspace, so a CUDA training is the same bytes every time.
 
 # tini reaps the training processes and forwards signals: the server is not PID 1's special case.
 RUN apt-get update \

@@ -241,7 +241,11 @@ def main(argv: list[str] | None = None) -> int:
         root, run_id, length = args.load
         load_without_gpu(root, run_id, int(length))
         return 0
-    device = resolve_device(args.device)
+    try:
+        device = resolve_device(args.device)
+    except ValueError as error:  # an explicit device this machine lacks
+        print(f"device_check: error: {error}", file=sys.stderr)
+        return 2
     dry = device.type == "cpu" and not args.full
     sizes = DRY if dry else FULL
     failed = False

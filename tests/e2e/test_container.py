@@ -28,6 +28,10 @@ def test_dockerfile_runs_as_a_non_root_user_and_declares_a_health_check():
     assert spec["env"]["LENGEN_HOME"] == "/data"
     assert spec["env"]["TMPDIR"] == "/tmp"  # a read-only root with a tmpfs at /tmp: torch needs a writable temp
     assert spec["env"]["MALLOC_MMAP_THRESHOLD_"] == "1048576"  # as lengen_core.serving.runtime sets it
+    # the GPU image (TORCH_VARIANT=cu128) sees the GPUs through the NVIDIA runtime; harmless without one
+    assert spec["env"]["NVIDIA_VISIBLE_DEVICES"] == "all"
+    assert spec["env"]["NVIDIA_DRIVER_CAPABILITIES"] == "compute,utility"
+    assert spec["env"]["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"  # deterministic cuBLAS: a CUDA run is the same bytes
     assert '"/usr/bin/tini"' in (ROOT / "Dockerfile").read_text()  # an init reaps the training processes
     assert {"app.py", "serve.py", "lengen_core/", "ui/", "pages/", "assets/", ".streamlit/", "requirements.txt"} <= set(spec["copy"])
 
