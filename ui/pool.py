@@ -23,7 +23,7 @@ from streamlit import runtime
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from lengen_core.serving.jobs import TrainingPool
-from lengen_core.serving.runtime import device_name, device_setting, usable_cpus
+from lengen_core.serving.runtime import deterministic_cublas, device_name, device_setting, usable_cpus
 from lengen_core.serving.store import RunStore
 from lengen_core.training import resolve_device
 
@@ -59,6 +59,7 @@ def training_pool() -> TrainingPool:
     # The first training process starts 4 s after the pool (the first page is drawn by then), or at the
     # first request: its torch import and warm-up step would otherwise share the 2 cores with the first
     # visitor's first page (app bench: Start drawn in 10.4 s with it, 7.1-8.6 s without).
+    deterministic_cublas()  # the training processes inherit it: a CUDA training is the same bytes each time
     return TrainingPool(RunStore(), max_concurrent=max_trainings(), device=device_setting(), isolate=True,
                         warm_delay=WARM_DELAY_SECONDS)
 

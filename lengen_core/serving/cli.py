@@ -50,7 +50,7 @@ from lengen_core.serving.budget import (
     check_training,
 )
 from lengen_core.serving.lineage import continuation, starting_weights
-from lengen_core.serving.runtime import device_name, limit_heap_growth
+from lengen_core.serving.runtime import deterministic_cublas, device_name, limit_heap_growth
 from lengen_core.serving.store import RunStore, StoreError, preset_store
 from lengen_core.training import resolve_device, train
 
@@ -404,6 +404,7 @@ def _summary(result: dict[str, Any]) -> str:
 
 def main(argv: Sequence[str] | None = None, stdout: TextIO = sys.stdout, stderr: TextIO = sys.stderr) -> int:
     limit_heap_growth()
+    deterministic_cublas()  # before any CUDA work: a CUDA training is the same bytes each time
     try:
         args = build_parser().parse_args(argv)
         result = COMMANDS[args.command](args, RunStore())

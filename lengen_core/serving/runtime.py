@@ -1,7 +1,7 @@
 """Process-wide settings of the processes that serve the lab, and what this process may use.
 
-The app's server, its training children and the command line call `limit_heap_growth()` once at
-start. `usable_cpus()` is the number of CPUs this process may really run on: its affinity, capped
+The app's server, its training children and the command line call `limit_heap_growth()` (and
+`deterministic_cublas()`) once at start. `usable_cpus()` is the number of CPUs this process may really run on: its affinity, capped
 by a cgroup (container) CPU quota, which `os.cpu_count()` ignores. `device_setting()` is the
 operator's device for the app's trainings and analyses (`$LENGEN_DEVICE`, auto by default: CUDA,
 then MPS, then the CPU, as `lengen_core.training.resolve_device` picks), and `device_name()` the
@@ -91,6 +91,15 @@ def usable_cpus() -> int:
 
 
 DEVICE_ENV = "LENGEN_DEVICE"
+CUBLAS_ENV, CUBLAS_WORKSPACE = "CUBLAS_WORKSPACE_CONFIG", ":4096:8"
+
+
+def deterministic_cublas() -> None:
+    """Give cuBLAS the fixed workspace its deterministic mode needs (`CUBLAS_WORKSPACE_CONFIG`), unless
+    the operator set one: torch's deterministic algorithms (every training step) then make a CUDA
+    training the same bytes each time. Read when cuBLAS starts, so called at process start, before
+    any CUDA work; the training processes a server starts inherit it. Nothing changes on a CPU."""
+    os.environ.setdefault(CUBLAS_ENV, CUBLAS_WORKSPACE)
 
 
 def device_setting(error: type[Exception] = ValueError) -> str:

@@ -5,6 +5,9 @@ checked here by treating the CPU as such a device."""
 
 from __future__ import annotations
 
+import io
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -13,7 +16,8 @@ import lengen_core.carrier as carrier_module
 import ui.pool
 from lengen_core.carrier import mean_logit_matrix
 from lengen_core.config import RunConfig, with_changes
-from lengen_core.serving.runtime import DEVICE_ENV, device_name, device_setting
+from lengen_core.serving import cli
+from lengen_core.serving.runtime import CUBLAS_ENV, DEVICE_ENV, deterministic_cublas, device_name, device_setting
 from lengen_core.training import resolve_device, train
 from ui.equivariance import pair_logits
 from ui.runs import analysis_device
@@ -97,3 +101,13 @@ def test_equivariance_logits_come_back_in_float64_on_the_cpu() -> None:
     config = with_changes(RunConfig(), d_model=16, train_length=8, offset=2, steps=2)
     logits = pair_logits(train(config, "cpu").model, 1_000, 997)
     assert logits.device.type == "cpu" and logits.dtype == torch.float64 and logits.shape == (1, 16, 16)
+
+
+def test_cublas_gets_its_deterministic_workspace_unless_the_operator_set_one(monkeypatch, tmp_path) -> None:
+    monkeypatch.delenv(CUBLAS_ENV, raising=False)
+    monkeypatch.setenv("LENGEN_HOME", str(tmp_path))
+    cli.main(["runs", "--json"], stdout=io.StringIO(), stderr=io.StringIO())  # the command line sets it at start
+    assert os.environ[CUBLAS_ENV] == ":4096:8"
+    monkeypatch.setenv(CUBLAS_ENV, ":16:8")
+    deterministic_cublas()
+    assert os.environ[CUBLAS_ENV] == ":16:8"
