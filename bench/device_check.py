@@ -166,8 +166,11 @@ def training(device: torch.device, sizes: Sizes):
 
 
 def evaluation(device: torch.device, model: torch.nn.Module, config: RunConfig, sizes: Sizes) -> tuple[bool, str]:
+    """The same weights evaluated on the device and on the CPU at the check's length: time, peak memory,
+    accuracy (equal to one answer: a near-tie may round differently) and target mass."""
     length, samples = sizes.eval_length, sizes.eval_samples
     cpu_model = {name: tensor.detach().cpu() for name, tensor in model.state_dict().items()}
+    evaluate(model, config, [1_024], samples=8)  # a warm-up: the device's first kernels are not timed
     (report,), seconds, peak = measured(device, lambda: evaluate(model, config, [length], samples=samples))
     on_cpu = initial_model(config)  # the same weights on the CPU
     on_cpu.load_state_dict(cpu_model)
