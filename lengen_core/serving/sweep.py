@@ -1,0 +1,372 @@
+"""Sweeps: a grid of runs, each trained (or taken from the store), evaluated and analysed, gathered
+into one table.
+
+    grid = SweepGrid(encodings=("rope", "learned"), offsets=(1, 3, 5), seeds=(0, 1, 2))
+    result = run_sweep(grid, store_root)                     # the local backend: a process pool
+    result = run_sweep(grid, store_root, backend="ray", address="127.0.0.1:6379")
+    result.table()                                           # one row per cell and length (pandas)
+
+A cell is one config: the grid's product of encodings, attentions, offsets, training lengths,
+vocabulary sizes and seeds over the `base` settings. Each cell runs `run_cell`, a plain function of
+picklable arguments, in a worker: it loads the run from the store or trains and saves it, checks
+every cost against the budgets before the work, then evaluates at the grid's lengths and reads the
+verdict, the dilution fit (m_out), the carrier's argmax offset and the predicted horizon. A cell
+whose config is invalid, or whose work is over a budget or fails, gives a row with its `error`; the
+other cells go on.
+
+What is kept (`<store root>/sweeps/<sweep id>/`): `grid.json`, and one `cells/<index>.json` per cell
+as it finishes, so a sweep that is stopped or killed resumes where it left off (a finished cell is
+read back, not run again; a cell that failed is tried again), and a sweep run twice trains nothing
+the second time (its runs are in the store). The sweep id is a hash of the grid.
+
+Backends. `local`: a `concurrent.futures.ProcessPoolExecutor` (spawned workers, one torch thread
+each). `ray`: the same function as a Ray task on an existing cluster (`address`) or a local Ray
+instance (no address); Ray's scheduler places the tasks, nothing here queues or retries. Ray
+workers save the runs they train into the same store path, so a cluster needs a shared filesystem
+at that path (docs/sweeps.md). No other module needs Ray; it is imported only by that backend.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import hashlib
+import itertools
+import json
+import math
+import multiprocessing
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from lengen_core.config import ConfigError, RunConfig, with_changes
+
+Backend = Literal["local", "ray"]
+MAX_CELLS = 512  # cells in one sweep (the hosted app's budget may allow fewer: `check_grid`)
+MAX_GRID_LENGTHS = 16
+GRID_AXES = ("encoding", "attention", "offset", "train_length", "vocab_size", "seed")  # the config's own names
+SWEEPS_DIR = "sweeps"
+HORIZON_MULTIPLE = 1024  # a cell's predicted horizon is looked for up to this multiple of L_train (or the table's end)
+
+
+class SweepError(ValueError):
+    """A grid that cannot run: too many cells, no cells, bad lengths; the message says what is allowed."""
+
+
+@dataclass(frozen=True)
+class SweepGrid:
+    """The grid: one cell per combination of the axes, each over `base` (flat config settings)."""
+
+    encodings: tuple[str, ...] = ("rope",)
+    attentions: tuple[str, ...] = ("softmax",)
+    offsets: tuple[int, ...] = (3,)
+    train_lengths: tuple[int, ...] = (16,)
+    vocab_sizes: tuple[int, ...] = (16,)
+    seeds: tuple[int, ...] = (0,)
+    lengths: tuple[int, ...] = (16, 64, 256, 1024)
+    samples: int = 512
+    base: tuple[tuple[str, Any], ...] = ()  # other settings, e.g. (("steps", 600),) or {"steps": 600}
+
+    def __post_init__(self) -> None:
+        for name in ("encodings", "attentions", "offsets", "train_lengths", "vocab_sizes", "seeds", "lengths"):
+            values = tuple(dict.fromkeys(getattr(self, name)))  # repeats dropped, order kept
+            if not values:
+                raise SweepError(f"the grid's {name.replace('_', ' ')} are empty: give at least one")
+            object.__setattr__(self, name, values)
+        object.__setattr__(self, "lengths", tuple(sorted(self.lengths)))
+        object.__setattr__(self, "base", tuple(sorted(dict(self.base).items())))  # a dict, or pairs in any order
+        if len(self.lengths) > MAX_GRID_LENGTHS:
+            raise SweepError(f"{len(self.lengths)} evaluation lengths; a sweep allows at most {MAX_GRID_LENGTHS}")
+        if self.size > MAX_CELLS:
+            raise SweepError(f"the grid has {self.size} cells; a sweep allows at most {MAX_CELLS}: "
+                             "fewer seeds, offsets or other values")
+        try:
+            with_changes(RunConfig(), **dict(self.base))
+        except ConfigError as error:
+            raise SweepError(f"the grid's base settings: {error}") from None
+
+    @property
+    def axes(self) -> dict[str, tuple]:
+        return {"encoding": self.encodings, "attention": self.attentions, "offset": self.offsets,
+                "train_length": self.train_lengths, "vocab_size": self.vocab_sizes, "seed": self.seeds}
+
+    @property
+    def size(self) -> int:
+        return math.prod(len(values) for values in self.axes.values())
+
+    def cells(self) -> list[dict[str, Any]]:
+        """Each cell's axis settings, in a fixed order (the index of a cell is stable)."""
+        return [dict(zip(GRID_AXES, values, strict=True)) for values in itertools.product(*self.axes.values())]
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["base"] = dict(self.base)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SweepGrid:
+        data = dict(data)
+        data["base"] = tuple(dict(data.get("base", {})).items())
+        return cls(**{key: tuple(value) if isinstance(value, list) else value for key, value in data.items()})
+
+    def sweep_id(self) -> str:
+        canonical = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        return "sweep-" + hashlib.sha256(canonical.encode()).hexdigest()[:12]
+
+
+def cell_config(grid: SweepGrid, settings: dict[str, Any]) -> RunConfig:
+    """The cell's config: the base settings with the cell's; `ConfigError` if that is not a valid run."""
+    return with_changes(RunConfig(), **{**dict(grid.base), **settings})
+
+
+def run_cell(store_root: str, config_data: dict[str, Any], lengths: Sequence[int], samples: int,
+             device: str = "cpu") -> dict[str, Any]:
+    """Train (or load) one cell's run and measure it: a JSON-ready record. Runs in a worker process
+    (or a Ray task), so everything it needs comes as plain arguments and it opens the store itself."""
+    import torch
+
+    from lengen_core.serving.store import RunStore
+
+    torch.set_num_threads(1)  # one cell a worker: the pool (or Ray) spreads the cores
+    config = RunConfig.from_dict(config_data)
+    store = RunStore(Path(store_root))
+    reused = store.exists(config.run_id())
+    if reused:
+        run = store.load(config.run_id(), device)
+    else:
+        from lengen_core.serving.budget import check_training
+        from lengen_core.training import train
+
+        check_training(config)
+        run = train(config, device)
+        store.save(run)
+    return {"run_id": run.run_id, "reused": reused, **measure_run(run, lengths, samples)}
+
+
+def measure_run(run, lengths: Sequence[int], samples: int) -> dict[str, Any]:
+    """The verdict, the evaluation rows at `lengths` (those the run allows), the fit's m_out, the
+    carrier's argmax offset and margin, and the predicted horizon (single head only); each cost is
+    checked against the budgets first."""
+    from lengen_core.carrier import extract_carrier
+    from lengen_core.evaluate import LengthError, check_lengths, evaluate
+    from lengen_core.fit import fit_dilution
+    from lengen_core.horizon import horizon_ceiling, measured_horizon, predicted_horizon
+    from lengen_core.serving import budget
+
+    config, model = run.config, run.model
+    allowed = []
+    for n in lengths:
+        try:
+            check_lengths(config, model, [n])
+        except LengthError:
+            continue
+        allowed.append(n)
+    record: dict[str, Any] = {"learned": run.verdict.learned, "steps": run.steps, "verdict": run.verdict.reason,
+                              "lengths": [], "m_out": None, "m_out_low": None, "m_out_high": None,
+                              "fit_status": None, "argmax_offset": None, "carrier_margin": None,
+                              "predicted_horizon": None, "measured_horizon": None}
+    if config.single_head:
+        budget.check_single_head_evaluation(config, allowed, samples)
+        reports = evaluate(model, config, allowed, samples=samples)
+    else:
+        from lengen_core.sequence import evaluate_sequence
+
+        budget.check_sequence_evaluation(config, allowed, samples)
+        reports = evaluate_sequence(model, config, allowed, samples=samples)
+    record["lengths"] = [{"length": r.length, "accuracy": float(r.accuracy), "accuracy_low": float(r.accuracy_low),
+                          "accuracy_high": float(r.accuracy_high), "target_mass": float(r.target_mass)}
+                         for r in reports]
+    if not config.single_head:
+        return record
+    L = config.task.train_length
+    budget.check_prediction(config, sorted({L, *allowed}))
+    from lengen_core.dilution import predict
+
+    predicted = {p.length: p.target_mass for p in predict(model, config, sorted({L, *allowed}))}
+    result = fit_dilution(allowed, [r.target_mass for r in reports], [r.target_mass_sem for r in reports], L,
+                          config.task.vocab_size, run.verdict, predicted)
+    record["fit_status"] = result.status
+    if result.fit is not None:
+        record.update(m_out=result.fit.m_out, m_out_low=result.fit.m_out_low, m_out_high=result.fit.m_out_high)
+    search = 4 * L
+    budget.check_carrier(config, search)
+    carrier = extract_carrier(model, config, search_length=search, samples=256)
+    record.update(argmax_offset=int(carrier.argmax_offset), carrier_margin=float(carrier.margin))
+    measured = measured_horizon(allowed, [r.accuracy for r in reports], L)
+    record["measured_horizon"] = None if measured is None else measured.length
+    ceiling = min(horizon_ceiling(model), HORIZON_MULTIPLE * L)
+    record["predicted_horizon_ceiling"] = ceiling
+    try:
+        budget.check_horizon(config, ceiling)
+    except budget.BudgetError as error:  # the rest of the cell's answer still stands
+        record["predicted_horizon_note"] = f"not computed: {' '.join(str(error).split())}"
+    else:
+        record["predicted_horizon"] = predicted_horizon(model, config, ceiling=ceiling).length
+    return record
+
+
+@dataclass
+class SweepProgress:
+    done: int  # cells finished (run now or read back), errors included
+    total: int
+    errors: int
+    elapsed_seconds: float
+    seconds_left: float | None  # from the cells run in this call so far; None before the first
+
+    @property
+    def left(self) -> int:
+        return self.total - self.done
+
+
+@dataclass
+class SweepResult:
+    sweep_id: str
+    grid: SweepGrid
+    cells: list[dict[str, Any]]  # in the grid's order: settings, run_id, … or error
+    cancelled: bool = False
+    ran: int = 0  # cells run by this call (the rest were read back)
+    trained: int = 0  # runs trained by this call (the rest came from the store)
+    backend: str = "local"
+    notes: list[str] = field(default_factory=list)
+
+    def table(self):
+        """One row per (cell, length): the cell's settings and figures beside the length's accuracy and mass;
+        a cell with an error (or no lengths) gives one row with `error`."""
+        import pandas as pd
+
+        rows = []
+        for cell in self.cells:
+            flat = {key: value for key, value in cell.items() if key != "lengths"}
+            for length in cell.get("lengths") or [{}]:
+                rows.append({**flat, **length})
+        return pd.DataFrame(rows)
+
+
+def sweep_dir(store_root: Path, sweep_id: str) -> Path:
+    return Path(store_root) / SWEEPS_DIR / sweep_id
+
+
+def _read_cell(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None  # missing, or cut short by a kill: run it again
+
+
+def _write_json(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(f".{os.getpid()}.partial")
+    partial.write_text(json.dumps(data, sort_keys=True), encoding="utf-8")
+    partial.replace(path)  # atomic: a killed sweep leaves a whole file or none
+
+
+def run_sweep(grid: SweepGrid, store_root: Path, backend: Backend = "local", workers: int | None = None,
+              address: str | None = None, progress: Callable[[SweepProgress], None] | None = None,
+              cancel: threading.Event | None = None, device: str = "cpu") -> SweepResult:
+    """Run every cell not finished before; `cancel` set stops handing out cells (running ones finish
+    and are kept). The result holds every cell, in the grid's order."""
+    if backend not in ("local", "ray"):
+        raise SweepError(f"backend {backend!r}: allowed local, ray")
+    directory = sweep_dir(store_root, grid.sweep_id())
+    _write_json(directory / "grid.json", grid.to_dict())
+    settings = grid.cells()
+    results: list[dict[str, Any] | None] = [_read_cell(directory / "cells" / f"{i}.json") for i in range(len(settings))]
+    todo: list[tuple[int, dict[str, Any]]] = []
+    for index, cell in enumerate(settings):
+        if results[index] is not None:
+            continue
+        try:
+            config = cell_config(grid, cell)
+        except ConfigError as error:
+            results[index] = {**cell, "error": f"invalid config: {error}"}
+            continue
+        todo.append((index, config.to_dict()))
+    start, ran, trained = time.perf_counter(), 0, 0
+
+    def finished(index: int, record: dict[str, Any]) -> None:
+        nonlocal ran, trained
+        results[index] = {**settings[index], **record}
+        if "error" not in record:  # a failed cell is tried again by the next run of the sweep
+            _write_json(directory / "cells" / f"{index}.json", results[index])
+        ran += 1
+        trained += 0 if record.get("reused", True) else 1
+        if progress is not None:
+            done = sum(r is not None for r in results)
+            elapsed = time.perf_counter() - start
+            left = len(results) - done
+            progress(SweepProgress(done, len(results), sum("error" in r for r in results if r), elapsed,
+                                   elapsed / ran * left if ran else None))  # cells finish every elapsed/ran
+
+    runner = _run_ray if backend == "ray" else _run_local
+    cancelled = runner(todo, str(store_root), grid, workers, address, finished, cancel, device)
+    cells = [r if r is not None else {**settings[i], "error": "not run: the sweep was cancelled"}
+             for i, r in enumerate(results)]
+    return SweepResult(grid.sweep_id(), grid, cells, cancelled, ran, trained, backend)
+
+
+def _error_record(error: BaseException) -> dict[str, Any]:
+    return {"error": f"{type(error).__name__}: {' '.join(str(error).split())}"}
+
+
+def _run_local(todo, store_root: str, grid: SweepGrid, workers: int | None, address: str | None,
+               finished, cancel: threading.Event | None, device: str) -> bool:
+    if address is not None:
+        raise SweepError("an address is for the ray backend; the local backend runs on this machine")
+    count = max(1, min(workers or os.cpu_count() or 1, len(todo) or 1))
+    context = multiprocessing.get_context("spawn")  # no forked torch state in the workers
+    queue = list(todo)
+    with concurrent.futures.ProcessPoolExecutor(count, mp_context=context) as pool:
+        futures: dict[concurrent.futures.Future, int] = {}
+        while queue or futures:
+            # hand out cells as workers free up (one waiting per worker), so a cancel leaves the rest unstarted
+            while queue and len(futures) < 2 * count and not (cancel is not None and cancel.is_set()):
+                index, config = queue.pop(0)
+                futures[pool.submit(run_cell, store_root, config, grid.lengths, grid.samples, device)] = index
+            if not futures:
+                break  # cancelled with nothing running
+            done, _ = concurrent.futures.wait(futures, timeout=0.5, return_when=concurrent.futures.FIRST_COMPLETED)
+            for future in done:
+                index = futures.pop(future)
+                error = future.exception()
+                finished(index, _error_record(error) if error else future.result())
+            if cancel is not None and cancel.is_set():
+                for future in list(futures):
+                    if future.cancel():  # not started yet
+                        del futures[future]
+    return cancel is not None and cancel.is_set()
+
+
+def _run_ray(todo, store_root: str, grid: SweepGrid, workers: int | None, address: str | None,
+             finished, cancel: threading.Event | None, device: str) -> bool:
+    try:
+        import ray
+    except ImportError:
+        raise SweepError("the ray backend needs Ray: pip install -r requirements-ray.txt") from None
+    started_here = not ray.is_initialized()
+    if started_here:
+        ray.init(address=address, include_dashboard=False, log_to_driver=False,
+                 **({} if address else {"num_cpus": workers or os.cpu_count()}))
+    try:
+        task = ray.remote(num_cpus=1)(run_cell)
+        refs = {task.remote(store_root, config, grid.lengths, grid.samples, device): index for index, config in todo}
+        pending = list(refs)
+        while pending:
+            if cancel is not None and cancel.is_set():
+                for ref in pending:
+                    ray.cancel(ref)
+            done, pending = ray.wait(pending, num_returns=1, timeout=0.5)
+            for ref in done:
+                try:
+                    finished(refs[ref], ray.get(ref))
+                except ray.exceptions.TaskCancelledError:
+                    continue
+                except ray.exceptions.RayError as error:  # a task's failure is the cell's, not the sweep's
+                    cause = getattr(error, "cause", None) or error
+                    finished(refs[ref], _error_record(cause))
+        return cancel is not None and cancel.is_set()
+    finally:
+        if started_here:
+            ray.shutdown()

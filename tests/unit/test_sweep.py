@@ -1,0 +1,86 @@
+"""Sweeps (lengen_core.serving.sweep): a grid of cells trained or read from the store, measured in
+worker processes, gathered into one table; resumed, not redone; a bad cell reported, not fatal."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+
+import pandas as pd
+import pytest
+
+from lengen_core.serving.store import RunStore
+from lengen_core.serving.sweep import SweepError, SweepGrid, cell_config, run_sweep, sweep_dir
+
+GRID = SweepGrid(encodings=("rope", "learned"), offsets=(1, 3), seeds=(0,), lengths=(16, 64), samples=64,
+                 base=(("steps", 400), ("d_model", 32), ("qk_init", 1.0)))  # learns in seconds on one thread
+FIGURES = ["run_id", "learned", "steps", "m_out", "argmax_offset", "predicted_horizon", "measured_horizon",
+           "length", "accuracy", "target_mass"]
+
+
+def test_the_grid_is_the_product_of_its_axes_over_the_base_settings():
+    assert GRID.size == 4 and len(GRID.cells()) == 4
+    assert GRID.cells()[1] == {"encoding": "rope", "attention": "softmax", "offset": 3, "train_length": 16,
+                               "vocab_size": 16, "seed": 0}
+    config = cell_config(GRID, GRID.cells()[3])
+    assert (config.model.encoding, config.task.offset, config.train.steps, config.model.d_model) == ("learned", 3, 400, 32)
+    assert SweepGrid.from_dict(GRID.to_dict()) == GRID and SweepGrid.from_dict(GRID.to_dict()).sweep_id() == GRID.sweep_id()
+    assert SweepGrid(seeds=(0, 0, 1)).seeds == (0, 1)  # a repeated value is one cell, not two
+
+
+@pytest.mark.parametrize("changes,message", [
+    (dict(seeds=tuple(range(600))), "at most 512"), (dict(offsets=()), "offsets are empty"),
+    (dict(lengths=tuple(range(2, 40))), "at most 16"), (dict(base=(("steps", -1),)), "base settings"),
+])
+def test_a_grid_out_of_bounds_says_what_is_allowed(changes, message):
+    with pytest.raises(SweepError, match=message):
+        SweepGrid(**changes)
+
+
+def test_a_sweep_runs_every_cell_and_a_second_run_trains_nothing(tmp_path):
+    first = run_sweep(GRID, tmp_path, workers=2)
+    assert not first.cancelled and first.ran == 4 and first.trained == 4
+    table = first.table()
+    assert len(table) == 4 * 2 and "error" not in table
+    rope = table[(table.encoding == "rope") & (table.length == 16)]
+    assert rope.learned.all() and (rope.accuracy > 0.9).all()
+    assert set(table.run_id) == {cell_config(GRID, cell).run_id() for cell in GRID.cells()}
+    assert all(RunStore(tmp_path).exists(run_id) for run_id in table.run_id)
+    again = run_sweep(GRID, tmp_path, workers=2)
+    assert again.ran == 0 and again.trained == 0  # every cell read back
+    pd.testing.assert_frame_equal(again.table()[FIGURES], table[FIGURES])
+
+
+def test_a_cancelled_sweep_resumes_where_it_left_off_and_gives_the_same_table(tmp_path):
+    cancel, seen = threading.Event(), []
+
+    def stop_after_first(progress):
+        seen.append(progress.done)
+        cancel.set()
+
+    partial = run_sweep(GRID, tmp_path / "a", workers=1, progress=stop_after_first, cancel=cancel)
+    assert partial.cancelled and 1 <= partial.ran < 4
+    assert any("cancelled" in cell.get("error", "") for cell in partial.cells)
+    finished = list((sweep_dir(tmp_path / "a", GRID.sweep_id()) / "cells").glob("*.json"))
+    assert len(finished) == partial.ran
+    resumed = run_sweep(GRID, tmp_path / "a", workers=2)
+    assert resumed.ran == 4 - partial.ran and not resumed.cancelled
+    shutil.rmtree(sweep_dir(tmp_path / "a", GRID.sweep_id()))  # the same sweep from scratch, its runs stored
+    whole = run_sweep(GRID, tmp_path / "a", workers=2)
+    assert whole.ran == 4 and whole.trained == 0
+    pd.testing.assert_frame_equal(resumed.table()[FIGURES], whole.table()[FIGURES])
+
+
+def test_an_invalid_cell_is_reported_and_the_others_finish(tmp_path):
+    grid = SweepGrid(offsets=(3, 20), seeds=(0,), lengths=(16, 32), samples=64, base=(("steps", 40), ("d_model", 32)))
+    result = run_sweep(grid, tmp_path, workers=1)
+    bad, good = result.cells[1], result.cells[0]
+    assert "offset 20 must be smaller than the training length 16" in bad["error"]
+    assert "error" not in good and good["run_id"] and good["lengths"]
+    assert not (sweep_dir(tmp_path, grid.sweep_id()) / "cells" / "1.json").exists()  # tried again next time
+
+
+def test_an_unknown_backend_is_refused_before_any_work(tmp_path):
+    with pytest.raises(SweepError, match="allowed local, ray"):
+        run_sweep(GRID, tmp_path, backend="slurm")
+    assert not (tmp_path / "sweeps").exists()
