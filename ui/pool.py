@@ -6,8 +6,8 @@ for the same run).
 affinity capped by a container's CPU quota: `lengen_core.serving.runtime.usable_cpus`). Each runs in a
 child process of its own (the server's interpreter stays free to serve pages), and torch's intra-op
 threads are divided between them, so N trainings do not each start one thread per core. They
-train on the app's one device (`$LENGEN_DEVICE`, auto by default: CUDA, then MPS, then the CPU;
-`lengen_core.serving.runtime.device_setting`), the device its analyses use too (`ui.runs.analysis_device`).
+train on the app's one device, the one its analyses use (`ui.runs.analysis_device`: `$LENGEN_DEVICE`,
+auto by default: CUDA, then MPS, then the CPU), resolved when the pool is made.
 """
 
 from __future__ import annotations
@@ -23,9 +23,10 @@ from streamlit import runtime
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from lengen_core.serving.jobs import TrainingPool
-from lengen_core.serving.runtime import deterministic_cublas, device_name, device_setting, usable_cpus
+from lengen_core.serving.runtime import deterministic_cublas, device_name, usable_cpus
 from lengen_core.serving.store import RunStore
 from lengen_core.training import resolve_device
+from ui.runs import analysis_device
 
 LIMIT_ENV = "LENGEN_MAX_TRAININGS"
 WARM_DELAY_SECONDS = 4.0
@@ -60,7 +61,9 @@ def training_pool() -> TrainingPool:
     # first request: its torch import and warm-up step would otherwise share the 2 cores with the first
     # visitor's first page (app bench: Start drawn in 10.4 s with it, 7.1-8.6 s without).
     deterministic_cublas()  # the training processes inherit it: a CUDA training is the same bytes each time
-    return TrainingPool(RunStore(), max_concurrent=max_trainings(), device=device_setting(), isolate=True,
+    # The app's one device, resolved here: app.py makes the pool at start, so a LENGEN_DEVICE this
+    # machine lacks stops the server with the reason instead of failing every training and analysis.
+    return TrainingPool(RunStore(), max_concurrent=max_trainings(), device=analysis_device(), isolate=True,
                         warm_delay=WARM_DELAY_SECONDS)
 
 

@@ -61,11 +61,18 @@ def test_the_app_trains_on_the_setting_and_names_it(no_setting: pytest.MonkeyPat
             self.device = options["device"]
 
     no_setting.setattr(ui.pool, "TrainingPool", Pool)
-    no_setting.setenv(DEVICE_ENV, "cpu")
     ui.pool.training_pool.clear()
     try:
-        assert ui.pool.training_pool().device == "cpu" and made["isolate"]
+        assert ui.pool.training_pool().device == str(resolve_device("auto")) and made["isolate"]  # resolved
+        ui.pool.training_pool.clear()
+        no_setting.setenv(DEVICE_ENV, "cpu")
+        assert ui.pool.training_pool().device == "cpu"
         assert ui.pool.training_device_name() == "cpu"
+        if not torch.cuda.is_available():  # a device the machine lacks stops the pool, naming the setting
+            ui.pool.training_pool.clear()
+            no_setting.setenv(DEVICE_ENV, "cuda")
+            with pytest.raises(ValueError, match="set by LENGEN_DEVICE"):
+                ui.pool.training_pool()
     finally:
         ui.pool.training_pool.clear()
 
