@@ -1,0 +1,45 @@
+"""The data collapse (lengen_core.collapse): the vote model's master curve and the two spreads."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lengen_core.collapse import _decreasing_fit, collapse, scaled_length, vote_accuracy
+
+
+def test_the_master_curve_runs_from_certain_to_chance():
+    x = np.array([1e-4, 1e-2, 1.0, 1e2, 1e6])
+    for V in (2, 16, 64):
+        a = vote_accuracy(x, V)
+        assert a[0] == pytest.approx(1.0, abs=1e-6) and a[-1] == pytest.approx(1 / V, rel=0.05)
+        assert np.all(np.diff(a) < 0)
+    assert vote_accuracy(np.array([1.0]), 2)[0] == pytest.approx(0.7602, abs=1e-3)  # P(z1 + 1 > z2) = Φ(1/√2)
+
+
+def test_the_decreasing_fit_is_the_least_squares_non_increasing_curve():
+    values = np.array([1.0, 0.8, 0.9, 0.3, 0.4, 0.1])
+    fitted = _decreasing_fit(np.arange(6.0), values)
+    assert np.allclose(fitted, [1.0, 0.85, 0.85, 0.35, 0.35, 0.1])
+    shuffled = np.array([3, 0, 5, 1, 4, 2])  # the order comes from the key, not the array
+    assert np.allclose(_decreasing_fit(shuffled.astype(float), values), _decreasing_fit(np.arange(6.0), values[np.argsort(shuffled)])[np.argsort(np.argsort(shuffled))])
+
+
+def test_runs_that_follow_the_law_collapse_and_their_raw_curves_do_not():
+    rng = np.random.default_rng(0)
+    lengths = np.array([16, 64, 256, 1024, 4096, 16384])
+    n, a, m, V = [], [], [], []
+    for margin in (4.0, 5.0, 6.0, 7.0):  # four runs, each on its own raw curve
+        accuracy = vote_accuracy(scaled_length(lengths, margin, 16), 16) + rng.normal(0, 0.01, lengths.size)
+        n += list(lengths)
+        a += list(accuracy)
+        m += [margin] * lengths.size
+        V += [16] * lengths.size
+    result = collapse(np.array(n), np.array(a), np.array(m), np.array(V))
+    assert result.points == 24 and result.rms < 0.02  # on the theoretical curve, up to the noise
+    assert result.spread_scaled < 0.02 and result.spread_raw > 0.05  # measured: 0.008 and 0.09
+
+
+def test_collapse_refuses_mismatched_inputs():
+    with pytest.raises(ValueError, match="one length, accuracy"):
+        collapse(np.array([16, 32]), np.array([1.0]), np.array([5.0]), np.array([16]))
