@@ -391,7 +391,7 @@ def predict(model: torch.nn.Module, config: RunConfig, lengths: Sequence[int], d
     check_lengths(config, model, lengths)
     check_sweep(lengths)
     token_part, _ = model.readout_tables(torch.zeros(1, dtype=torch.long, device=model.embed.device))
-    readout = token_part.detach().double().cpu()
+    readout = token_part.detach().cpu().double()  # MPS has no float64: to the CPU first
     additive = bool(getattr(model.encoding, "additive", False))
     ideal = torch.eye(config.task.vocab_size, dtype=torch.float64)
     if getattr(model.encoding, "relative", False):

@@ -6,7 +6,8 @@
     run = training.finish()        # a `Run`: the config, the weights and what happened
 
 Every random stream comes from the run's seed through explicit generators (weights on the CPU,
-so the same seed gives the same initial weights on every device; data on the training device);
+so the same seed gives the same initial weights on every device; batches from a CPU generator,
+moved to the training device, so every device sees the same data);
 the global RNG is never touched. Each step runs with torch's deterministic algorithms: with two or
 more intra-op threads the backward of the embedding gather accumulates in a thread-dependent order
 otherwise (two trainings of one config on 2 threads differed by up to 7e-7), so the same config and

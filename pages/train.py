@@ -8,10 +8,9 @@ from lengen_core.config import SETTINGS, ConfigError, RunConfig, with_changes
 from lengen_core.serving.budget import BudgetError, Budgets, check, duration, training_cost
 from lengen_core.serving.jobs import OwnerBusy, QueueFull
 from lengen_core.serving.store import StoreError
-from lengen_core.training import resolve_device
 from ui.glossary import lead
 from ui.live import MESSAGE_KEY, TICKET_KEY, live_training, stored_training
-from ui.pool import browser_id, hold, training_pool
+from ui.pool import browser_id, hold, training_device_name, training_pool
 from ui.runs import stores
 from ui.state import linked_config, plain, select_run
 from ui.widgets import selected_run
@@ -43,7 +42,7 @@ if st.session_state.get(PREFILLED_KEY) != base:
 st.title("Train a run")
 lead("train")
 pool = training_pool()
-st.caption(f"Device in use: **{resolve_device(pool.device)}**. The task: answer the token k places before the "
+st.caption(f"Device in use: **{training_device_name()}**. The task: answer the token k places before the "
            "last one (C2), or shift the whole sequence by k. Training stops early once the batch accuracy "
            f"holds at 100%. This server trains at most {pool.max_concurrent} runs at once; the rest wait in line.")
 

@@ -24,6 +24,7 @@ settings.register_profile("ci", settings.get_profile("ci"), max_examples=300)
 settings.register_profile("thorough", settings.get_profile("default"), max_examples=2_000)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 limit_heap_growth()  # as the app, its training children and the command line do (lengen_core.serving.runtime)
+os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic CUDA matmuls in the gpu tests, as the app sets
 
 
 @pytest.fixture(scope="session", autouse=True)
