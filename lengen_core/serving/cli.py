@@ -77,6 +77,19 @@ def _lengths(text: str) -> list[int]:
     return lengths
 
 
+def _listed(kind: type):
+    def parse(text: str) -> list:
+        try:
+            values = [kind(part.strip()) for part in text.split(",") if part.strip()]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {kind.__name__} values separated by commas, got {text!r}") from None
+        if not values:
+            raise argparse.ArgumentTypeError("give at least one value")
+        return values
+
+    return parse
+
+
 def build_parser() -> Parser:
     parser = Parser(prog="python -m lengen_core", description="lengen: length generalisation in attention")
     parser.add_argument("--json", action="store_true", help="print JSON on stdout")
@@ -114,6 +127,24 @@ def build_parser() -> Parser:
     h = commands.add_parser("heads", parents=[json_flag], help="per-head carriers: carrier heads, pinned heads")
     h.add_argument("run_id")
     _add_device_flag(h)
+
+    w = commands.add_parser("sweep", parents=[json_flag],
+                            help="train (or reuse) and measure a grid of runs; one table, the data collapse")
+    w.add_argument("--grid", type=str, default=None,
+                   help="a TOML file with the grid (keys as these options, with underscores; a [base] table "
+                        "for other settings); options given here override it")
+    for flag, kind, example in (("encodings", str, "rope,learned"), ("attentions", str, "softmax"),
+                                ("offsets", int, "1,3,5"), ("train-lengths", int, "16"), ("vocabs", int, "16"),
+                                ("seeds", int, "0,1,2"), ("lengths", int, "16,64,256,1024")):
+        w.add_argument(f"--{flag}", type=_listed(kind), default=None, help=f"comma separated, e.g. {example}")
+    w.add_argument("--samples", type=int, default=None, help="sequences per length (default 512)")
+    w.add_argument("--set", dest="base", action="append", default=[], metavar="NAME=VALUE",
+                   help="another setting for every cell, by its config name (e.g. --set steps=600); repeatable")
+    w.add_argument("--backend", choices=("local", "ray"), default="local",
+                   help="local: a process pool on this machine (default); ray: Ray tasks")
+    w.add_argument("--address", default=None, help="ray: an existing cluster's address (host:port); none: a local Ray")
+    w.add_argument("--workers", type=int, default=None, help="local: worker processes (default: the cores)")
+    w.add_argument("--device", default="cpu", choices=get_args(DeviceName), help="where each cell computes (default cpu)")
 
     commands.add_parser("runs", parents=[json_flag], help="list stored runs")
     d = commands.add_parser("delete", parents=[json_flag], help="delete a stored run")
@@ -333,6 +364,31 @@ def command_delete(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
     return {"deleted": args.run_id}
 
 
+def command_sweep(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
+    from lengen_core.serving.sweep import SweepGrid, collapse_summary, grid_from_toml, run_sweep
+
+    data = grid_from_toml(args.grid) if args.grid else {}
+    for option, key in (("encodings", "encodings"), ("attentions", "attentions"), ("offsets", "offsets"),
+                        ("train_lengths", "train_lengths"), ("vocabs", "vocab_sizes"), ("seeds", "seeds"),
+                        ("lengths", "lengths"), ("samples", "samples")):
+        if getattr(args, option) is not None:
+            data[key] = getattr(args, option)
+    base = dict(data.pop("base", {}))
+    for item in args.base:
+        name, equals, value = item.partition("=")
+        if not equals or name not in SETTINGS:
+            raise ConfigError(f"--set {item!r}: give NAME=VALUE with a config setting's name "
+                              f"({', '.join(sorted(SETTINGS))})")
+        base[name] = SETTINGS[name].kind(value) if SETTINGS[name].kind is not bool else value.lower() in ("1", "true")
+    grid = SweepGrid(**{key: tuple(value) if isinstance(value, list) else value for key, value in data.items()},
+                     base=tuple(base.items()))
+    result = run_sweep(grid, store.root, backend=args.backend, workers=args.workers, address=args.address,
+                       device=args.device)
+    return {"sweep_id": result.sweep_id, "backend": result.backend, "cells": result.cells, "ran": result.ran,
+            "trained": result.trained, "collapse": collapse_summary(result.cells),
+            "table": str(result.csv_path)}
+
+
 COMMANDS = {
     "train": command_train,
     "construct": command_construct,
@@ -342,6 +398,7 @@ COMMANDS = {
     "heads": command_heads,
     "runs": command_runs,
     "delete": command_delete,
+    "sweep": command_sweep,
 }
 
 
@@ -384,6 +441,20 @@ def _summary(result: dict[str, Any]) -> str:
         return "\n".join(lines)
     if "heads" in result:
         return "\n".join([*(_head_line(h) for h in result["heads"]), f"device: {result['device_name']}"])
+    if "sweep_id" in result:
+        number = lambda value, form: "—" if value is None else format(value, form)
+        lines = [f"{c['encoding']:>10} {c['attention']:>8} k {c['offset']:>3} L {c['train_length']:>4} "
+                 f"V {c['vocab_size']:>3} seed {c['seed']:>3}  "
+                 + (f"error: {c['error']}" if "error" in c else
+                    f"{'learned' if c['learned'] else 'did not learn':>13}  m_out {number(c['m_out'], '.2f'):>6}  "
+                    f"horizon {number(c['predicted_horizon'], ',')}  {c['run_id']}")
+                 for c in result["cells"]]
+        collapse = result["collapse"]
+        lines.append(f"collapse: rms {collapse['rms']:.3f} from the master curve in {collapse['variable']}; spread "
+                     f"{collapse['spread_scaled']:.3f} in it against {collapse['spread_raw']:.3f} in raw length "
+                     f"({collapse['note']})" if collapse["points"] else f"collapse: {collapse['note']}")
+        lines.append(f"{result['ran']} cells run here, {result['trained']} trained; table: {result['table']}")
+        return "\n".join(lines)
     if "runs" in result:
         learned = lambda r: "" if r["verdict"] is None else "  learned" if r["verdict"]["learned"] else "  did not learn"
         return "\n".join(f"{r['run_id']}  steps {r['steps']}  acc {r['train_accuracy']:.3f}{learned(r)}"

@@ -29,6 +29,7 @@ at that path (docs/sweeps.md). No other module needs Ray; it is imported only by
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -38,10 +39,13 @@ import os
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
+
+from lengen_core.collapse import Collapse
 from lengen_core.config import ConfigError, RunConfig, with_changes
 
 Backend = Literal["local", "ray"]
@@ -78,6 +82,13 @@ class SweepGrid:
             object.__setattr__(self, name, values)
         object.__setattr__(self, "lengths", tuple(sorted(self.lengths)))
         object.__setattr__(self, "base", tuple(sorted(dict(self.base).items())))  # a dict, or pairs in any order
+        from lengen_core.config import MAX_EVAL_LENGTH
+        from lengen_core.evaluate import MAX_EVAL_SAMPLES
+
+        if any(isinstance(n, bool) or not isinstance(n, int) or not 2 <= n <= MAX_EVAL_LENGTH for n in self.lengths):
+            raise SweepError(f"evaluation lengths must be whole numbers from 2 to {MAX_EVAL_LENGTH:,}")
+        if isinstance(self.samples, bool) or not isinstance(self.samples, int) or not 1 <= self.samples <= MAX_EVAL_SAMPLES:
+            raise SweepError(f"samples {self.samples!r}: allowed 1 to {MAX_EVAL_SAMPLES:,}")
         if len(self.lengths) > MAX_GRID_LENGTHS:
             raise SweepError(f"{len(self.lengths)} evaluation lengths; a sweep allows at most {MAX_GRID_LENGTHS}")
         if self.size > MAX_CELLS:
@@ -115,6 +126,25 @@ class SweepGrid:
     def sweep_id(self) -> str:
         canonical = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
         return "sweep-" + hashlib.sha256(canonical.encode()).hexdigest()[:12]
+
+
+def grid_from_toml(path: str | Path) -> dict[str, Any]:
+    """The grid's fields from a TOML file: `encodings = ["rope", "learned"]`, `offsets = [1, 3, 5]`, …,
+    `samples = 512`, and a `[base]` table of other settings; `SweepError` names what is wrong."""
+    import tomllib
+
+    try:
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as error:
+        raise SweepError(f"cannot read the grid file {path}: {error.strerror or error}") from None
+    except tomllib.TOMLDecodeError as error:
+        raise SweepError(f"the grid file {path} is not valid TOML: {error}") from None
+    known = {item.name for item in dataclasses.fields(SweepGrid)}
+    unknown = set(data) - known
+    if unknown:
+        raise SweepError(f"the grid file {path} has unknown key(s) {', '.join(sorted(unknown))}: "
+                         f"allowed {', '.join(sorted(known))}")
+    return data
 
 
 def cell_config(grid: SweepGrid, settings: dict[str, Any]) -> RunConfig:
@@ -230,7 +260,11 @@ class SweepResult:
     ran: int = 0  # cells run by this call (the rest were read back)
     trained: int = 0  # runs trained by this call (the rest came from the store)
     backend: str = "local"
-    notes: list[str] = field(default_factory=list)
+    directory: Path | None = None  # where the sweep is kept (sweep_dir)
+
+    @property
+    def csv_path(self) -> Path | None:
+        return None if self.directory is None else self.directory / "table.csv"
 
     def table(self):
         """One row per (cell, length): the cell's settings and figures beside the length's accuracy and mass;
@@ -304,7 +338,9 @@ def run_sweep(grid: SweepGrid, store_root: Path, backend: Backend = "local", wor
     cancelled = runner(todo, str(store_root), grid, workers, address, finished, cancel, device)
     cells = [r if r is not None else {**settings[i], "error": "not run: the sweep was cancelled"}
              for i, r in enumerate(results)]
-    return SweepResult(grid.sweep_id(), grid, cells, cancelled, ran, trained, backend)
+    result = SweepResult(grid.sweep_id(), grid, cells, cancelled, ran, trained, backend, directory=directory)
+    result.table().to_csv(result.csv_path, index=False)  # beside the runs; the Sweeps page offers it too
+    return result
 
 
 def _error_record(error: BaseException) -> dict[str, Any]:
@@ -370,3 +406,28 @@ def _run_ray(todo, store_root: str, grid: SweepGrid, workers: int | None, addres
     finally:
         if started_here:
             ray.shutdown()
+
+
+def sweep_collapse(cells: Sequence[dict[str, Any]]) -> tuple[Collapse | None, str]:
+    """The collapse of the learned RoPE cells with a fitted m_out (their lengths ≥ L_train), and a sentence
+    on what went in; None when no such cell has points."""
+    from lengen_core.collapse import collapse
+
+    rows = [(length["length"], length["accuracy"], cell["m_out"], cell["vocab_size"])
+            for cell in cells
+            if cell.get("encoding") == "rope" and cell.get("learned") and cell.get("m_out") is not None
+            for length in cell.get("lengths", []) if length["length"] >= cell["train_length"]]
+    runs = sum(1 for cell in cells if cell.get("encoding") == "rope" and cell.get("learned") and cell.get("m_out") is not None)
+    if not rows:
+        return None, "no learned RoPE cell with a fitted m_out: nothing to collapse"
+    n, a, m, V = (np.array(column) for column in zip(*rows, strict=True))
+    return collapse(n, a, m, V), f"{len(rows)} points of {runs} learned RoPE runs, lengths ≥ L_train"
+
+
+def collapse_summary(cells: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The JSON form: the variable, rms (from the theoretical curve) and the two spreads, or why there is none."""
+    result, note = sweep_collapse(cells)
+    if result is None:
+        return {"variable": None, "rms": None, "spread_scaled": None, "spread_raw": None, "points": 0, "note": note}
+    return {"variable": result.variable, "rms": result.rms, "spread_scaled": result.spread_scaled,
+            "spread_raw": result.spread_raw, "points": result.points, "note": note}

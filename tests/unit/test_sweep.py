@@ -3,12 +3,15 @@ worker processes, gathered into one table; resumed, not redone; a bad cell repor
 
 from __future__ import annotations
 
+import io
+import json
 import shutil
 import threading
 
 import pandas as pd
 import pytest
 
+from lengen_core.serving.cli import main
 from lengen_core.serving.store import RunStore
 from lengen_core.serving.sweep import SweepError, SweepGrid, cell_config, run_sweep, sweep_dir
 
@@ -84,3 +87,24 @@ def test_an_unknown_backend_is_refused_before_any_work(tmp_path):
     with pytest.raises(SweepError, match="allowed local, ray"):
         run_sweep(GRID, tmp_path, backend="slurm")
     assert not (tmp_path / "sweeps").exists()
+
+
+def test_the_command_line_runs_a_grid_from_a_toml_file_and_options(tmp_path, monkeypatch):
+    monkeypatch.setenv("LENGEN_HOME", str(tmp_path))
+    grid_file = tmp_path / "grid.toml"
+    grid_file.write_text('encodings = ["rope"]\noffsets = [1, 99]\nlengths = [16, 64]\nsamples = 64\n'
+                         '[base]\nsteps = 400\nd_model = 32\nqk_init = 1.0\n')
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["sweep", "--grid", str(grid_file), "--seeds", "0", "--workers", "1", "--json"], out, err) == 0, err.getvalue()
+    answer = json.loads(out.getvalue())
+    good, bad = answer["cells"]
+    assert (good["encoding"], good["offset"], good["seed"]) == ("rope", 1, 0) and good["run_id"].startswith("rope-")
+    assert good["learned"] and [row["length"] for row in good["lengths"]] == [16, 64]
+    assert {"m_out", "predicted_horizon", "argmax_offset"} <= set(good) and "offset 99" in bad["error"]
+    assert answer["sweep_id"].startswith("sweep-") and set(answer["collapse"]) >= {"variable", "rms", "points"}
+    assert pd.read_csv(answer["table"]).shape[0] == 3  # two lengths of the good cell, one row for the bad
+    for argv, message in ((["--grid", str(tmp_path / "none.toml")], "cannot read the grid file"),
+                          (["--set", "colour=red"], "give NAME=VALUE with a config setting"),
+                          (["--offsets", "a,b"], "expected int values")):
+        err = io.StringIO()
+        assert main(["sweep", *argv], io.StringIO(), err) == 2 and message in err.getvalue(), err.getvalue()
