@@ -165,12 +165,12 @@ class ModelConfig:
 
     encoding: EncodingName = "rope"
     attention: AttentionName = "softmax"
-    d_model: int = 64
+    d_model: int = 128  # with qk_init 0.1, the recipe of docs/horizon.md (64 and 1.0 before it)
     n_layers: int = 0
     n_heads: int = 1
     max_positions: int = 4_096
     rope_base: float = 10_000.0
-    qk_init: float = 1.0  # W_Q and W_K drawn this many times their usual scale (initial logits × its square)
+    qk_init: float = 0.1  # W_Q and W_K drawn this many times their usual scale (initial logits × its square)
 
     def __post_init__(self) -> None:
         _validate(self)

@@ -4,6 +4,7 @@
     trace.row_gradient_norms        # (records, max_positions): ‖∂loss/∂P_t‖ at the recorded steps
     trace.largest_row_gradient      # (max_positions,): the largest over every step, not just those
     trace.evaluations               # accuracy at `lengths` before training and at each recorded step
+    TrainingTrace.from_dict(json.loads(text))   # a trace written by `trace.to_dict(rows=64)`: plain JSON
 
 It runs the ordinary training of `config` (`lengen_core.training.Training`: the same seed, data and
 steps, so for a stored run it replays exactly the training that made it) and only observes it: a
@@ -21,8 +22,10 @@ gradient of the loss) still shrinks the untrained rows towards zero, which no ru
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -38,7 +41,7 @@ TRACE_SEED = 12_345  # the evaluations' sequences: the pages' default evaluation
 class TrainingTrace:
     config: RunConfig
     gradient_steps: tuple[int, ...]  # steps whose gradient was recorded: 1, every, 2·every, …, the last
-    row_gradient_norms: np.ndarray  # (len(gradient_steps), max_positions)
+    row_gradient_norms: np.ndarray  # (len(gradient_steps), max_positions), or its first rows (`to_dict(rows)`)
     largest_row_gradient: np.ndarray  # (max_positions,): max over every step of training
     evaluation_steps: tuple[int, ...]  # 0 (the start), then the gradient steps
     evaluations: tuple[tuple[LengthReport, ...], ...]  # (len(evaluation_steps), len(lengths))
@@ -57,6 +60,32 @@ class TrainingTrace:
         """Accuracy at `length` at each evaluation step."""
         column = self.lengths.index(length)
         return np.array([reports[column].accuracy for reports in self.evaluations])
+
+    def to_dict(self, rows: int | None = None) -> dict[str, Any]:
+        """Plain JSON-able data that `from_dict` turns back into this trace (floats exactly, as float64),
+        with the per-step norms of the first `rows` position rows only when given (the largest norm of
+        every row is kept whole, so `largest_gradient_beyond` reads the same)."""
+        return {
+            "config": self.config.to_dict(), "gradient_steps": list(self.gradient_steps),
+            "row_gradient_norms": self.row_gradient_norms[:, :rows].astype(np.float64).tolist(),
+            "largest_row_gradient": self.largest_row_gradient.astype(np.float64).tolist(),
+            "evaluation_steps": list(self.evaluation_steps),
+            "evaluations": [[dataclasses.asdict(report) for report in reports] for reports in self.evaluations],
+            "lengths": list(self.lengths), "losses": list(self.losses),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrainingTrace:
+        """The trace `to_dict` wrote (the norms float32 again, as recorded)."""
+        norms = np.asarray(data["row_gradient_norms"], dtype=np.float32)
+        return cls(
+            config=RunConfig.from_stored(data["config"]), gradient_steps=tuple(data["gradient_steps"]),
+            row_gradient_norms=norms if norms.ndim == 2 else norms.reshape(0, 0),  # [] when no step was recorded
+            largest_row_gradient=np.asarray(data["largest_row_gradient"], dtype=np.float32),
+            evaluation_steps=tuple(data["evaluation_steps"]),
+            evaluations=tuple(tuple(LengthReport(**report) for report in reports) for reports in data["evaluations"]),
+            lengths=tuple(data["lengths"]), losses=tuple(data["losses"]),
+        )
 
 
 def trace_training(config: RunConfig, every: int, lengths: Sequence[int] = (), samples: int = 256,

@@ -1,7 +1,10 @@
 """Train the preset runs and write them into `assets/presets/`: `python -m ui.build_presets [--force]`;
 then what their first visits compute (`--precompute`): the Start page's evaluations and the Dilution
 page's default evaluations and predictions, by the same calls the app makes, into
-`assets/presets/precomputed/<run id>.json` (read by ui.runs instead of computing them again)."""
+`assets/presets/precomputed/<run id>.json` (read by ui.runs instead of computing them again); and the
+Theory page's optimisation experiment (C1, ui.optimisation): the constructed head's evaluations (in
+`precomputed/<its run id>.json`) and its two trainings, traced (`precomputed/traces/<run id>-every<N>.json`,
+read by ui.presets.shipped_trace)."""
 
 from __future__ import annotations
 
@@ -12,16 +15,24 @@ import json
 from lengen_core.dilution import predict
 from lengen_core.evaluate import LengthError, check_lengths, evaluate
 from lengen_core.horizon import predicted_horizon
+from lengen_core.optimisation import trace_training
 from lengen_core.serving.store import RunStore, preset_store
-from lengen_core.training import Run, train
+from lengen_core.training import Run, initial_model, train
 from ui.presets import (
     DILUTION_SAMPLES,
+    OPTIMISATION_CONSTRUCTED,
+    OPTIMISATION_TRACES,
     PRECOMPUTED,
     PRESET_ROOT,
     PRESETS,
     START_LENGTHS,
     START_SAMPLES,
+    TRACE_LENGTHS,
+    TRACE_ROWS,
+    TRACE_SAMPLES,
+    TRACES,
     dilution_lengths,
+    trace_path,
 )
 
 
@@ -51,6 +62,21 @@ def precompute(run_id: str) -> dict:
     return {"evaluations": evaluations, "predictions": predictions, "horizon": horizon}
 
 
+def precompute_optimisation() -> None:
+    """The optimisation experiment's numbers (ui.optimisation), by the calls the page makes without them."""
+    config = OPTIMISATION_CONSTRUCTED  # steps 0: its weights are the construction, nothing to train or store
+    reports = evaluate(initial_model(config), config, list(START_LENGTHS), samples=START_SAMPLES)
+    shipped = {"evaluations": {str(START_SAMPLES): {str(r.length): dataclasses.asdict(r) for r in reports}},
+               "predictions": {}, "horizon": None}
+    (PRECOMPUTED / f"{config.run_id()}.json").write_text(json.dumps(shipped))
+    print(f"constructed head {config.run_id()}: precomputed")
+    TRACES.mkdir(parents=True, exist_ok=True)
+    for config, every in OPTIMISATION_TRACES:
+        trace = trace_training(config, every, TRACE_LENGTHS, TRACE_SAMPLES)
+        trace_path(config, every).write_text(json.dumps(trace.to_dict(rows=TRACE_ROWS)))
+        print(f"trace of {config.run_id()} every {every} steps: {len(trace.losses)} steps")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--force", action="store_true", help="retrain presets that already exist")
@@ -61,6 +87,7 @@ def main() -> None:
         for label, config in PRESETS.items():
             (PRECOMPUTED / f"{config.run_id()}.json").write_text(json.dumps(precompute(config.run_id())))
             print(f"{label}: precomputed")
+        precompute_optimisation()
         return
     store = RunStore(root=PRESET_ROOT)
     for label, config in PRESETS.items():

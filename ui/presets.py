@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 from lengen_core.config import RunConfig, with_changes
+from lengen_core.optimisation import TrainingTrace
 from lengen_core.serving import store
 
 PRESET_ROOT = store.PRESET_ROOT  # the read-only store of the presets (lengen_core.serving.store.preset_store)
@@ -40,8 +41,21 @@ DEFAULT_PRESET = "RoPE"
 
 
 PRECOMPUTED = PRESET_ROOT / "precomputed"  # <run id>.json: what the first visits compute, shipped (ui.build_presets)
+TRACES = PRECOMPUTED / "traces"  # <run id>-every<N>.json: the optimisation experiment's trainings, shipped
 START_LENGTHS, START_SAMPLES = tuple(16 << p for p in range(9)), 128  # the Start page's picture
 DILUTION_LONGEST, DILUTION_SAMPLES = 1 << 16, 256  # the Dilution page's default view
+
+# The Theory page's optimisation experiment (C1, ui.optimisation), on the Learned (APE) preset's config: the
+# preset's own training replayed with each position row's gradient recorded (every GRADIENT_EVERY steps), and a
+# training of DRIFT_STEPS steps from the constructed head (every DRIFT_EVERY), accuracy at L_train and 4× on the
+# way over TRACE_SAMPLES sequences. Both ship with the presets (`shipped_trace`), so a first visit trains nothing.
+OPTIMISATION_START = PRESETS["Learned (APE)"]
+OPTIMISATION_CONSTRUCTED = with_changes(OPTIMISATION_START, init="constructed", steps=0)
+DRIFT_STEPS, DRIFT_EVERY, GRADIENT_EVERY, TRACE_SAMPLES = 400, 20, 10, 256
+OPTIMISATION_DRIFT = with_changes(OPTIMISATION_CONSTRUCTED, steps=DRIFT_STEPS, keep_training=True)
+TRACE_LENGTHS = (OPTIMISATION_START.task.train_length, 4 * OPTIMISATION_START.task.train_length)
+TRACE_ROWS = 4 * OPTIMISATION_START.task.train_length  # rows of the gradient map shipped and shown
+OPTIMISATION_TRACES = ((OPTIMISATION_START, GRADIENT_EVERY), (OPTIMISATION_DRIFT, DRIFT_EVERY))  # (config, every)
 
 
 def dilution_lengths(config: RunConfig, longest: int = DILUTION_LONGEST) -> tuple[int, ...]:
@@ -60,6 +74,29 @@ def precomputed(run_id: str) -> dict:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
+
+
+def trace_path(config: RunConfig, every: int) -> Path:
+    return TRACES / f"{config.run_id()}-every{every}.json"
+
+
+@functools.cache
+def _trace_file(config: RunConfig, every: int) -> TrainingTrace | None:
+    try:
+        return TrainingTrace.from_dict(json.loads(trace_path(config, every).read_text(encoding="utf-8")))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def shipped_trace(config: RunConfig, every: int, lengths: tuple[int, ...], samples: int) -> TrainingTrace | None:
+    """The optimisation experiment's trace of `config` recorded every `every` steps, shipped with the presets
+    (ui.build_presets), when it was made with these evaluation `lengths` and `samples`; else None."""
+    trace = _trace_file(config, every)
+    if trace is None or trace.config != config or trace.lengths != tuple(lengths):
+        return None
+    if any(report.samples != samples for reports in trace.evaluations for report in reports):
+        return None
+    return trace
 
 
 def single_head_presets() -> dict[str, str]:

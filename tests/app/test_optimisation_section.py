@@ -1,5 +1,7 @@
 """The Theory page's optimisation experiment (C1) through AppTest: three charts with data, captions that
-carry the numbers of the computation they describe, and a refusal in place over the server's budget."""
+carry the numbers of the computation they describe, the default experiment shipped with the presets (a
+first visit trains and evaluates nothing), and a refusal in place over the server's budget when it has
+to compute."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from streamlit.testing.v1 import AppTest
 from lengen_core.optimisation import trace_training
 from lengen_core.serving.budget import MEMORY_ENV
 from ui import optimisation
+from ui.presets import OPTIMISATION_TRACES, START_LENGTHS, START_SAMPLES, shipped_trace
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 LOOK_FOR = "**What to look for:** "
@@ -86,8 +89,41 @@ def test_the_drift_caption_carries_the_numbers_of_the_training_it_draws(page: Ap
     assert max(values(lines["random start"].y)) < 0.2
 
 
+def test_the_default_experiment_ships_with_the_presets() -> None:
+    for config, every in OPTIMISATION_TRACES:
+        trace = shipped_trace(config, every, optimisation.TRACE_LENGTHS, optimisation.TRACE_SAMPLES)
+        assert trace is not None and trace.config == config, config.run_id()
+        assert trace.gradient_steps[0] == 1 and trace.gradient_steps[-1] == len(trace.losses)
+        assert trace.row_gradient_norms.shape == (len(trace.gradient_steps), optimisation.SHOWN_ROWS)
+        assert trace.largest_row_gradient.shape == (config.model.max_positions,)
+    for run_id in (optimisation.CONSTRUCTED.run_id(), optimisation.RANDOM_START.run_id()):
+        reports = optimisation._shipped_reports(run_id, START_LENGTHS, START_SAMPLES)
+        assert reports is not None and [r.length for r in reports] == list(START_LENGTHS), run_id
+    assert optimisation.TRAINED_ON.train.steps == optimisation.DRIFT_STEPS
+    assert shipped_trace(optimisation.RANDOM_START, 7, optimisation.TRACE_LENGTHS, optimisation.TRACE_SAMPLES) is None
+    assert shipped_trace(optimisation.RANDOM_START, optimisation.GRADIENT_EVERY, (16,), optimisation.TRACE_SAMPLES) is None
+
+
+def test_a_first_visit_trains_and_evaluates_nothing_even_over_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    def computed(*args, **kwargs):
+        raise AssertionError("the optimisation section computed what ships with the presets")
+
+    for name in ("trace_training", "evaluate", "initial_model"):
+        monkeypatch.setattr(optimisation, name, computed)
+    monkeypatch.setenv(MEMORY_ENV, "1")  # nothing fits in 1 MB: only what is shipped can be shown
+    for cached in (optimisation._trace, optimisation._constructed_reports):
+        cached.clear()
+    app = theory()
+    refused = [w.value for w in app.warning if w.value.startswith(("No gradient trace", "No training from", "No comparison"))]
+    assert not refused, refused
+    for name in ("constructed-reach", "row-gradients", "constructed-drift"):
+        assert figure(app, name).data, name
+
+
 def test_over_budget_each_part_is_a_refusal_in_its_place(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(MEMORY_ENV, "1")  # nothing fits in 1 MB
+    monkeypatch.setattr(optimisation, "shipped_trace", lambda *args: None)  # as for a config that is not shipped
+    monkeypatch.setattr(optimisation, "_shipped_reports", lambda *args: None)
     for cached in (optimisation._trace, optimisation._constructed_reports):
         cached.clear()
     app = theory()

@@ -360,7 +360,7 @@ def test_offset_must_be_smaller_than_the_training_length(offset, train_length):
         ([], "a run config must be an object"),
         ("rope", "a run config must be an object"),
         ({"model": {"n_heads": 2}}, "the minimal model (layers 0) has exactly one head"),
-        ({"model": {"n_layers": 2, "n_heads": 3}}, "d_model 64 must be divisible by 2 × heads (6)"),
+        ({"model": {"n_layers": 2, "n_heads": 3}}, "d_model 128 must be divisible by 2 × heads (6)"),
         ({"task": {"task": "copy"}}, "unknown task 'copy': allowed retrieval, shift"),
     ],
 )

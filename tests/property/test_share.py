@@ -19,6 +19,10 @@ from lengen_core.config import ConfigError, RunConfig, with_changes
 from lengen_core.model import build_model
 from lengen_core.serving.share import (
     CONFIG_KEYS,
+    EXTRA_KEYS,
+    MAIN_KEYS,
+    _flat,
+    _format,
     config_from_query,
     config_to_query,
     run_archive_chunks,
@@ -70,6 +74,7 @@ def settings_strategy(draw) -> dict:
         "learning_rate": draw(st.floats(1e-6, 1.0)), "weight_decay": draw(st.floats(0.0, 1.0)),
         "seed": draw(st.integers(0, 2**31 - 1)), "target_accuracy": draw(st.floats(0.0, 1.0)),
         "patience": draw(st.integers(1, 50_000)), "keep_training": draw(st.booleans()),
+        "qk_init": draw(st.one_of(st.just(1.0), st.just(0.1), st.floats(1e-3, 10.0))),
     }
     kept = draw(st.sets(st.sampled_from(sorted(changes))))  # some settings stay at their defaults
     return {name: value for name, value in changes.items() if name in kept}
@@ -85,6 +90,42 @@ def test_a_valid_config_round_trips_through_its_link(changes):
     assert all(isinstance(k, str) and isinstance(v, str) for k, v in query.items())
     assert config_from_query(query) == config
     assert config_from_query(query).run_id() == config.run_id()
+
+
+def link_written_before_the_switch(config: RunConfig) -> dict[str, str]:
+    """The link the app wrote for `config` before the recipe became the default: every main key but
+    qk_init, and the other keys (qk_init among them) only where they differed from the defaults of
+    then (d_model 64, qk_init 1.0; the other settings' defaults have not changed)."""
+    legacy = _flat(RunConfig.legacy_defaults())
+    flat = _flat(config)
+    main = {key: name for key, name in MAIN_KEYS.items() if name != "qk_init"}
+    extra = {**EXTRA_KEYS, "qk_init": "qk_init"}
+    return {**{key: _format(flat[name]) for key, name in main.items()},
+            **{key: _format(flat[name]) for key, name in extra.items() if flat[name] != legacy[name]}}
+
+
+@given(changes=settings_strategy())
+def test_a_link_written_before_the_switch_opens_the_run_it_named(changes):
+    try:
+        config = with_changes(RunConfig(), **changes)
+    except ConfigError:
+        assume(False)
+    old_link = link_written_before_the_switch(config)
+    assert config_from_query(old_link) == config
+    assert config_from_query(old_link).run_id() == config.run_id()
+
+
+def test_the_old_default_link_opens_the_old_preset_and_a_new_link_the_recipe():
+    old_rope_preset = "rope-softmax-retrieval-s0-ce9f6b56985b"  # the RoPE preset before the switch (d_model 64)
+    old_link = {"task": "retrieval", "vocab": "16", "offset": "3", "train_length": "16", "length_mode": "fixed",
+                "encoding": "rope", "attention": "softmax", "d_model": "64", "layers": "0", "heads": "1",
+                "steps": "1500", "lr": "0.003", "seed": "0"}  # as the app wrote it then: no qk_init at 1.0
+    assert config_from_query(old_link).model.qk_init == 1.0
+    assert config_from_query(old_link).run_id() == old_rope_preset
+    new_link = config_to_query(RunConfig())
+    assert new_link["qk_init"] == "0.1" and new_link["d_model"] == "128"  # written in every link from now on
+    assert config_from_query(new_link) == RunConfig()
+    assert config_to_query(with_changes(RunConfig(), qk_init=1.0))["qk_init"] == "1.0"
 
 
 ids = st.one_of(
@@ -140,7 +181,10 @@ def test_a_bad_parameter_is_named_in_the_message(params, words):
 
 def test_unknown_keys_are_ignored_and_missing_keys_default():
     assert config_from_query({"utm_source": "mail", "samples": "64", "run": "x"}) == RunConfig()
-    assert config_from_query({"seed": "4"}) == with_changes(RunConfig(), seed=4)
+    assert config_from_query({"qk_init": "0.1", "seed": "4"}) == with_changes(RunConfig(), seed=4)
+    # Without qk_init a link was written before the recipe became the default: the defaults of then.
+    assert config_from_query({"seed": "4"}) == with_changes(RunConfig.legacy_defaults(), seed=4)
+    assert config_from_query({"seed": "4"}).model.d_model == 64
 
 
 @given(params=st.dictionaries(st.sampled_from(["n", "m"]), values, max_size=2))

@@ -275,7 +275,7 @@ def test_carrier_of_a_converged_rope_run_peaks_at_the_offset() -> None:
     assert carrier["effective_rank"] * 2 <= carrier["baseline"]["effective_rank"]  # measured 8 against 16
     assert carrier["toeplitz_fraction"] > 0.99  # RoPE logits depend on t - u alone …
     assert carrier["baseline"]["toeplitz_fraction"] > 0.9  # … trained or not: equivariance, not a rule
-    assert len(carrier["spectrum"]) == 32  # one rotary frequency per pair of d_model 64
+    assert len(carrier["spectrum"]) == 64  # one rotary frequency per pair of d_model 128
     assert all(set(line) == {"frequency", "amplitude"} and line["amplitude"] >= 0 for line in carrier["spectrum"])
     offsets = [r["offset"] for r in carrier["near_recurrences"]]
     assert offsets == sorted(offsets)
@@ -555,7 +555,7 @@ def test_heads_of_the_minimal_model_is_one_head() -> None:
 
 
 BAD_TRANSFORMER = {
-    "heads not dividing d_model": (("--layers", "2", "--heads", "3"), ("d_model 64", "divisible", "heads (6)")),
+    "heads not dividing d_model": (("--layers", "2", "--heads", "3"), ("d_model 128", "divisible", "heads (6)")),
     "heads without layers": (("--heads", "2"), ("layers 0", "one head")),
     "too many layers": (("--layers", "9"), ("layers 9", "out of range")),
     "unknown task": (("--task", "copy"), ("task", "'copy'")),

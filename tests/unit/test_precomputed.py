@@ -9,8 +9,23 @@ import pytest
 
 from lengen_core.dilution import predict
 from lengen_core.evaluate import evaluate
+from lengen_core.optimisation import trace_training
 from lengen_core.serving.store import preset_store
-from ui.presets import DILUTION_SAMPLES, PRESETS, START_LENGTHS, START_SAMPLES, dilution_lengths, precomputed
+from lengen_core.training import initial_model
+from ui.presets import (
+    DILUTION_SAMPLES,
+    OPTIMISATION_CONSTRUCTED,
+    OPTIMISATION_TRACES,
+    PRESETS,
+    START_LENGTHS,
+    START_SAMPLES,
+    TRACE_LENGTHS,
+    TRACE_ROWS,
+    TRACE_SAMPLES,
+    dilution_lengths,
+    precomputed,
+    shipped_trace,
+)
 
 SINGLE_HEAD = [label for label, config in PRESETS.items() if config.single_head]
 
@@ -46,3 +61,27 @@ def test_the_shipped_numbers_are_the_computed_ones(label):
 
 def test_a_run_that_is_not_a_preset_has_nothing_shipped():
     assert precomputed("rope-softmax-retrieval-s0-000000000000") == {}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("config, every", OPTIMISATION_TRACES, ids=lambda v: getattr(v, "run_id", lambda: str(v))())
+def test_the_shipped_optimisation_traces_are_the_computed_ones(config, every):
+    shipped = shipped_trace(config, every, TRACE_LENGTHS, TRACE_SAMPLES)
+    assert shipped is not None, f"{config.run_id()} every {every}: run python -m ui.build_presets --precompute"
+    fresh = trace_training(config, every, TRACE_LENGTHS, TRACE_SAMPLES)
+    assert shipped.gradient_steps == fresh.gradient_steps and shipped.evaluation_steps == fresh.evaluation_steps
+    assert shipped.losses == pytest.approx(fresh.losses, rel=1e-5, abs=1e-9)  # another CPU: last bits
+    assert shipped.row_gradient_norms == pytest.approx(fresh.row_gradient_norms[:, :TRACE_ROWS], rel=1e-4, abs=1e-9)
+    assert shipped.largest_row_gradient == pytest.approx(fresh.largest_row_gradient, rel=1e-4, abs=1e-9)
+    assert shipped.largest_gradient_beyond() == fresh.largest_gradient_beyond()  # 0.0 exactly: never read
+    for old, new in zip(shipped.evaluations, fresh.evaluations, strict=True):
+        assert [(r.accuracy, r.argmax_key) for r in old] == [(r.accuracy, r.argmax_key) for r in new]
+
+
+def test_the_constructed_head_ships_its_evaluations():
+    config = OPTIMISATION_CONSTRUCTED
+    shipped = precomputed(config.run_id())["evaluations"][str(START_SAMPLES)]
+    assert {int(n) for n in shipped} == set(START_LENGTHS)
+    fresh = evaluate(initial_model(config), config, [START_LENGTHS[-1]], samples=START_SAMPLES)[0]
+    assert {k: v for k, v in shipped[str(START_LENGTHS[-1])].items() if k != "seconds"} == pytest.approx(
+        {k: v for k, v in dataclasses.asdict(fresh).items() if k != "seconds"}, rel=1e-6, abs=1e-9)

@@ -261,3 +261,30 @@ def test_a_learned_transformer_whose_blocks_share_the_table_round_trips(tmp_path
     loaded = store.load(run.run_id)
     assert torch.equal(loaded.model.encoding.table, run.model.encoding.table)
     assert loaded.model.blocks[1].encoding.table is loaded.model.encoding.table
+
+
+def test_a_config_stored_before_qk_init_existed_reads_as_its_legacy_value_and_keeps_its_id():
+    written_then = with_changes(RunConfig(), d_model=64, qk_init=1.0).to_dict()
+    del written_then["model"]["qk_init"]  # config.json of a run stored before the setting existed
+    stored = RunConfig.from_stored(written_then)
+    assert stored.model.qk_init == 1.0 and stored.model.d_model == 64
+    assert stored.run_id() == "rope-softmax-retrieval-s0-ce9f6b56985b"  # the RoPE preset's id before the switch
+    requested = RunConfig.from_dict(written_then)  # the same dict as a new request: today's default
+    assert requested.model.qk_init == RunConfig().model.qk_init == 0.1
+    assert requested.run_id() != stored.run_id()
+    assert RunConfig.from_stored(RunConfig().to_dict()) == RunConfig()  # a full record is read as it is
+    for damaged in ("not a config", {"model": 3}, {"model": {"qk_init": "big"}}):
+        with pytest.raises(ValueError):
+            RunConfig.from_stored(damaged)
+
+
+def test_the_store_reads_a_run_written_before_qk_init_existed(store):
+    old = train(with_changes(RunConfig(), steps=5, d_model=64, qk_init=1.0), "cpu")
+    store.save(old)
+    path = store.run_dir(old.config.run_id()) / CONFIG_FILE
+    record = json.loads(path.read_text())
+    del record["model"]["qk_init"]
+    path.write_text(json.dumps(record))
+    assert store.load(old.config.run_id()).config == old.config
+    assert [summary.run_id for summary in store.list_runs()] == [old.config.run_id()]
+    assert store.corrupt_runs() == {}
