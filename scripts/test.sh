@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Sets up a fresh machine and runs the whole test suite (the README's test command; CI runs it).
+# Ray (requirements-ray.txt, optional for the app) is installed so the sweep tests run on a real cluster.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,5 +11,5 @@ if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; 
 fi
 
 python3 -m venv .venv
-.venv/bin/python -m pip install -q --disable-pip-version-check -r requirements.txt -r requirements-dev.txt
+.venv/bin/python -m pip install -q --disable-pip-version-check -r requirements.txt -r requirements-dev.txt -r requirements-ray.txt
 exec .venv/bin/python -m pytest "$@"

@@ -382,9 +382,17 @@ def _run_ray(todo, store_root: str, grid: SweepGrid, workers: int | None, addres
     except ImportError:
         raise SweepError("the ray backend needs Ray: pip install -r requirements-ray.txt") from None
     started_here = not ray.is_initialized()
-    if started_here:
-        ray.init(address=address, include_dashboard=False, log_to_driver=False,
-                 **({} if address else {"num_cpus": workers or os.cpu_count()}))
+    if started_here:  # the workers get this lengen_core from the driver; the rest of the environment they have
+        package = str(Path(__file__).resolve().parents[1])
+        try:
+            ray.init(address=address, include_dashboard=False, log_to_driver=False,
+                     runtime_env={"py_modules": [package]},
+                     **({} if address else {"num_cpus": workers or os.cpu_count()}))
+        except (ray.exceptions.RayError, ConnectionError, RuntimeError) as error:
+            where = f"the Ray cluster at {address}" if address else "a local Ray instance"
+            raise SweepError(f"could not connect to {where}: {' '.join(str(error).split())[:400]}. A cluster "
+                             "started with `ray start --head` (Ray 2.60) uses token authentication: set "
+                             "RAY_AUTH_MODE=token and give its token (~/.ray/auth_token or RAY_AUTH_TOKEN)") from None
     try:
         task = ray.remote(num_cpus=1)(run_cell)
         refs = {task.remote(store_root, config, grid.lengths, grid.samples, device): index for index, config in todo}
