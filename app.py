@@ -24,6 +24,7 @@ page = st.navigation([
     st.Page("pages/carrier.py", title="Carrier", icon=":material/ssid_chart:"),
     st.Page("pages/dilution.py", title="Dilution", icon=":material/trending_down:"),
     st.Page("pages/compare.py", title="Compare", icon=":material/compare_arrows:"),
+    st.Page("pages/sweeps.py", title="Sweeps", icon=":material/grid_view:"),
     st.Page("pages/transformer.py", title="Transformer", icon=":material/stacks:"),
     st.Page("pages/theory.py", title="Theory", icon=":material/functions:"),
 ])

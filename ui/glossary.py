@@ -227,6 +227,12 @@ LEADS = {
         f"{term('carrier')} charts. Each run keeps its colour, and the key numbers table lines up their "
         f"{term('verdict', 'verdicts')}, {term('m_out')} and {term('Toeplitz fraction')} side by side."
     ),
+    "sweeps": (
+        f"One run is an anecdote: a sweep trains a whole grid of runs, every encoding, "
+        f"offset and seed you pick, and shows them together. Every learned {term('RoPE')} run, whatever its offset "
+        f"or seed, falls on one curve once length is scaled by its {term('m_out')} (the data collapse of the "
+        f"{term('dilution law')}), while {term('learned positions')} stay at {term('chance')}."
+    ),
     "transformer": (
         f"The same question for a full model: a transformer with several layers and heads, trained in the presets "
         f"on the {term('shift task')}. Each head gets its own {term('carrier')}, so you can see whether one head "

@@ -439,3 +439,50 @@ def collapse_summary(cells: Sequence[dict[str, Any]]) -> dict[str, Any]:
         return {"variable": None, "rms": None, "spread_scaled": None, "spread_raw": None, "points": 0, "note": note}
     return {"variable": result.variable, "rms": result.rms, "spread_scaled": result.spread_scaled,
             "spread_raw": result.spread_raw, "points": result.points, "note": note}
+
+
+SWEEP_CELLS_ENV, SWEEP_SECONDS_ENV = "LENGEN_SWEEP_CELLS", "LENGEN_SWEEP_SECONDS"
+DEFAULT_SWEEP_CELLS, DEFAULT_SWEEP_SECONDS = 48, 1_800
+
+
+def sweep_seconds(grid: SweepGrid) -> float:
+    """The estimated seconds of every valid cell's training (as if none were stored), evaluation, prediction,
+    carrier and horizon (lengen_core.serving.budget's estimates, summed: one worker)."""
+    from lengen_core.serving import budget
+
+    total = 0.0
+    for cell in grid.cells():
+        try:
+            config = cell_config(grid, cell)
+        except ConfigError:
+            continue  # reported as the cell's error, costs nothing
+        L = config.task.train_length
+        total += budget.training_cost(config).seconds
+        if config.single_head:
+            total += budget.single_head_evaluation_cost(config, grid.lengths, grid.samples).seconds
+            total += budget.prediction_cost(config, sorted({L, *grid.lengths})).seconds
+            total += budget.carrier_cost(config, 4 * L, samples=256).seconds
+        else:
+            from lengen_core.sequence import TOKENS_PER_BATCH
+
+            total += budget.evaluation_cost(config, grid.lengths, grid.samples, TOKENS_PER_BATCH).seconds
+    return total
+
+
+def check_sweep(grid: SweepGrid) -> float:
+    """A sweep this server will run: at most LENGEN_SWEEP_CELLS cells (default 48) and LENGEN_SWEEP_SECONDS
+    of estimated work (default 1,800); `BudgetError` names the limit and what to change. Returns the estimate."""
+    from lengen_core.serving.budget import BudgetError, duration
+    from lengen_core.serving.runtime import env_whole_number
+
+    cells, seconds = env_whole_number(SWEEP_CELLS_ENV, DEFAULT_SWEEP_CELLS), env_whole_number(SWEEP_SECONDS_ENV,
+                                                                                           DEFAULT_SWEEP_SECONDS)
+    if grid.size > cells:
+        raise BudgetError(f"this sweep has {grid.size} cells, over this server's limit of {cells} ({SWEEP_CELLS_ENV}): "
+                          "choose fewer seeds, offsets or other values")
+    estimate = sweep_seconds(grid)
+    if estimate > seconds:
+        raise BudgetError(f"this sweep would take about {duration(estimate)}, over this server's limit of "
+                          f"{duration(seconds)} ({SWEEP_SECONDS_ENV}): choose fewer cells, fewer or shorter lengths, "
+                          "fewer samples or fewer steps")
+    return estimate

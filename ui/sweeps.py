@@ -1,0 +1,247 @@
+"""The Sweeps page's parts: the server's one running sweep, the preset sweep, the altair charts and
+captions read from the sweep's own numbers.
+
+One sweep runs at a time on a server (`SweepRunner`, shared by every session): it runs in a thread
+of the server with the local backend and LENGEN_SWEEP_WORKERS worker processes (default 1, beside
+the training pool), after `check_sweep` priced it. Any session can watch it; the one that started it
+can cancel it. Finished cells stay in the store, so a cancelled sweep started again resumes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import altair as alt
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from lengen_core.collapse import vote_accuracy
+from lengen_core.serving.runtime import env_whole_number
+from lengen_core.serving.store import PRESET_ROOT, default_root
+from lengen_core.serving.sweep import (
+    SweepGrid,
+    SweepProgress,
+    SweepResult,
+    check_sweep,
+    collapse_summary,
+    run_sweep,
+    sweep_collapse,
+    sweep_dir,
+)
+
+WORKERS_ENV = "LENGEN_SWEEP_WORKERS"
+# The preset sweep: 3 seeds × 4 offsets × RoPE and learned positions at the default size (ui.build_presets).
+PRESET_GRID = SweepGrid(encodings=("rope", "learned"), offsets=(1, 3, 5, 7), seeds=(0, 1, 2),
+                        lengths=tuple(16 << p for p in range(13)), samples=256)
+COLOURS = {"rope": "#1f77b4", "learned": "#d62728", "sinusoidal": "#9467bd", "alibi": "#2ca02c", "nope": "#7f7f7f"}
+
+
+@dataclass
+class RunningSweep:
+    grid: SweepGrid
+    owner: str
+    cancel: threading.Event
+    progress: SweepProgress | None = None
+    result: SweepResult | None = None
+    error: str | None = None
+    thread: threading.Thread | None = None
+
+    @property
+    def running(self) -> bool:
+        return self.thread is not None and self.thread.is_alive()
+
+
+class SweepRunner:
+    """The server's one sweep at a time (a thread running `run_sweep` on the local backend)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.current: RunningSweep | None = None
+
+    def start(self, grid: SweepGrid, owner: str) -> RunningSweep:
+        """Start `grid` (priced first: `BudgetError`); `RuntimeError` if another sweep is running."""
+        check_sweep(grid)
+        with self._lock:
+            if self.current is not None and self.current.running:
+                raise RuntimeError("another sweep is running on this server; watch it below, or wait for it to end")
+            sweep = RunningSweep(grid, owner, threading.Event())
+            sweep.thread = threading.Thread(target=self._run, args=(sweep,), name="lengen-sweep", daemon=True)
+            self.current = sweep
+            sweep.thread.start()
+        return sweep
+
+    @staticmethod
+    def _run(sweep: RunningSweep) -> None:
+        def report(progress: SweepProgress) -> None:
+            sweep.progress = progress
+
+        try:
+            sweep.result = run_sweep(sweep.grid, default_root(), workers=env_whole_number(WORKERS_ENV, 1),
+                                     progress=report, cancel=sweep.cancel)
+        except Exception as error:  # shown on the page; the server goes on  # noqa: BLE001
+            sweep.error = f"{type(error).__name__}: {' '.join(str(error).split())}"
+
+
+@st.cache_resource(show_spinner=False)
+def sweep_runner() -> SweepRunner:
+    return SweepRunner()
+
+
+def stored_result(grid: SweepGrid, root: Path) -> SweepResult | None:
+    """A sweep's cells read back from `root` (the preset store, or the person's), None unless all are there."""
+    directory = sweep_dir(root, grid.sweep_id())
+    cells = []
+    for index, settings in enumerate(grid.cells()):
+        try:
+            cells.append({**settings, **json.loads((directory / "cells" / f"{index}.json").read_text("utf-8"))})
+        except (OSError, ValueError):
+            return None
+    return SweepResult(grid.sweep_id(), grid, cells, directory=directory)
+
+
+@st.cache_data(show_spinner=False)
+def preset_result() -> SweepResult | None:
+    return stored_result(PRESET_GRID, PRESET_ROOT)
+
+
+def measured_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """The rows of cells that have results (no error)."""
+    return table[table.get("error", pd.Series(index=table.index, dtype=object)).isna()] if "error" in table else table
+
+
+def accuracy_chart(table: pd.DataFrame) -> alt.Chart:
+    """Accuracy against length per encoding: the mean over its runs, the band from lowest to highest."""
+    rows = measured_rows(table).dropna(subset=["accuracy"])
+    summary = (rows.groupby(["encoding", "length"], as_index=False)
+               .agg(mean=("accuracy", "mean"), low=("accuracy", "min"), high=("accuracy", "max"),
+                    runs=("run_id", "nunique")))
+    x = alt.X("length:Q", scale=alt.Scale(type="log", base=2), title="test length n (log scale)")
+    colour = alt.Color("encoding:N", scale=alt.Scale(domain=list(COLOURS), range=list(COLOURS.values())),
+                       title="encoding")
+    band = alt.Chart(summary).mark_area(opacity=0.25).encode(x=x, y="low:Q", y2="high:Q", color=colour)
+    line = alt.Chart(summary).mark_line(point=True).encode(
+        x=x, y=alt.Y("mean:Q", title="accuracy", scale=alt.Scale(domain=[0, 1])), color=colour,
+        tooltip=["encoding", "length", alt.Tooltip("mean:Q", format=".3f"), alt.Tooltip("low:Q", format=".3f"),
+                 alt.Tooltip("high:Q", format=".3f"), "runs"])
+    return (band + line).properties(height=320)
+
+
+def argmax_chart(cells: pd.DataFrame) -> alt.Chart:
+    """The carrier's argmax offset against the requested offset, every run; the diagonal is 'peaks at k'."""
+    rows = cells.dropna(subset=["argmax_offset"])
+    top = int(max(rows["offset"].max(), rows["argmax_offset"].max(), 1)) + 1
+    diagonal = alt.Chart(pd.DataFrame({"k": [0, top]})).mark_line(strokeDash=[4, 4], color="#888").encode(
+        x="k:Q", y="k:Q")
+    points = alt.Chart(rows).mark_circle(size=90, opacity=0.7).encode(
+        x=alt.X("offset:Q", title="requested offset k", scale=alt.Scale(domain=[0, top])),
+        y=alt.Y("argmax_offset:Q", title="carrier's argmax offset", scale=alt.Scale(domain=[0, top])),
+        xOffset=alt.XOffset("seed:N"),
+        color=alt.Color("encoding:N", scale=alt.Scale(domain=list(COLOURS), range=list(COLOURS.values()))),
+        tooltip=["encoding", "offset", "seed", "argmax_offset", alt.Tooltip("carrier_margin:Q", format=".2f"), "run_id"])
+    return (diagonal + points).properties(height=300)
+
+
+def margin_chart(cells: pd.DataFrame) -> alt.Chart:
+    """Each run's m_out against its predicted horizon (log): RoPE's runs spread along a rising band."""
+    rows = cells.dropna(subset=["predicted_horizon"]).assign(m_out=lambda t: t["m_out"].astype(float))
+    return alt.Chart(rows).mark_circle(size=90, opacity=0.7).encode(
+        x=alt.X("m_out:Q", title="m_out (nats; blank: no law fitted)", scale=alt.Scale(zero=False)),
+        y=alt.Y("predicted_horizon:Q", scale=alt.Scale(type="log", base=2), title="predicted horizon (tokens)"),
+        color=alt.Color("encoding:N", scale=alt.Scale(domain=list(COLOURS), range=list(COLOURS.values()))),
+        shape=alt.Shape("offset:N"),
+        tooltip=["encoding", "offset", "seed", alt.Tooltip("m_out:Q", format=".2f"), "predicted_horizon",
+                 "measured_horizon", "run_id"]).properties(height=300)
+
+
+def collapse_frame(cells: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+    """The collapse's points (learned RoPE cells, lengths ≥ L_train) with their x, the theoretical curve,
+    and the summary (collapse_summary)."""
+    result, _ = sweep_collapse(cells)
+    summary = collapse_summary(cells)
+    if result is None:
+        return pd.DataFrame(), pd.DataFrame(), summary
+    points = pd.DataFrame([
+        {"run_id": c["run_id"], "offset": c["offset"], "seed": c["seed"], "vocab_size": c["vocab_size"],
+         "m_out": c["m_out"], "length": row["length"], "accuracy": row["accuracy"]}
+        for c in cells if c.get("encoding") == "rope" and c.get("learned") and c.get("m_out") is not None
+        for row in c.get("lengths", []) if row["length"] >= c["train_length"]])
+    points["x"] = result.x
+    points["theory"] = result.theory
+    grid = np.geomspace(max(points["x"].min() / 2, 1e-9), points["x"].max() * 2, 120)
+    curves = pd.concat([pd.DataFrame({"x": grid, "accuracy": vote_accuracy(grid, int(V)), "vocab_size": int(V)})
+                        for V in sorted(points["vocab_size"].unique())])
+    return points, curves, summary
+
+
+def collapse_chart(points: pd.DataFrame, curves: pd.DataFrame) -> alt.Chart:
+    """Accuracy against the scaled length, the vote model's master curve drawn; a click or a box selects runs."""
+    pick = alt.selection_point(fields=["run_id"], name="runs", on="click")
+    x = alt.X("x:Q", scale=alt.Scale(type="log"), title="scaled length (n − 1)·e^(−2·m_out)/V (log scale)")
+    curve = alt.Chart(curves).mark_line(color="#333", strokeDash=[6, 3]).encode(
+        x=x, y=alt.Y("accuracy:Q", scale=alt.Scale(domain=[0, 1])), detail="vocab_size:N")
+    dots = alt.Chart(points).mark_circle(size=70).encode(
+        x=x, y=alt.Y("accuracy:Q", title="accuracy", scale=alt.Scale(domain=[0, 1])),
+        color=alt.Color("offset:N", title="offset k"), shape=alt.Shape("seed:N"),
+        opacity=alt.condition(pick, alt.value(0.9), alt.value(0.15)),
+        tooltip=["run_id", "offset", "seed", "length", alt.Tooltip("accuracy:Q", format=".3f"),
+                 alt.Tooltip("m_out:Q", format=".2f"), alt.Tooltip("x:Q", format=".2e")],
+    ).add_params(pick)
+    return (curve + dots).properties(height=360)
+
+
+def accuracy_caption(table: pd.DataFrame) -> str:
+    """What this sweep's curves show, per encoding, from its numbers."""
+    rows = measured_rows(table).dropna(subset=["accuracy"])
+    parts = []
+    for encoding, group in rows.groupby("encoding"):
+        runs = group["run_id"].nunique()
+        beyond = group[group["length"] >= 4 * group["train_length"]]
+        chance = float((1 / group["vocab_size"]).mean())
+        if beyond.empty:
+            parts.append(f"{encoding}: {runs} runs, no length at 4× the training length or more")
+            continue
+        held = beyond.groupby("run_id")["accuracy"].min()
+        parts.append(f"{encoding}: {runs} runs; beyond 4× the training length accuracy is {beyond['accuracy'].mean():.2f} "
+                     f"on average (chance {chance:.3f}), {int((held >= 0.9).sum())} of {runs} keep ≥ 0.9 at every "
+                     "length measured there")
+    return "; ".join(parts) + "." if parts else "No cell of this sweep has results yet."
+
+
+def argmax_caption(cells: pd.DataFrame) -> str:
+    rows = cells.dropna(subset=["argmax_offset"])
+    parts = []
+    for encoding, group in rows.groupby("encoding"):
+        on = int((group["argmax_offset"] == group["offset"]).sum())
+        parts.append(f"{encoding}: {on} of {len(group)} runs peak at the requested k")
+    return "; ".join(parts) + ". A run on the diagonal points its carrier at k; off it, the run found another rule or none." \
+        if parts else "No carrier was measured."
+
+
+def collapse_caption(summary: dict) -> str:
+    """The collapse in this sweep's numbers, saying so when the scaled length does not gather the runs."""
+    if not summary["points"]:
+        return f"No collapse: {summary['note']}."
+    gathered = summary["spread_scaled"] < summary["spread_raw"]
+    verdict = ("the scaled length gathers the runs onto one curve" if gathered else
+               "the scaled length does not gather these runs better than raw length: this sweep does not show the collapse")
+    theory = ("and they follow the vote model's curve" if summary["rms"] <= 0.1 else
+              f"but they sit {summary['rms']:.2f} (RMS) from the vote model's curve: the law's shape holds, its "
+              "uniform-floor margin does not describe these runs' far keys")
+    return (f"{summary['note']}: spread around the best decreasing curve {summary['spread_scaled']:.3f} in the scaled "
+            f"length against {summary['spread_raw']:.3f} in raw length, so {verdict}; RMS from the theoretical curve "
+            f"{summary['rms']:.3f}, {theory}. Learned positions have no fitted margin (at chance past L_train) and "
+            "are not placed.")
+
+
+def progress_text(progress: SweepProgress | None, total: int) -> str:
+    if progress is None:
+        return f"starting: {total} cells"
+    left = "" if progress.seconds_left is None or not math.isfinite(progress.seconds_left) else \
+        f", about {progress.seconds_left:.0f} s left"
+    errors = f", {progress.errors} failed" if progress.errors else ""
+    return f"{progress.done} of {progress.total} cells done{errors}{left}"
