@@ -10,9 +10,15 @@ so A depends on n, m and V only through c (and V's exponent). In the scaled leng
     x = (n − 1) · e^{−2m} / V   (c = 1/√x)
 
 every run of one vocabulary falls on one master curve A_V(x). Here m is each run's fitted far margin
-m_out (lengen_core.fit). `collapse` places the points, draws the curve and measures two spreads:
+m_out (lengen_core.fit). m_out is the far keys' *average* weight, and a RoPE head's far keys are not
+all alike: a few near-recurrences weigh as much as the target, and they, not the average, take the
+answer away. So the curve is also drawn with one scale fitted to every point at once, A_V(s·x): s
+says how many times more far keys the runs behave as if they had (equivalently, an effective margin
+m_out − ln(s)/2). `collapse` places the points and measures:
 
-- `rms`: the root-mean-square distance of the points from the theoretical curve A_V(x);
+- `rms_unscaled`: the root-mean-square distance of the points from A_V(x), nothing fitted;
+- `scale` s, fitted (least squares on accuracy, one number for all runs), and `rms`, the distance
+  from A_V(s·x): how well the vote model's *shape* holds;
 - `spread_scaled` and `spread_raw`: the RMS residual of the points around the best decreasing curve
   through them (isotonic regression, per vocabulary), against x and against the raw length n. A
   collapse is the first much smaller than the second: the scaled variable explains what the raw one
@@ -25,10 +31,12 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.optimize import minimize_scalar
 from scipy.special import ndtr
 
 HERMITE_NODES, HERMITE_WEIGHTS = np.polynomial.hermite.hermgauss(64)
 COLLAPSE_VARIABLE = "(n − 1)·e^(−2·m_out)/V"
+SCALE_BOUNDS = (-12.0, 24.0)  # ln s: from e^−12 to e^24 times the far keys
 
 
 def vote_accuracy(x: np.ndarray, vocab_size: int) -> np.ndarray:
@@ -70,8 +78,10 @@ def _spread(order_by: np.ndarray, accuracy: np.ndarray, vocab: np.ndarray) -> fl
 @dataclass(frozen=True)
 class Collapse:
     x: np.ndarray  # each point's scaled length
-    theory: np.ndarray  # A_V(x) at each point
-    rms: float  # RMS(accuracy − A_V(x))
+    theory: np.ndarray  # A_V(scale·x) at each point
+    rms: float  # RMS(accuracy − A_V(scale·x))
+    scale: float  # s, fitted to every point at once
+    rms_unscaled: float  # RMS(accuracy − A_V(x)): the vote model with m_out as it is
     spread_scaled: float  # RMS residual around the best decreasing curve in x
     spread_raw: float  # the same in the raw length n
     points: int
@@ -86,9 +96,18 @@ def collapse(length: np.ndarray, accuracy: np.ndarray, m_out: np.ndarray, vocab_
     if not (n.shape == a.shape == m.shape == V.shape) or n.size == 0:
         raise ValueError("collapse needs one length, accuracy, m_out and vocabulary per point, and at least one point")
     x = scaled_length(n, m, V)
-    theory = np.empty_like(x)
-    for vocab in np.unique(V):
-        rows = V == vocab
-        theory[rows] = vote_accuracy(x[rows], int(vocab))
-    return Collapse(x, theory, float(np.sqrt(np.mean((a - theory) ** 2))), _spread(np.log(x), a, V),
+
+    def theory_at(scale: float) -> np.ndarray:
+        values = np.empty_like(x)
+        for vocab in np.unique(V):
+            rows = V == vocab
+            values[rows] = vote_accuracy(scale * x[rows], int(vocab))
+        return values
+
+    def rms(log_scale: float) -> float:
+        return float(np.sqrt(np.mean((a - theory_at(math.exp(log_scale))) ** 2)))
+
+    fitted = minimize_scalar(rms, bounds=SCALE_BOUNDS, method="bounded", options={"xatol": 1e-4})
+    scale = math.exp(fitted.x)
+    return Collapse(x, theory_at(scale), rms(fitted.x), scale, rms(0.0), _spread(np.log(x), a, V),
                     _spread(np.log(n), a, V), int(n.size))

@@ -4,7 +4,8 @@ page's default evaluations and predictions, by the same calls the app makes, int
 `assets/presets/precomputed/<run id>.json` (read by ui.runs instead of computing them again); and the
 Theory page's optimisation experiment (C1, ui.optimisation): the constructed head's evaluations (in
 `precomputed/<its run id>.json`) and its two trainings, traced (`precomputed/traces/<run id>-every<N>.json`,
-read by ui.presets.shipped_trace)."""
+read by ui.presets.shipped_trace). `--sweep`: the Sweeps page's preset sweep (ui.sweeps.PRESET_GRID) into
+`assets/presets/sweeps/<sweep id>/` (its cells, not its runs)."""
 
 from __future__ import annotations
 
@@ -77,11 +78,36 @@ def precompute_optimisation() -> None:
         print(f"trace of {config.run_id()} every {every} steps: {len(trace.losses)} steps")
 
 
+def build_sweep() -> None:
+    """The Sweeps page's preset sweep: run in a scratch store (the runs are not shipped), its folder copied
+    into the presets; one worker per core."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from lengen_core.serving.sweep import run_sweep, sweep_dir
+    from ui.sweeps import PRESET_GRID
+
+    with tempfile.TemporaryDirectory() as scratch:
+        result = run_sweep(PRESET_GRID, Path(scratch))
+        failed = [cell for cell in result.cells if "error" in cell]
+        if failed:
+            raise SystemExit(f"{len(failed)} cells of the preset sweep failed, e.g. {failed[0]['error']}")
+        target = sweep_dir(PRESET_ROOT, result.sweep_id)
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.copytree(sweep_dir(Path(scratch), result.sweep_id), target)
+    print(f"preset sweep {result.sweep_id}: {len(result.cells)} cells in {target}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--force", action="store_true", help="retrain presets that already exist")
     parser.add_argument("--precompute", action="store_true", help="only write what the first visits compute")
+    parser.add_argument("--sweep", action="store_true", help="only rebuild the preset sweep (ui.sweeps.PRESET_GRID)")
     args = parser.parse_args()
+    if args.sweep:
+        build_sweep()
+        return
     if args.precompute:
         PRECOMPUTED.mkdir(parents=True, exist_ok=True)
         for label, config in PRESETS.items():

@@ -173,8 +173,11 @@ def collapse_frame(cells: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame, dict]
     points["x"] = result.x
     points["theory"] = result.theory
     grid = np.geomspace(max(points["x"].min() / 2, 1e-9), points["x"].max() * 2, 120)
-    curves = pd.concat([pd.DataFrame({"x": grid, "accuracy": vote_accuracy(grid, int(V)), "vocab_size": int(V)})
-                        for V in sorted(points["vocab_size"].unique())])
+    curves = pd.concat([pd.DataFrame({"x": grid, "accuracy": vote_accuracy(scale * grid, int(V)), "vocab_size": int(V),
+                                      "curve": name})
+                        for V in sorted(points["vocab_size"].unique())
+                        for name, scale in ((f"vote model, scale fitted (s = {result.scale:,.0f})", result.scale),
+                                            ("vote model, m_out as it is", 1.0))])
     return points, curves, summary
 
 
@@ -182,8 +185,9 @@ def collapse_chart(points: pd.DataFrame, curves: pd.DataFrame) -> alt.Chart:
     """Accuracy against the scaled length, the vote model's master curve drawn; a click or a box selects runs."""
     pick = alt.selection_point(fields=["run_id"], name="runs", on="click")
     x = alt.X("x:Q", scale=alt.Scale(type="log"), title="scaled length (n − 1)·e^(−2·m_out)/V (log scale)")
-    curve = alt.Chart(curves).mark_line(color="#333", strokeDash=[6, 3]).encode(
-        x=x, y=alt.Y("accuracy:Q", scale=alt.Scale(domain=[0, 1])), detail="vocab_size:N")
+    curve = alt.Chart(curves).mark_line(color="#333").encode(
+        x=x, y=alt.Y("accuracy:Q", scale=alt.Scale(domain=[0, 1])), detail="vocab_size:N",
+        strokeDash=alt.StrokeDash("curve:N", title="master curve", legend=alt.Legend(orient="bottom", labelLimit=400)))
     dots = alt.Chart(points).mark_circle(size=70).encode(
         x=x, y=alt.Y("accuracy:Q", title="accuracy", scale=alt.Scale(domain=[0, 1])),
         color=alt.Color("offset:N", title="offset k"), shape=alt.Shape("seed:N"),
@@ -229,13 +233,15 @@ def collapse_caption(summary: dict) -> str:
     gathered = summary["spread_scaled"] < summary["spread_raw"]
     verdict = ("the scaled length gathers the runs onto one curve" if gathered else
                "the scaled length does not gather these runs better than raw length: this sweep does not show the collapse")
-    theory = ("and they follow the vote model's curve" if summary["rms"] <= 0.1 else
-              f"but they sit {summary['rms']:.2f} (RMS) from the vote model's curve: the law's shape holds, its "
-              "uniform-floor margin does not describe these runs' far keys")
+    scale, shape = summary["scale"], summary["rms"]
+    theory = (f"with m_out as it is the vote model misses them by {summary['rms_unscaled']:.2f} (RMS); with one scale "
+              f"fitted to all of them (they lose accuracy as if they had {scale:,.0f} times the far keys, the weight of "
+              f"a few near-recurrences rather than the average far key) they sit {shape:.3f} from it"
+              + (", so the vote model's shape holds" if shape <= 0.1 else
+                 ", too far for the vote model's shape to describe them"))
     return (f"{summary['note']}: spread around the best decreasing curve {summary['spread_scaled']:.3f} in the scaled "
-            f"length against {summary['spread_raw']:.3f} in raw length, so {verdict}; RMS from the theoretical curve "
-            f"{summary['rms']:.3f}, {theory}. Learned positions have no fitted margin (at chance past L_train) and "
-            "are not placed.")
+            f"length against {summary['spread_raw']:.3f} in raw length, so {verdict}. {theory[0].upper()}{theory[1:]}. "
+            "Learned positions have no fitted margin (at chance past L_train) and are not placed.")
 
 
 def progress_text(progress: SweepProgress | None, total: int) -> str:

@@ -1,4 +1,4 @@
-"""Command line: `python -m lengen_core train|construct|evaluate|carrier|heads|runs|delete`.
+"""Command line: `python -m lengen_core train|construct|continue|evaluate|carrier|heads|sweep|runs|delete`.
 
 Results go to stdout (JSON under `--json`, a short readable summary otherwise). Runs are read from
 the person's store (`$LENGEN_HOME`) and then from the presets shipped with the lab, a read-only
@@ -450,7 +450,8 @@ def _summary(result: dict[str, Any]) -> str:
                     f"horizon {number(c['predicted_horizon'], ',')}  {c['run_id']}")
                  for c in result["cells"]]
         collapse = result["collapse"]
-        lines.append(f"collapse: rms {collapse['rms']:.3f} from the master curve in {collapse['variable']}; spread "
+        lines.append(f"collapse: rms {collapse['rms']:.3f} from the master curve in {collapse['variable']} with the "
+                     f"scale fitted (s = {collapse['scale']:,.0f}; {collapse['rms_unscaled']:.3f} without); spread "
                      f"{collapse['spread_scaled']:.3f} in it against {collapse['spread_raw']:.3f} in raw length "
                      f"({collapse['note']})" if collapse["points"] else f"collapse: {collapse['note']}")
         lines.append(f"{result['ran']} cells run here, {result['trained']} trained; table: {result['table']}")

@@ -433,12 +433,15 @@ def sweep_collapse(cells: Sequence[dict[str, Any]]) -> tuple[Collapse | None, st
 
 
 def collapse_summary(cells: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """The JSON form: the variable, rms (from the theoretical curve) and the two spreads, or why there is none."""
+    """The JSON form: the variable, rms from the master curve A_V(scale·x) with its fitted scale, rms_unscaled
+    from A_V(x), and the two spreads (lengen_core.collapse), or why there is none."""
     result, note = sweep_collapse(cells)
     if result is None:
-        return {"variable": None, "rms": None, "spread_scaled": None, "spread_raw": None, "points": 0, "note": note}
-    return {"variable": result.variable, "rms": result.rms, "spread_scaled": result.spread_scaled,
-            "spread_raw": result.spread_raw, "points": result.points, "note": note}
+        return {"variable": None, "rms": None, "scale": None, "rms_unscaled": None, "spread_scaled": None,
+                "spread_raw": None, "points": 0, "note": note}
+    return {"variable": result.variable, "rms": result.rms, "scale": result.scale, "rms_unscaled": result.rms_unscaled,
+            "spread_scaled": result.spread_scaled, "spread_raw": result.spread_raw, "points": result.points,
+            "note": note}
 
 
 SWEEP_CELLS_ENV, SWEEP_SECONDS_ENV = "LENGEN_SWEEP_CELLS", "LENGEN_SWEEP_SECONDS"

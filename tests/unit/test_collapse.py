@@ -36,10 +36,23 @@ def test_runs_that_follow_the_law_collapse_and_their_raw_curves_do_not():
         m += [margin] * lengths.size
         V += [16] * lengths.size
     result = collapse(np.array(n), np.array(a), np.array(m), np.array(V))
-    assert result.points == 24 and result.rms < 0.02  # on the theoretical curve, up to the noise
+    assert result.points == 24 and result.rms < 0.02 and result.rms_unscaled < 0.02  # on the curve, up to the noise
+    assert result.scale == pytest.approx(1.0, rel=0.2)
     assert result.spread_scaled < 0.02 and result.spread_raw > 0.05  # measured: 0.008 and 0.09
 
 
 def test_collapse_refuses_mismatched_inputs():
     with pytest.raises(ValueError, match="one length, accuracy"):
         collapse(np.array([16, 32]), np.array([1.0]), np.array([5.0]), np.array([16]))
+
+
+def test_runs_whose_far_keys_count_more_than_their_average_get_the_scale_fitted():
+    lengths = np.array([16, 64, 256, 1024, 4096, 16384, 65536])
+    n, a, m = [], [], []
+    for margin in (5.5, 6.0, 6.5, 7.0):
+        n += list(lengths)
+        a += list(vote_accuracy(300 * scaled_length(lengths, margin, 16), 16))  # behaving as if 300× the keys
+        m += [margin] * lengths.size
+    result = collapse(np.array(n), np.array(a), np.array(m), np.full(len(n), 16))
+    assert result.scale == pytest.approx(300, rel=0.05) and result.rms < 0.01
+    assert result.rms_unscaled > 0.2  # the vote model with m_out as it is misses by far
