@@ -2,7 +2,12 @@
 the `shift` task (every position t ≥ k answers x[t-k]) and the multi-layer transformer.
 
 Memory grows linearly with the length: the transformer attends a block of queries at a time, and
-sequences go through in batches of at most `TOKENS_PER_BATCH` tokens. Reported per length:
+sequences go through in batches of `tokens_per_batch(config)` tokens: at most `TOKENS_PER_BATCH`,
+and at most as many as keep a forward pass's activations (`FORWARD_FLOATS_PER_TOKEN` × d_model
+floats a token) within `evaluate.EVAL_MEMORY_BYTES`, but never less than one sequence (at the
+limits, 8 192 tokens at d_model 512: about 335 MB). The tokens are drawn once as uint8 (V ≤ 256),
+sent to the device as `evaluate.to_device` does, and made int64 a batch at a time; the hits are
+kept as booleans. Reported per length:
 accuracy over the supervised positions, accuracy beyond the training length (t ≥ L_train), accuracy
 by position (averaged into at most `POSITION_BINS` bins), and, for the head that attends most to the
 target offset (the carrier head), its mean weight on the target and the argmax key of the last query.
@@ -19,12 +24,30 @@ import torch
 
 from lengen_core.config import RunConfig
 from lengen_core.encodings import LengthError
-from lengen_core.evaluate import check_lengths, check_sampling, check_sweep, sequence_tokens, wilson_interval
+from lengen_core.evaluate import (
+    EVAL_MEMORY_BYTES,
+    FLOAT,
+    check_lengths,
+    check_sampling,
+    check_sweep,
+    sequence_tokens,
+    to_device,
+    token_dtype,
+    wilson_interval,
+)
 from lengen_core.tasks import query_start, targets_of
 
 MAX_SEQUENCE_LENGTH = 8_192
 TOKENS_PER_BATCH = 1 << 15
+FORWARD_FLOATS_PER_TOKEN = 20  # per d_model: residual, projections and MLP alive at once (serving.budget._forward)
 POSITION_BINS = 256
+
+
+def tokens_per_batch(config: RunConfig) -> int:
+    """Tokens in one forward pass: TOKENS_PER_BATCH, fewer where d_model would take the activations
+    past EVAL_MEMORY_BYTES (a batch still holds at least one sequence)."""
+    per_token = FLOAT * FORWARD_FLOATS_PER_TOKEN * config.model.d_model
+    return max(1, min(TOKENS_PER_BATCH, EVAL_MEMORY_BYTES // per_token))
 
 
 @dataclass(frozen=True)
@@ -81,16 +104,19 @@ def evaluate_sequence(
     for length in lengths:
         start_time = time.perf_counter()
         first = query_start(task, length)
-        tokens = sequence_tokens(seed, length, samples, task.vocab_size).to(device)  # (S, L)
-        batch = max(1, TOKENS_PER_BATCH // length)
+        narrow = sequence_tokens(seed, length, samples, task.vocab_size, dtype=token_dtype(task.vocab_size))
+        tokens = to_device(narrow, device)  # (S, L)
+        batch = max(1, tokens_per_batch(config) // length)
         correct, argmax = [], []
         observer = _TargetWeights(model.n_layers, config.model.n_heads, task.offset, first, length)
         for begin in range(0, samples, batch):
-            part = tokens[begin : begin + batch]
+            part = tokens[begin : begin + batch].long()
             logits = model(part, query_start=first, observe=observer)  # (b, Tq, V)
-            correct.append((logits.argmax(-1) == targets_of(task, part)).float())  # (b, Tq)
+            correct.append(logits.argmax(-1) == targets_of(task, part))  # (b, Tq) booleans
             argmax.append(torch.stack([observer.last_argmax[layer] for layer in range(model.n_layers)]))
+            del part, logits
         hits = torch.cat(correct)  # (S, Tq)
+        del correct
         mass = observer.mass / (samples * (length - first))  # (layers, H): mean over supervised queries
         layer, head = divmod(int(mass.argmax()), mass.shape[1])
         keys = torch.cat(argmax, dim=-1)[layer, head]  # (S,)
@@ -98,7 +124,7 @@ def evaluate_sequence(
         successes = int(hits.sum())
         low, high = wilson_interval(successes, hits.numel())
         bins = np.array_split(np.arange(hits.shape[1]), min(POSITION_BINS, hits.shape[1]))
-        by_position = hits.mean(dim=0).cpu().numpy()
+        by_position = (hits.sum(dim=0) / samples).cpu().numpy()
         reports.append(
             SequenceReport(
                 length=length,
@@ -106,7 +132,7 @@ def evaluate_sequence(
                 accuracy=successes / hits.numel(),
                 accuracy_low=low,
                 accuracy_high=high,
-                accuracy_beyond=float(beyond.mean()) if length > task.train_length and beyond.numel() else None,
+                accuracy_beyond=int(beyond.sum()) / beyond.numel() if length > task.train_length and beyond.numel() else None,
                 positions=np.array([first + b[0] for b in bins]),
                 accuracy_by_position=np.array([by_position[b].mean() for b in bins]),
                 target_mass=float(mass[layer, head]),

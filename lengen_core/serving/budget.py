@@ -142,13 +142,17 @@ def evaluation_cost(config: RunConfig, lengths: Sequence[int], samples: int, tok
 
 def single_head_evaluation_cost(config: RunConfig, lengths: Sequence[int], samples: int) -> Cost:
     """The minimal head's chunked evaluation of its last query (lengen_core.evaluate): one pass over
-    each sequence's keys, a chunk at a time, so memory is a few chunks of `CHUNK_ELEMENTS` floats and
-    time grows with samples × Σ lengths (measured: 256 samples at every doubling to 2^20, 13 s on 2
-    cores; this estimate gives 14 s)."""
-    from lengen_core.evaluate import CHUNK_ELEMENTS
+    each sequence's keys, a chunk at a time, so memory is one chunk as `evaluate.chunk_bytes`
+    estimates it for the sizes `evaluate.chunk_sizes` picks (within EVAL_MEMORY_BYTES, 256 MB, at
+    any length), the per-sample sums and a block of tokens; time grows with samples × Σ lengths
+    (measured: 256 samples at every doubling to 2^20, 13 s on 2 cores; this estimate gives 14 s)."""
+    from lengen_core.evaluate import TOKEN_BLOCK, chunk_bytes, chunk_sizes
 
-    work = samples * sum(lengths) * config.model.d_model * 4
-    return Cost("this evaluation", BASE_BYTES + FLOAT * (8 * CHUNK_ELEMENTS + parameter_count(config)),
+    V, C = config.task.vocab_size, config.model.d_model
+    group, keys = chunk_sizes(V, C, samples)
+    state = FLOAT * (3 * samples * V + 8 * samples) + 2 * samples * TOKEN_BLOCK  # sums, readout; uint8 blocks
+    work = samples * sum(lengths) * C * 4
+    return Cost("this evaluation", BASE_BYTES + chunk_bytes(V, C, group, keys) + state + FLOAT * parameter_count(config),
                 work / FLOPS_PER_SECOND, "fewer samples, or a shorter longest length")
 
 

@@ -2,7 +2,8 @@
 
 For every encoding and both attentions, on briefly trained models: the readout logits, the target
 mass (softmax: the attention weight on key L-1-k; linear: |w_k| / Σ|w|) and the argmax key, for any
-chunk size, whichever of the two gather paths `_chunk_logits` takes (V·V ≤ samples or not).
+chunk size and any cut of the samples into groups, whichever logit table `_chunk_logits` gathers
+from (the shared V×V×c table when a group has at least V samples, the group's own s×V×c otherwise).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from lengen_core.config import AttentionName, EncodingName, RunConfig, with_changes
-from lengen_core.evaluate import last_query_outputs, sequence_tokens
+from lengen_core.evaluate import last_query_outputs, sequence_tokens, token_dtype
 from lengen_core.training import Run, train
 
 ENCODINGS = get_args(EncodingName)
@@ -65,17 +66,19 @@ def cases(draw) -> tuple[int, int]:
     attention=st.sampled_from(ATTENTIONS),
     case=cases(),
     chunk=st.one_of(st.sampled_from([None, 1, 7, 64, 4096]), st.integers(1, 600)),
+    sample_chunk=st.one_of(st.none(), st.integers(1, 40)),
     seed=st.integers(0, 2**31 - 1),
 )
-@example(encoding="rope", attention="softmax", case=(MAX_LENGTH, 64), chunk=7, seed=0)
-@example(encoding="learned", attention="softmax", case=(MAX_LENGTH, 64), chunk=64, seed=1)
-@example(encoding="alibi", attention="linear", case=(MAX_LENGTH, 64), chunk=4096, seed=2)
-@example(encoding="sinusoidal", attention="linear", case=(200, 300), chunk=7, seed=3)  # the V·V ≤ S path
-@example(encoding="nope", attention="softmax", case=(100, 256), chunk=64, seed=4)
-def test_chunked_last_query_equals_the_plain_forward_pass(runs, encoding, attention, case, chunk, seed):
+@example(encoding="rope", attention="softmax", case=(MAX_LENGTH, 64), chunk=7, sample_chunk=None, seed=0)
+@example(encoding="learned", attention="softmax", case=(MAX_LENGTH, 64), chunk=64, sample_chunk=5, seed=1)
+@example(encoding="alibi", attention="linear", case=(MAX_LENGTH, 64), chunk=4096, sample_chunk=17, seed=2)
+@example(encoding="sinusoidal", attention="linear", case=(200, 300), chunk=7, sample_chunk=None, seed=3)
+@example(encoding="nope", attention="softmax", case=(100, 256), chunk=64, sample_chunk=40, seed=4)
+@example(encoding="rope", attention="linear", case=(300, 37), chunk=100, sample_chunk=16, seed=5)  # a short last group
+def test_chunked_last_query_equals_the_plain_forward_pass(runs, encoding, attention, case, chunk, sample_chunk, seed):
     length, samples = case
     run = runs[encoding, attention]
-    chunked = last_query_outputs(run.model, run.config, length, samples, seed, chunk=chunk)
+    chunked = last_query_outputs(run.model, run.config, length, samples, seed, chunk=chunk, sample_chunk=sample_chunk)
     readout, mass, logits, tokens = _plain(run, length, samples, seed)
 
     assert torch.equal(chunked.targets, tokens[:, length - 1 - run.config.task.offset])
@@ -115,8 +118,21 @@ def test_sequence_tokens_do_not_depend_on_how_they_are_sliced():
 
 def test_the_evaluation_sample_is_the_same_for_every_chunk_size(runs):
     run = runs["rope", "softmax"]
-    outputs = [last_query_outputs(run.model, run.config, 300, 32, 9, chunk=chunk) for chunk in (1, 13, 300, None)]
+    cuts = [(1, None), (13, None), (300, None), (None, None), (13, 1), (300, 5), (None, 16), (4_096, 31)]
+    outputs = [last_query_outputs(run.model, run.config, 300, 32, 9, chunk=chunk, sample_chunk=group)
+               for chunk, group in cuts]
     for other in outputs[1:]:
         assert torch.equal(other.targets, outputs[0].targets)
         assert torch.equal(other.argmax_key, outputs[0].argmax_key)
         torch.testing.assert_close(other.readout, outputs[0].readout, rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(other.target_mass, outputs[0].target_mass, rtol=1e-4, atol=1e-7)
+
+
+def test_evaluation_tokens_are_the_same_in_every_integer_type():
+    """Evaluation draws its tokens as uint8 (V ≤ 256); they are the int64 sequences of `sequence_tokens`."""
+    for vocab_size, dtype in ((2, torch.uint8), (64, torch.uint8), (256, torch.uint8), (300, torch.int16),
+                              (70_000, torch.int32)):
+        assert token_dtype(vocab_size) == dtype
+        narrow = sequence_tokens(3, 5_000, 4, vocab_size, 4_000, 4_200, dtype=dtype)
+        assert narrow.dtype == dtype
+        assert torch.equal(narrow.long(), sequence_tokens(3, 5_000, 4, vocab_size, 4_000, 4_200))
