@@ -270,9 +270,11 @@ def test_carrier_of_a_converged_rope_run_peaks_at_the_offset() -> None:
 
     assert carrier["source"] == "analytic"
     assert carrier["offset"] == 3 and carrier["argmax_offset"] == 3
-    assert carrier["alignment"] is True and carrier["margin"] >= 2.0  # measured 2.8 nats; 1 is needed
+    assert carrier["alignment"] is True and carrier["margin"] >= 2.0  # measured 2.3 nats; 1 is needed
     assert carrier["baseline"]["alignment"] is False  # training put the peak at k
-    assert carrier["effective_rank"] * 2 <= carrier["baseline"]["effective_rank"]  # measured 8 against 16
+    # Concentrated in frequency (measured 14 active of 64 against 64 untrained); at d_model 128 with qk_init 0.1
+    # not lower in effective rank (measured 20 against 19; at the old default, d_model 64: 8 against 16).
+    assert carrier["active_frequencies"] * 2 <= carrier["baseline"]["active_frequencies"]
     assert carrier["toeplitz_fraction"] > 0.99  # RoPE logits depend on t - u alone …
     assert carrier["baseline"]["toeplitz_fraction"] > 0.9  # … trained or not: equivariance, not a rule
     assert len(carrier["spectrum"]) == 64  # one rotary frequency per pair of d_model 128
