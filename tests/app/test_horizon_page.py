@@ -38,13 +38,13 @@ def metrics(app: AppTest) -> dict[str, str]:
 
 
 def test_dilution_shows_the_measured_and_predicted_horizon_of_the_run(monkeypatch):
-    app = open_page("pages/dilution.py", {"run": ROPE, "longest": "4096", "samples": "256"})
+    app = open_page("pages/dilution.py", {"run": ROPE, "longest": "65536", "samples": "256"})  # shipped
     assert not app.exception, [e.value for e in app.exception]
     shown = metrics(app)
     predicted = predicted_horizon(ROPE)
-    assert shown["Horizon, predicted"] == f"{predicted.length:,}"  # 179 on this preset
+    assert shown["Horizon, predicted"] == f"{predicted.length:,}"  # 8,674 on this preset (179 at the old default)
     measured = shown["Horizon, measured"]
-    assert measured in {"128", "256"}, measured  # 1.00 at 64 (4×), 0.84 at 256: the doubling before the fall
+    assert measured in {"4,096", "8,192"}, measured  # 0.945 at 8,192, 0.566 at 16,384: the doubling before the fall
     caption = " ".join(c.value for c in app.caption if "**Horizon:**" in c.value)
     assert f"{predicted.length:,} tokens" in caption and "below at" in caption
     assert "between the two measured lengths" in caption or "disagree" in caption
