@@ -117,7 +117,6 @@ with left:
 with right:
     st.subheader("Far margin and horizon, per run")
     st.altair_chart(sweeps.margin_chart(cells), width="stretch")
-    st.caption("**What to look for:** the predicted horizon of each run against its fitted m_out; a learned-position "
-               "run's horizon is its training length and it has no m_out.")
+    st.caption(f"**What to look for:** {sweeps.margin_caption(cells)} A learned-position run has no m_out.")
 st.download_button("Download the table (CSV)", table.to_csv(index=False).encode(), file_name=f"{result.sweep_id}.csv",
                    mime="text/csv", help="One row per run and length, with the run's figures.")

@@ -41,6 +41,13 @@ PRESET_GRID = SweepGrid(encodings=("rope", "learned"), offsets=(1, 3, 5, 7), see
 COLOURS = {"rope": "#1f77b4", "learned": "#d62728", "sinusoidal": "#9467bd", "alibi": "#2ca02c", "nope": "#7f7f7f"}
 
 
+def encoding_colour(present) -> alt.Color:
+    """One colour per encoding, the same on every chart; the legend lists only the encodings present."""
+    domain = [name for name in COLOURS if name in set(present)]
+    return alt.Color("encoding:N", title="encoding",
+                     scale=alt.Scale(domain=domain, range=[COLOURS[name] for name in domain]))
+
+
 @dataclass
 class RunningSweep:
     grid: SweepGrid
@@ -121,8 +128,7 @@ def accuracy_chart(table: pd.DataFrame) -> alt.Chart:
                .agg(mean=("accuracy", "mean"), low=("accuracy", "min"), high=("accuracy", "max"),
                     runs=("run_id", "nunique")))
     x = alt.X("length:Q", scale=alt.Scale(type="log", base=2), title="test length n (log scale)")
-    colour = alt.Color("encoding:N", scale=alt.Scale(domain=list(COLOURS), range=list(COLOURS.values())),
-                       title="encoding")
+    colour = encoding_colour(summary["encoding"])
     band = alt.Chart(summary).mark_area(opacity=0.25).encode(x=x, y="low:Q", y2="high:Q", color=colour)
     line = alt.Chart(summary).mark_line(point=True).encode(
         x=x, y=alt.Y("mean:Q", title="accuracy", scale=alt.Scale(domain=[0, 1])), color=colour,
@@ -137,11 +143,13 @@ def argmax_chart(cells: pd.DataFrame) -> alt.Chart:
     top = int(max(rows["offset"].max(), rows["argmax_offset"].max(), 1)) + 1
     diagonal = alt.Chart(pd.DataFrame({"k": [0, top]})).mark_line(strokeDash=[4, 4], color="#888").encode(
         x="k:Q", y="k:Q")
+    encodings = list(dict.fromkeys(rows["encoding"]))
+    spread = {name: (i - (len(encodings) - 1) / 2) * 0.18 for i, name in enumerate(encodings)}  # side by side at each k
+    rows = rows.assign(shown_at=rows["offset"] + rows["encoding"].map(spread))
     points = alt.Chart(rows).mark_circle(size=90, opacity=0.7).encode(
-        x=alt.X("offset:Q", title="requested offset k", scale=alt.Scale(domain=[0, top])),
+        x=alt.X("shown_at:Q", title="requested offset k (encodings side by side)", scale=alt.Scale(domain=[0, top])),
         y=alt.Y("argmax_offset:Q", title="carrier's argmax offset", scale=alt.Scale(domain=[0, top])),
-        xOffset=alt.XOffset("seed:N"),
-        color=alt.Color("encoding:N", scale=alt.Scale(domain=list(COLOURS), range=list(COLOURS.values()))),
+        color=encoding_colour(rows["encoding"]),
         tooltip=["encoding", "offset", "seed", "argmax_offset", alt.Tooltip("carrier_margin:Q", format=".2f"), "run_id"])
     return (diagonal + points).properties(height=300)
 
@@ -152,8 +160,7 @@ def margin_chart(cells: pd.DataFrame) -> alt.Chart:
     return alt.Chart(rows).mark_circle(size=90, opacity=0.7).encode(
         x=alt.X("m_out:Q", title="m_out (nats; blank: no law fitted)", scale=alt.Scale(zero=False)),
         y=alt.Y("predicted_horizon:Q", scale=alt.Scale(type="log", base=2), title="predicted horizon (tokens)"),
-        color=alt.Color("encoding:N", scale=alt.Scale(domain=list(COLOURS), range=list(COLOURS.values()))),
-        shape=alt.Shape("offset:N"),
+        color=encoding_colour(rows["encoding"]), shape=alt.Shape("offset:N"),
         tooltip=["encoding", "offset", "seed", alt.Tooltip("m_out:Q", format=".2f"), "predicted_horizon",
                  "measured_horizon", "run_id"]).properties(height=300)
 
@@ -199,20 +206,22 @@ def collapse_chart(points: pd.DataFrame, curves: pd.DataFrame) -> alt.Chart:
 
 
 def accuracy_caption(table: pd.DataFrame) -> str:
-    """What this sweep's curves show, per encoding, from its numbers."""
+    """What this sweep's curves show, per encoding, from its numbers: the measured horizons and the
+    accuracy beyond 4× the training length against chance."""
     rows = measured_rows(table).dropna(subset=["accuracy"])
     parts = []
     for encoding, group in rows.groupby("encoding"):
-        runs = group["run_id"].nunique()
+        runs = group.drop_duplicates("run_id")
+        horizons = runs["measured_horizon"].dropna().astype(int)
         beyond = group[group["length"] >= 4 * group["train_length"]]
-        chance = float((1 / group["vocab_size"]).mean())
-        if beyond.empty:
-            parts.append(f"{encoding}: {runs} runs, no length at 4× the training length or more")
-            continue
-        held = beyond.groupby("run_id")["accuracy"].min()
-        parts.append(f"{encoding}: {runs} runs; beyond 4× the training length accuracy is {beyond['accuracy'].mean():.2f} "
-                     f"on average (chance {chance:.3f}), {int((held >= 0.9).sum())} of {runs} keep ≥ 0.9 at every "
-                     "length measured there")
+        chance = float((1 / runs["vocab_size"]).mean())
+        text = f"{encoding}: {len(runs)} runs"
+        if len(horizons):
+            text += (f", measured horizon (accuracy ≥ 0.9) median {int(horizons.median()):,} tokens, from "
+                     f"{horizons.min():,} to {horizons.max():,}")
+        if not beyond.empty:
+            text += f"; beyond 4× the training length accuracy {beyond['accuracy'].mean():.2f} on average (chance {chance:.3f})"
+        parts.append(text)
     return "; ".join(parts) + "." if parts else "No cell of this sweep has results yet."
 
 
@@ -226,6 +235,20 @@ def argmax_caption(cells: pd.DataFrame) -> str:
         if parts else "No carrier was measured."
 
 
+def margin_caption(cells: pd.DataFrame) -> str:
+    """How far m_out orders the runs' predicted horizons, in this sweep (Spearman's rank correlation per encoding)."""
+    parts = []
+    for encoding, group in cells.dropna(subset=["predicted_horizon"]).groupby("encoding"):
+        both = group.dropna(subset=["m_out"])
+        if len(both) >= 3:
+            rho = both["m_out"].astype(float).rank().corr(both["predicted_horizon"].astype(float).rank())
+            parts.append(f"{encoding}: rank correlation of m_out with the predicted horizon {rho:.2f} over {len(both)} runs")
+        else:
+            parts.append(f"{encoding}: {len(group)} runs, {len(both)} with a fitted m_out (too few to correlate)")
+    return ("; ".join(parts) + ". m_out is the far keys' average weight; the horizon is decided by the heaviest few, "
+            "so the two need not agree run by run.") if parts else "No run has a predicted horizon."
+
+
 def collapse_caption(summary: dict) -> str:
     """The collapse in this sweep's numbers, saying so when the scaled length does not gather the runs."""
     if not summary["points"]:
@@ -236,9 +259,11 @@ def collapse_caption(summary: dict) -> str:
     scale, shape = summary["scale"], summary["rms"]
     theory = (f"with m_out as it is the vote model misses them by {summary['rms_unscaled']:.2f} (RMS); with one scale "
               f"fitted to all of them (they lose accuracy as if they had {scale:,.0f} times the far keys, the weight of "
-              f"a few near-recurrences rather than the average far key) they sit {shape:.3f} from it"
-              + (", so the vote model's shape holds" if shape <= 0.1 else
-                 ", too far for the vote model's shape to describe them"))
+              f"a few near-recurrences rather than the average far key) they sit {shape:.3f} from it, against "
+              f"{summary['spread_scaled']:.3f} around the best decreasing curve: "
+              + ("as close as any curve gets, so the vote model's shape holds" if shape <= 1.25 * summary["spread_scaled"]
+                 else "the vote model's shape holds roughly" if shape <= 2 * summary["spread_scaled"]
+                 else "too far for the vote model's shape to describe them"))
     return (f"{summary['note']}: spread around the best decreasing curve {summary['spread_scaled']:.3f} in the scaled "
             f"length against {summary['spread_raw']:.3f} in raw length, so {verdict}. {theory[0].upper()}{theory[1:]}. "
             "Learned positions have no fitted margin (at chance past L_train) and are not placed.")

@@ -56,3 +56,16 @@ def test_runs_whose_far_keys_count_more_than_their_average_get_the_scale_fitted(
     result = collapse(np.array(n), np.array(a), np.array(m), np.full(len(n), 16))
     assert result.scale == pytest.approx(300, rel=0.05) and result.rms < 0.01
     assert result.rms_unscaled > 0.2  # the vote model with m_out as it is misses by far
+
+
+def test_the_preset_sweeps_rope_runs_collapse_onto_the_master_curve():
+    """The shipped preset sweep (3 seeds × offsets 1, 3, 5, 7, RoPE): closer to the master curve, and to the
+    best decreasing curve in the scaled length, than to the best curve in raw length."""
+    from lengen_core.serving.sweep import collapse_summary
+    from ui.sweeps import preset_result
+
+    summary = collapse_summary(preset_result().cells)
+    assert summary["points"] == 12 * 13  # 12 learned RoPE runs, 13 lengths each from L_train
+    assert summary["rms"] < 0.11 < summary["spread_raw"]  # measured 0.102 and 0.118
+    assert summary["spread_scaled"] < 0.6 * summary["spread_raw"]  # measured 0.069 against 0.118
+    assert summary["rms_unscaled"] > 0.4 and 100 < summary["scale"] < 2_000  # measured 0.48 and 472

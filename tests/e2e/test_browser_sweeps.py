@@ -1,0 +1,34 @@
+"""End to end for the Sweeps page: the preset sweep drawn by altair (vega-lite) in Debian's chromium,
+with its collapse, and no exception; the screenshot in artifacts/screenshots/sweeps-preset.png."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+playwright = pytest.importorskip("playwright.sync_api")
+
+SHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
+VEGA = '[data-testid="stVegaLiteChart"] canvas, [data-testid="stVegaLiteChart"] svg'
+MAIN = '[data-testid="stMain"]'
+
+
+def settle(page, timeout_ms: int = 240_000) -> None:
+    page.wait_for_timeout(500)
+    page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=timeout_ms)
+    page.wait_for_timeout(1_500)
+    page.mouse.move(0, 0)
+
+
+def test_the_sweeps_page_draws_the_preset_sweep_and_its_collapse(open_tab) -> None:
+    page = open_tab(4200)
+    page.locator('[data-testid="stSidebarNav"]').get_by_role("link", name="Sweeps").click()
+    page.get_by_role("heading", name="The data collapse: every learned RoPE run on one curve").wait_for(timeout=240_000)
+    settle(page)
+    page.wait_for_function(f"() => document.querySelectorAll('{VEGA}').length >= 4", timeout=120_000)
+    assert not page.locator('[data-testid="stException"]').count()
+    text = page.locator(MAIN).inner_text()
+    assert "in the scaled length against" in text and "rope: 12 runs" in text
+    page.screenshot(path=SHOTS / "sweeps-preset.png", full_page=True)
