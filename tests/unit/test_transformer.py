@@ -168,9 +168,11 @@ def test_analyse_heads_reports_every_layer_and_head(rope, learned, rope_heads, l
 
 
 def test_a_rope_head_is_a_toeplitz_carrier_at_the_offset(rope_heads) -> None:
-    carriers = [h for h in rope_heads if h.argmax_offset == OFFSET and h.toeplitz_fraction >= 0.95]
-    assert carriers  # measured: both layer-1 heads, Toeplitz 0.9992 and 0.9994
-    assert all(h.is_carrier for h in carriers)
+    carriers = [h for h in rope_heads if h.is_carrier]
+    assert carriers  # measured: both layer-1 heads (weight on the target 0.99), Toeplitz 0.9997
+    assert all(h.argmax_offset == OFFSET and h.toeplitz_fraction >= 0.95 for h in carriers)
+    # At d_model 64 every head peaked at k with Toeplitz ≥ 0.95 was a carrier head; at d_model 128 (the recipe) the
+    # layer-0 heads peak at k (Toeplitz 0.999) but put 0.47–0.50 of their weight on it, just under CARRIER_WEIGHT.
     assert all(h.pinned_key is None for h in rope_heads)  # relative positions pin nothing
 
 
