@@ -30,7 +30,7 @@ def test_the_optimisation_experiment_is_drawn_and_readable(browser, server: str,
     settle(tab)
     tab.locator('[data-testid="stSidebarNav"]').get_by_role("link", name="Theory").click()
     tab.get_by_role("heading", name="Can learned positions express the rule").wait_for(timeout=120_000)
-    settle(tab, timeout_ms=400_000)  # the first visit trains twice (about 15 s on a busy 2-core machine)
+    settle(tab, timeout_ms=400_000)  # nothing is trained: the experiment ships with the presets (ui.build_presets)
     for name, title in TITLES.items():
         chart = tab.locator('[data-testid="stPlotlyChart"]', has=tab.locator(".gtitle", has_text=title))
         chart.scroll_into_view_if_needed()
