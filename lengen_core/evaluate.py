@@ -109,9 +109,10 @@ class FreedMemory:
     largest block freed (up to 32 MB), so a chunk's tables of a few to 32 MB each land in the heaps,
     which fragment and keep their pages: measured, 290–390 MB of growth for a 102 MB chunk estimate
     (V 64, d_model 512, 64 samples, 8 192 to 131 072 tokens), growing with the length. After a chunk,
-    `check` reads the resident memory and, when it is more than `allowance` over what it was at the
-    start, calls malloc_trim (a few ms, and the next chunk's pages are faulted in again: trimming
-    after every chunk cost the default evaluation 15–25% of its time). Nothing off the CPU, or where
+    `check` reads the resident memory and, when it has grown more than `allowance` since the start
+    (the target less the next chunk's estimate: held pages plus a chunk stay near the target), calls
+    malloc_trim, a few ms; the next chunk's pages are then faulted in again, so it is not done after
+    every chunk (that cost the default evaluation 15–25% of its time). Nothing off the CPU, or where
     there is no /proc or no glibc."""
 
     def __init__(self, device: torch.device, allowance: int) -> None:
@@ -336,7 +337,8 @@ def last_query_outputs(
                                                                                    device), device)
               for first in range(0, samples, group_size)]
     stream = _TokenStream(seed, length, samples, V, device)
-    freed = FreedMemory(device, EVAL_MEMORY_BYTES // 2)
+    estimate = chunk_bytes(V, config.model.d_model, min(group_size, samples), chunk)
+    freed = FreedMemory(device, max(EVAL_MEMORY_BYTES // 4, EVAL_MEMORY_BYTES - estimate))
     for start in range(0, length, chunk):
         stop = min(start + chunk, length)
         positions = torch.arange(start, stop, device=device)

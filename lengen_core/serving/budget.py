@@ -144,14 +144,16 @@ def single_head_evaluation_cost(config: RunConfig, lengths: Sequence[int], sampl
     """The minimal head's chunked evaluation of its last query (lengen_core.evaluate): one pass over
     each sequence's keys, a chunk at a time, so memory is one chunk as `evaluate.chunk_bytes`
     estimates it for the sizes `evaluate.chunk_sizes` picks (within EVAL_MEMORY_BYTES, 256 MB, at
-    any length), the per-sample sums and a block of tokens; time grows with samples × Σ lengths
-    (measured: 256 samples at every doubling to 2^20, 13 s on 2 cores; this estimate gives 14 s)."""
+    any length), the per-sample sums and a block of tokens; time grows with samples × Σ lengths, plus
+    the logit tables' matrix products, V·min(V, samples)·d_model per key (measured: 256 samples at
+    every doubling to 2^20, 13 s on 2 cores at d_model 64, this estimate gives 17 s; V 64, d_model
+    512, 1 024 samples at 65 536, 36–87 s on 2 busy cores (42–57 CPU s), estimated 27 s)."""
     from lengen_core.evaluate import TOKEN_BLOCK, chunk_bytes, chunk_sizes
 
     V, C = config.task.vocab_size, config.model.d_model
     group, keys = chunk_sizes(V, C, samples)
     state = FLOAT * (3 * samples * V + 8 * samples) + 2 * samples * TOKEN_BLOCK  # sums, readout; uint8 blocks
-    work = samples * sum(lengths) * C * 4
+    work = sum(lengths) * (samples * C * 4 + V * min(V, samples) * C)
     return Cost("this evaluation", BASE_BYTES + chunk_bytes(V, C, group, keys) + state + FLOAT * parameter_count(config),
                 work / FLOPS_PER_SECOND, "fewer samples, or a shorter longest length")
 
