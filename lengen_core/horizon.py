@@ -49,12 +49,17 @@ class Horizon:
     below: int | None  # the first length found below the threshold past it; None: it holds up to `ceiling`
     ceiling: int  # the longest length looked at
     threshold: float = HORIZON_ACCURACY
+    resolved: bool = True  # False: the search stopped at a budget (`afford`), between `length` and `below`
 
     @property
     def text(self) -> str:
-        """'1,234' / '≥ 1,048,576 (the longest looked at)' / 'none: below 0.9 already at the training length'."""
+        """'1,234' / '≥ 1,048,576 (the longest looked at)' / 'none: below 0.9 already at the training length' /
+        'between 8,192 and 16,384 (…budget…)'."""
         if self.length is None:
             return f"none: below {self.threshold:g} already at the training length"
+        if not self.resolved:
+            where = f"≥ {self.length:,}" if self.below is None else f"between {self.length:,} and {self.below:,}"
+            return f"{where} (the search stopped at this server's budget)"
         if self.below is None:
             return f"≥ {self.length:,} (the longest looked at)"
         return f"{self.length:,}"
@@ -71,13 +76,18 @@ def _first_below(accuracies: Sequence[float], threshold: float) -> int | None:
 
 
 def search_horizon(accuracy_at: Callable[[list[int]], list[float]], train_length: int, ceiling: int,
-                   threshold: float = HORIZON_ACCURACY, resolution: int = 1) -> Horizon:
+                   threshold: float = HORIZON_ACCURACY, resolution: int = 1,
+                   afford: Callable[[list[int]], bool] | None = None) -> Horizon:
     """The bisection of the module docstring on any accuracy function of a list of lengths, until the
-    last length that holds and the first that does not are at most `resolution` tokens apart."""
+    last length that holds and the first that does not are at most `resolution` tokens apart.
+    `afford(lengths)`, asked before every call after the first: False stops the search there, with
+    the bracket found so far (`resolved` False), so each step's cost is checked before it starts."""
     grid = sorted({*(train_length << j for j in range(64) if train_length << j < ceiling), ceiling})
     near = [n for n in grid if n <= NEAR_MULTIPLE * train_length]  # where most runs fall: asked first
     accuracies = accuracy_at(near)
     if min(accuracies) >= threshold and len(near) < len(grid):
+        if afford is not None and not afford(grid[len(near):]):
+            return Horizon(near[-1], None, near[-1], threshold, resolved=False)
         accuracies += accuracy_at(grid[len(near):])
     first = _first_below(accuracies, threshold)
     if first == 0:
@@ -87,6 +97,8 @@ def search_horizon(accuracy_at: Callable[[list[int]], list[float]], train_length
     good, bad = grid[first - 1], grid[first]
     while bad - good > max(1, resolution):
         inside = sorted({int(n) for n in np.linspace(good, bad, SECTIONS + 2).round()} - {good, bad})
+        if afford is not None and not afford(inside):
+            return Horizon(good, bad, ceiling, threshold, resolved=False)
         accuracies = accuracy_at(inside)
         first = _first_below(accuracies, threshold)
         if first is None:
@@ -97,11 +109,11 @@ def search_horizon(accuracy_at: Callable[[list[int]], list[float]], train_length
 
 
 def predicted_horizon(model: torch.nn.Module, config: RunConfig, threshold: float = HORIZON_ACCURACY,
-                      ceiling: int | None = None) -> Horizon:
-    """The predicted horizon of a single-head run (see the module docstring)."""
+                      ceiling: int | None = None, afford: Callable[[list[int]], bool] | None = None) -> Horizon:
+    """The predicted horizon of a single-head run (see the module docstring); `afford` as in search_horizon."""
     top = horizon_ceiling(model) if ceiling is None else ceiling
     return search_horizon(lambda lengths: [p.accuracy for p in predict(model, config, lengths)],
-                          config.task.train_length, top, threshold)
+                          config.task.train_length, top, threshold, afford=afford)
 
 
 def measured_horizon(lengths: Sequence[int], accuracies: Sequence[float], train_length: int,

@@ -37,7 +37,10 @@ def horizon_caption(measured: Horizon | None, predicted: Horizon | None, train_l
     """What this run's two horizons say, and whether they agree."""
     parts = [(f"**Horizon:** the largest length at which accuracy stays ≥ {HORIZON_ACCURACY:g}. "
               f"This run: {measured_text(measured, samples)}.")]
-    if predicted is not None and predicted.length is not None and predicted.below is None:
+    if predicted is not None and predicted.length is not None and not predicted.resolved:
+        parts.append(f"From the weights alone: {predicted.text}; a server with a larger request budget "
+                     "(LENGEN_REQUEST_SECONDS) finds it to the token.")
+    elif predicted is not None and predicted.length is not None and predicted.below is None:
         parts.append(f"From the weights alone it holds up to {predicted.length:,}, the longest length looked at.")
     elif predicted is not None and predicted.length is not None:
         parts.append(f"From the weights alone it is {predicted.length:,} tokens "
@@ -69,7 +72,8 @@ def show_horizon(run: Run, lengths: Sequence[int], accuracies: Sequence[float], 
              f"{measured.below:,}", delta_color="off", delta_arrow="off",
              help=f"The last measured length before accuracy first falls below {HORIZON_ACCURACY:g}.")
     b.metric("Horizon, predicted", "—" if predicted is None else
-             ("none" if predicted.length is None else f"{predicted.length:,}"),
+             ("none" if predicted.length is None else f"{predicted.length:,}" if predicted.resolved else
+              f"≥ {predicted.length:,}" if predicted.below is None else f"{predicted.length:,}–{predicted.below:,}"),
              delta=None if predicted is None or predicted.length is None else _times(predicted.length, L),
              delta_color="off", delta_arrow="off",
              help=f"The largest length up to {2**20:,} (or the end of a learned table) whose accuracy predicted from "

@@ -33,6 +33,7 @@ from lengen_core.serving.budget import (
     check_horizon,
     check_prediction,
     check_single_head_evaluation,
+    prediction_fits,
 )
 from lengen_core.serving.runtime import DEVICE_ENV, device_setting
 from lengen_core.serving.store import RunStore, StoreError, preset_store
@@ -272,7 +273,7 @@ def predicted_horizon(run_id: str) -> Horizon:
         return Horizon(**shipped)
     run = load_run(run_id)
     check_horizon(run.config, horizon_ceiling(run.model))  # this server's budgets (lengen_core.serving.budget)
-    return find_horizon(run.model, run.config)
+    return find_horizon(run.model, run.config, afford=prediction_fits(run.config))  # each later step priced too
 
 
 @st.cache_data(show_spinner="Extracting the carrier…", max_entries=64)

@@ -303,17 +303,31 @@ def check_prediction(config: RunConfig, lengths: Sequence[int]) -> Cost:
 
 
 def horizon_cost(config: RunConfig, ceiling: int) -> Cost:
-    """`lengen_core.horizon.predicted_horizon` up to `ceiling`: the prediction at the doublings of the
-    training length, then rounds of SECTIONS lengths (3 bits a round) down to one token, each round
-    priced as SECTIONS lengths at the ceiling (an upper bound: the rounds close in)."""
-    from lengen_core.horizon import SECTIONS
+    """The first call of `lengen_core.horizon.predicted_horizon` up to `ceiling`: the prediction at the
+    doublings of the training length up to NEAR_MULTIPLE × it. Every later call (the doublings beyond, each
+    round of the bisection) is priced on its own before it starts (`prediction_fits`), and a call over
+    the budget ends the search with the bracket found so far, so no step starts unchecked and a search
+    is never refused for what its worst case might cost."""
+    from lengen_core.horizon import NEAR_MULTIPLE
 
     L = config.task.train_length
-    doublings = [L << j for j in range(64) if L << j < ceiling] + [ceiling]
-    first, each = prediction_cost(config, doublings), prediction_cost(config, [ceiling] * SECTIONS)
-    rounds = max(1, math.ceil(math.log2(max(ceiling - L, 2)) / 3))
-    return Cost("this horizon search", max(first.memory_bytes, each.memory_bytes), first.seconds + rounds * each.seconds,
-                "a run with a smaller vocabulary or d_model")
+    near = [L << j for j in range(64) if L << j < ceiling and L << j <= NEAR_MULTIPLE * L] or [min(L, ceiling)]
+    first = prediction_cost(config, near)
+    return Cost("this horizon search", first.memory_bytes, first.seconds, "a run with a smaller vocabulary or d_model")
+
+
+def prediction_fits(config: RunConfig, budgets: Budgets | None = None):
+    """`afford(lengths)` for lengen_core.horizon: whether the prediction at `lengths` fits the budgets."""
+    chosen = budgets or Budgets.from_env()
+
+    def afford(lengths: Sequence[int]) -> bool:
+        try:
+            check(prediction_cost(config, lengths), chosen)
+        except BudgetError:
+            return False
+        return True
+
+    return afford
 
 
 def check_horizon(config: RunConfig, ceiling: int) -> Cost:

@@ -48,6 +48,7 @@ from lengen_core.serving.budget import (
     check_sequence_evaluation,
     check_single_head_evaluation,
     check_training,
+    prediction_fits,
 )
 from lengen_core.serving.lineage import continuation, starting_weights
 from lengen_core.serving.runtime import deterministic_cublas, device_name, limit_heap_growth
@@ -294,8 +295,10 @@ def command_evaluate(args: argparse.Namespace, store: RunStore) -> dict[str, Any
         except BudgetError as error:
             horizon["predicted_horizon_note"] = f"not computed here: {' '.join(str(error).split())}"
         else:
-            reach = predicted_horizon(run.model, config)
+            reach = predicted_horizon(run.model, config, afford=prediction_fits(config))  # each later step priced
             horizon.update(predicted_horizon=reach.length, predicted_horizon_below=reach.below)
+            if not reach.resolved:
+                horizon["predicted_horizon_note"] = f"bracket only: {reach.text}"
     return {"run_id": run.run_id, "task": config.task.task, "chance": 1 / config.task.vocab_size,
             "verdict": run.verdict.to_dict(), "lengths": rows, "fit": fitted, "fit_status": result.status,
             "fit_reason": result.reason, "horizon_accuracy": HORIZON_ACCURACY, **horizon, **_device(run)}

@@ -234,7 +234,10 @@ def measure_run(run, lengths: Sequence[int], samples: int) -> dict[str, Any]:
     except budget.BudgetError as error:  # the rest of the cell's answer still stands
         record["predicted_horizon_note"] = f"not computed: {' '.join(str(error).split())}"
     else:
-        record["predicted_horizon"] = predicted_horizon(model, config, ceiling=ceiling).length
+        reach = predicted_horizon(model, config, ceiling=ceiling, afford=budget.prediction_fits(config))
+        record["predicted_horizon"] = reach.length
+        if not reach.resolved:
+            record["predicted_horizon_note"] = reach.text
     return record
 
 

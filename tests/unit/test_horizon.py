@@ -56,7 +56,7 @@ def test_the_predicted_horizon_of_a_trained_rope_run(rope):
     assert horizon.ceiling == MAX_EVAL_LENGTH and horizon.below == horizon.length + 1
     at, past = predict(rope.model, rope.config, [horizon.length, horizon.below])
     assert at.accuracy >= HORIZON_ACCURACY > past.accuracy
-    assert 4 * 16 <= horizon.length <= 64 * 16  # measured 1.00 at 4×, 0.26 at 64×
+    assert 64 * 16 <= horizon.length <= 1024 * 16  # the recipe: measured 1.00 at 64×, 0.945 at 8,192, 0.566 at 16,384
     near, far = evaluate(rope.model, rope.config, [int(horizon.length * 0.75), int(horizon.length * 1.25)],
                          samples=2_048)
     assert near.accuracy >= HORIZON_ACCURACY - 0.03 and far.accuracy < HORIZON_ACCURACY
@@ -67,3 +67,29 @@ def test_a_learned_table_is_asked_only_up_to_its_end(learned):
     horizon = predicted_horizon(learned.model, learned.config)
     assert horizon.ceiling == learned.config.model.max_positions
     assert horizon.length is not None and horizon.length < 2 * learned.config.task.train_length  # pinned
+
+
+def test_a_search_over_its_budget_stops_with_the_bracket_it_has(rope):
+    """`afford` is asked before every call after the first: refusing one ends the search there, unresolved."""
+    asked = []
+
+    def afford(lengths):
+        asked.append(list(lengths))
+        return len(asked) < 3  # the rest of the doublings, one round, then no more
+
+    stopped = predicted_horizon(rope.model, rope.config, afford=afford)
+    full = predicted_horizon(rope.model, rope.config)
+    assert not stopped.resolved and full.resolved and len(asked) == 3
+    assert stopped.length <= full.length < stopped.below  # the bracket holds the exact answer
+    assert "the search stopped at this server's budget" in stopped.text and str(f"{stopped.below:,}") in stopped.text
+    never = predicted_horizon(rope.model, rope.config, afford=lambda lengths: False)
+    assert never.length == 64 * 16 and never.below is None and not never.resolved  # held to 64×, not looked further
+
+
+def test_the_default_runs_search_fits_the_default_budgets_step_by_step(rope):
+    from lengen_core.serving.budget import Budgets, check, horizon_cost, prediction_fits
+
+    defaults = Budgets(3_072 << 20, 120.0, 1_800.0)
+    check(horizon_cost(rope.config, MAX_EVAL_LENGTH), defaults)  # the first call, checked before it starts
+    priced = predicted_horizon(rope.model, rope.config, afford=prediction_fits(rope.config, defaults))
+    assert priced.resolved and priced == predicted_horizon(rope.model, rope.config)
