@@ -21,7 +21,7 @@ FORM = {  # setting -> widget key; the widgets start from a link's config when o
     "task": "train-task", "encoding": "train-encoding", "attention": "train-attention", "offset": "train-offset",
     "train_length": "train-length", "length_mode": "train-length-mode", "vocab_size": "train-vocab",
     "d_model": "train-d-model", "n_layers": "train-layers", "n_heads": "train-heads", "steps": "train-steps",
-    "learning_rate": "train-lr", "seed": "train-seed",
+    "learning_rate": "train-lr", "seed": "train-seed", "qk_init": "train-qk-init",
 }
 S = SETTINGS  # the bounds and choices are the config's own (lengen_core.config.SETTINGS)
 
@@ -69,6 +69,9 @@ with st.container(border=True):  # no form: the estimate below follows every cha
     middle.number_input("Heads", *bounds("n_heads"), key=FORM["n_heads"], help="Heads per layer; the minimal model (layers 0) has one.")
     right.number_input("Model width d_model", *bounds("d_model"), step=2, key=FORM["d_model"],
                        help="Width of the model; must be divisible by 2 × heads for the rotary pairs.")
+    right.number_input("Query-key init scale", *bounds("qk_init"), format="%.3f", key=FORM["qk_init"],
+                       help="W_Q and W_K drawn this many times their usual scale. The default (0.1, with d_model 128) "
+                            "is the recipe that shows RoPE at its best; 1.0 was the default before it.")
     right.number_input("Steps", *bounds("steps"), key=FORM["steps"], help="Most optimisation steps (Adam).")
     right.number_input("Learning rate", *bounds("learning_rate"), format="%.4f", key=FORM["learning_rate"], help="Adam's step size.")
     right.number_input("Seed", *bounds("seed"), key=FORM["seed"], help="Every random stream derives from it.")

@@ -1,0 +1,32 @@
+"""The Train form carries every main setting, the query-key init scale among them: choosing the old
+default (d_model 64, qk_init 1.0) in the form asks for the run the old default made."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+from lengen_core.config import RunConfig, with_changes
+
+APP = str(Path(__file__).resolve().parents[2] / "app.py")
+
+
+def test_the_form_sets_the_query_key_init_scale():
+    app = AppTest.from_file(APP, default_timeout=300)
+    app.run()
+    app.switch_page("pages/train.py").run()
+    inputs = {n.label: n for n in app.number_input}
+    assert inputs["Query-key init scale"].value == RunConfig().model.qk_init == 0.1
+    inputs["Query-key init scale"].set_value(1.0)
+    inputs["Model width d_model"].set_value(64)
+    inputs["Steps"].set_value(7)
+    app.run()
+    assert not app.exception, [e.value for e in app.exception]
+    app.button[0].click().run()  # the pool takes it; the ticket names the run the form describes
+    ticket = app.session_state["training_ticket"]
+    from ui.pool import training_pool
+
+    status = training_pool().status(ticket)
+    assert status.run_id == with_changes(RunConfig.legacy_defaults(), steps=7).run_id()
+    training_pool().stop(ticket)
