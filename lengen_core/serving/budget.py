@@ -272,9 +272,9 @@ def check_training(config: RunConfig, budgets: Budgets | None = None) -> Cost:
 
 
 def check_sequence_evaluation(config: RunConfig, lengths: Sequence[int], samples: int) -> Cost:
-    from lengen_core.sequence import TOKENS_PER_BATCH
+    from lengen_core.sequence import tokens_per_batch
 
-    return check(evaluation_cost(config, lengths, samples, TOKENS_PER_BATCH))
+    return check(evaluation_cost(config, lengths, samples, tokens_per_batch(config)))  # the batches it runs
 
 
 def check_single_head_evaluation(config: RunConfig, lengths: Sequence[int], samples: int) -> Cost:

@@ -469,9 +469,9 @@ def sweep_seconds(grid: SweepGrid) -> float:
             total += budget.prediction_cost(config, sorted({L, *grid.lengths})).seconds
             total += budget.carrier_cost(config, 4 * L, samples=256).seconds
         else:
-            from lengen_core.sequence import TOKENS_PER_BATCH
+            from lengen_core.sequence import tokens_per_batch
 
-            total += budget.evaluation_cost(config, grid.lengths, grid.samples, TOKENS_PER_BATCH).seconds
+            total += budget.evaluation_cost(config, grid.lengths, grid.samples, tokens_per_batch(config)).seconds
     return total
 
 
