@@ -215,10 +215,16 @@ def accuracy_caption(table: pd.DataFrame) -> str:
         horizons = runs["measured_horizon"].dropna().astype(int)
         beyond = group[group["length"] >= 4 * group["train_length"]]
         chance = float((1 / runs["vocab_size"]).mean())
-        text = f"{encoding}: {len(runs)} runs"
-        if len(horizons):
-            text += (f", measured horizon (accuracy ≥ 0.9) median {int(horizons.median()):,} tokens, from "
-                     f"{horizons.min():,} to {horizons.max():,}")
+        text = f"{encoding}: {len(runs)} run{'s' * (len(runs) != 1)}"
+        longest = int(group["length"].max())
+        reach = lambda n, longest=longest: f"≥ {n:,} (the longest measured)" if n >= longest else f"{n:,}"
+        if len(horizons) == 1:
+            text += f", measured horizon (accuracy ≥ 0.9) {reach(int(horizons.iloc[0]))} tokens"
+        elif len(horizons) and horizons.min() == horizons.max():
+            text += f", measured horizon (accuracy ≥ 0.9) {reach(int(horizons.min()))} tokens on every run"
+        elif len(horizons):
+            text += (f", measured horizon (accuracy ≥ 0.9) median {reach(int(horizons.median()))} tokens, from "
+                     f"{horizons.min():,} to {reach(int(horizons.max()))}")
         if not beyond.empty:
             text += f"; beyond 4× the training length accuracy {beyond['accuracy'].mean():.2f} on average (chance {chance:.3f})"
         parts.append(text)

@@ -62,7 +62,7 @@ def test_a_small_grid_runs_on_the_server_and_is_shown(monkeypatch):
     app.run()
     shown = app.radio[0]
     assert shown.value.startswith("This server's last sweep (1 runs")
-    assert "rope: 1 runs" in captions(app) and not app.exception
+    assert "rope: 1 run," in captions(app) and not app.exception
 
 
 def test_a_grid_over_the_servers_sweep_budget_is_refused_before_it_runs(monkeypatch):

@@ -32,3 +32,25 @@ def test_the_sweeps_page_draws_the_preset_sweep_and_its_collapse(open_tab) -> No
     text = page.locator(MAIN).inner_text()
     assert "in the scaled length against" in text and "rope: 12 runs" in text
     page.screenshot(path=SHOTS / "sweeps-preset.png", full_page=True)
+
+
+def test_a_small_sweep_runs_from_the_browser_and_is_shown(open_tab) -> None:
+    """One cell, a short grid: progress while it runs, then its own results on the page."""
+    page = open_tab(3000)
+    page.locator('[data-testid="stSidebarNav"]').get_by_role("link", name="Sweeps").click()
+    page.get_by_role("button", name="Run the sweep").wait_for(timeout=240_000)
+    settle(page)
+    page.get_by_role("textbox", name="Offsets k").fill("2")
+    page.get_by_role("textbox", name="Seeds").fill("5")
+    page.get_by_role("textbox", name="Vocabulary sizes V").fill("8")
+    page.keyboard.press("Tab")
+    page.get_by_role("button", name="Run the sweep").click()
+    page.get_by_text("This server's last sweep").wait_for(timeout=600_000)
+    settle(page)
+    page.get_by_text("This server's last sweep").click()
+    settle(page)
+    page.wait_for_function(f"() => document.querySelectorAll('{VEGA}').length >= 3", timeout=120_000)
+    assert not page.locator('[data-testid="stException"]').count()
+    text = page.locator(MAIN).inner_text()
+    assert "rope: 1 run," in text and "learned: 1 run," in text  # the grid's two cells, not the preset's 24
+    page.screenshot(path=SHOTS / "sweeps-run.png", full_page=True)
