@@ -8,7 +8,7 @@ into one table.
 
 A cell is one config: the grid's product of encodings, attentions, offsets, training lengths,
 vocabulary sizes and seeds over the `base` settings. Each cell runs `run_cell`, a plain function of
-picklable arguments, in a worker: it loads the run from the store or trains and saves it, checks
+picklable arguments, in a worker: it loads the run from the store (or the presets) or trains and saves it, checks
 every cost against the budgets before the work, then evaluates at the grid's lengths and reads the
 verdict, the dilution fit (m_out), the carrier's argmax offset and the predicted horizon. A cell
 whose config is invalid, or whose work is over a budget or fails, gives a row with its `error`; the
@@ -158,14 +158,16 @@ def run_cell(store_root: str, config_data: dict[str, Any], lengths: Sequence[int
     (or a Ray task), so everything it needs comes as plain arguments and it opens the store itself."""
     import torch
 
-    from lengen_core.serving.store import RunStore
+    from lengen_core.serving.store import RunStore, preset_store
 
     torch.set_num_threads(1)  # one cell a worker: the pool (or Ray) spreads the cores
     config = RunConfig.from_dict(config_data)
     store = RunStore(Path(store_root))
-    reused = store.exists(config.run_id())
-    if reused:
-        run = store.load(config.run_id(), device)
+    presets = preset_store()  # the runs shipped with the lab (absent on a Ray worker that has only lengen_core)
+    found = next((source for source in (store, presets) if source.exists(config.run_id())), None)
+    reused = found is not None
+    if found is not None:
+        run = found.load(config.run_id(), device)
     else:
         from lengen_core.serving.budget import check_training
         from lengen_core.training import train

@@ -14,6 +14,7 @@ import pytest
 from lengen_core.serving.cli import main
 from lengen_core.serving.store import RunStore
 from lengen_core.serving.sweep import SweepError, SweepGrid, cell_config, run_sweep, sweep_dir
+from ui.presets import PRESETS
 
 GRID = SweepGrid(encodings=("rope", "learned"), offsets=(1, 3), seeds=(0,), lengths=(16, 64), samples=64,
                  base=(("steps", 400), ("d_model", 32), ("qk_init", 1.0)))  # learns in seconds on one thread
@@ -108,3 +109,9 @@ def test_the_command_line_runs_a_grid_from_a_toml_file_and_options(tmp_path, mon
                           (["--offsets", "a,b"], "expected int values")):
         err = io.StringIO()
         assert main(["sweep", *argv], io.StringIO(), err) == 2 and message in err.getvalue(), err.getvalue()
+
+
+def test_a_cell_that_is_a_shipped_preset_is_read_not_trained(tmp_path):
+    grid = SweepGrid(encodings=("learned",), seeds=(0,), lengths=(16, 32), samples=64)  # the Learned (APE) preset
+    result = run_sweep(grid, tmp_path, workers=1)
+    assert result.trained == 0 and result.cells[0]["reused"] and result.cells[0]["run_id"] == PRESETS["Learned (APE)"].run_id()
