@@ -9,11 +9,9 @@ can cancel it. Finished cells stay in the store, so a cancelled sweep started ag
 
 from __future__ import annotations
 
-import json
 import math
 import threading
 from dataclasses import dataclass
-from pathlib import Path
 
 import altair as alt
 import numpy as np
@@ -30,8 +28,8 @@ from lengen_core.serving.sweep import (
     check_sweep,
     collapse_summary,
     run_sweep,
+    stored_sweep,
     sweep_collapse,
-    sweep_dir,
 )
 
 WORKERS_ENV = "LENGEN_SWEEP_WORKERS"
@@ -99,21 +97,9 @@ def sweep_runner() -> SweepRunner:
     return SweepRunner()
 
 
-def stored_result(grid: SweepGrid, root: Path) -> SweepResult | None:
-    """A sweep's cells read back from `root` (the preset store, or the person's), None unless all are there."""
-    directory = sweep_dir(root, grid.sweep_id())
-    cells = []
-    for index, settings in enumerate(grid.cells()):
-        try:
-            cells.append({**settings, **json.loads((directory / "cells" / f"{index}.json").read_text("utf-8"))})
-        except (OSError, ValueError):
-            return None
-    return SweepResult(grid.sweep_id(), grid, cells, directory=directory)
-
-
 @st.cache_data(show_spinner=False)
 def preset_result() -> SweepResult | None:
-    return stored_result(PRESET_GRID, PRESET_ROOT)
+    return stored_sweep(PRESET_GRID, PRESET_ROOT)
 
 
 def measured_rows(table: pd.DataFrame) -> pd.DataFrame:

@@ -295,6 +295,19 @@ def _read_cell(path: Path) -> dict[str, Any] | None:
         return None  # missing, or cut short by a kill: run it again
 
 
+def stored_sweep(grid: SweepGrid, store_root: Path) -> SweepResult | None:
+    """A sweep read back from `store_root` (the person's store, or the presets'), None unless every cell
+    is there; nothing runs."""
+    directory = sweep_dir(store_root, grid.sweep_id())
+    cells = []
+    for index, settings in enumerate(grid.cells()):
+        record = _read_cell(directory / "cells" / f"{index}.json")
+        if record is None:
+            return None
+        cells.append({**settings, **record})
+    return SweepResult(grid.sweep_id(), grid, cells, directory=directory)
+
+
 def _write_json(path: Path, data: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(f".{os.getpid()}.partial")
