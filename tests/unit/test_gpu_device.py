@@ -10,7 +10,6 @@ run moves between processes; the device figures come from the CUDA runs (scripts
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -22,6 +21,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from bench.device_check import weights_digest
 from lengen_core.carrier import extract_carrier
 from lengen_core.config import RunConfig, with_changes
 from lengen_core.dilution import predict
@@ -39,15 +39,6 @@ DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 TINY = {"d_model": 16, "train_length": 8, "offset": 2, "batch_size": 16, "keep_training": True}
 
 
-def weights_digest(model: torch.nn.Module) -> str:
-    """sha256 of every weight's bytes on the CPU, by name: equal digests, equal weights."""
-    digest = hashlib.sha256()
-    for name, tensor in sorted(model.state_dict().items()):
-        digest.update(name.encode())
-        digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
-    return digest.hexdigest()
-
-
 def rope_preset() -> str:
     """The shipped RoPE softmax head trained on retrieval (assets/presets): a head that learned."""
     return next(s.run_id for s in preset_store().list_runs() if s.config.single_head and s.config.task.task == "retrieval"
@@ -62,7 +53,7 @@ LOAD_WITHOUT_CUDA = """
 import json, sys, torch
 from lengen_core.evaluate import evaluate
 from lengen_core.serving.store import RunStore
-from tests.unit.test_gpu_device import weights_digest
+from bench.device_check import weights_digest
 run = RunStore(sys.argv[1]).load(sys.argv[2], "auto")
 report = evaluate(run.model, run.config, [int(sys.argv[3])], samples=64)[0]
 print(json.dumps({"cuda": torch.cuda.is_available(), "device": run.device, "trained_on": run.training_device,
