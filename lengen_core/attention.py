@@ -23,10 +23,13 @@ def attention_logits(
     key_positions: torch.Tensor,
     encoding: PositionalEncoding,
 ) -> torch.Tensor:
-    """q·k/√D plus the encoding's bias; q and k already carry the encoding's rotation."""
+    """q·k/√D plus the encoding's bias, times the encoding's logit scale where an inference rule sets
+    one (lengen_core.rules); q and k already carry the encoding's rotation."""
     logits = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])  # (B, H, Tq, Tk)
     bias = encoding.bias(query_positions, key_positions)  # (H, Tq, Tk) or None
-    return logits if bias is None else logits + bias
+    logits = logits if bias is None else logits + bias
+    scale = encoding.logit_scale(query_positions)  # (Tq,) or None
+    return logits if scale is None else logits * scale[:, None].to(logits.dtype)
 
 
 def causal_mask(query_positions: torch.Tensor, key_positions: torch.Tensor) -> torch.Tensor:

@@ -49,6 +49,11 @@ class PositionalEncoding(nn.Module):
     def check_length(self, length: int) -> None:
         """Raise `LengthError` if positions 0 … length-1 are outside what this encoding defines."""
 
+    def logit_scale(self, query_positions: torch.Tensor) -> torch.Tensor | None:
+        """A factor (Tq,) multiplying each query's logits, bias included, or None: an inference rule's
+        (lengen_core.rules); an encoding on its own scales nothing."""
+        return None
+
 
 class NoPE(PositionalEncoding):
     """Nothing but the causal mask."""
