@@ -50,6 +50,7 @@ from lengen_core.argmax_count import (
 from lengen_core.carrier import CarrierBlocks, carrier_values, token_coefficients
 from lengen_core.config import RunConfig
 from lengen_core.evaluate import check_lengths, check_sweep
+from lengen_core.rules import InferenceRule, under_rule
 
 HERMITE_NODES, HERMITE_WEIGHTS = np.polynomial.hermite.hermgauss(48)
 LOGIT_HEADROOM = 40.0  # exp(2·40) is finite in float32; a key 40 nats above the target wins anyway
@@ -145,17 +146,31 @@ TRANSFORMS = {  # attention -> (vote transform f, mass transform g) of logits �
 KEY_CHUNK = 4_096  # keys per block: a (V, V, chunk) float32 block (4 MiB at V = 16) stays in cache between passes
 
 
+def _last_factor(model: torch.nn.Module, last: int) -> float | None:
+    """The logit factor of an inference rule (lengen_core.rules) for the query at `last`, or None."""
+    factor = model.encoding.logit_scale(torch.tensor([last]))
+    return None if factor is None else float(factor[0])
+
+
+def _coefficients(model: torch.nn.Module, last: int) -> torch.Tensor:
+    """The per-token carrier coefficients on the CPU, times the rule's logit factor at `last` if any."""
+    coefficients, factor = token_coefficients(model).cpu(), _last_factor(model, last)
+    return coefficients if factor is None else coefficients * factor
+
+
 def _logit_table(model: torch.nn.Module, query: torch.Tensor, last: int, positions: torch.Tensor) -> torch.Tensor:
     """Logits of the query at `last` (every token, (V, C)) against every token at `positions`: (V, V, c)."""
     table = torch.einsum("ad,bcd->abc", query, model.key_table(positions)) / math.sqrt(query.shape[-1])
     bias = model.encoding.bias(torch.tensor([last], device=query.device), positions)  # (1, 1, c) or None
-    return table if bias is None else table + bias[0]
+    table = table if bias is None else table + bias[0]
+    factor = _last_factor(model, last)
+    return table if factor is None else table * factor
 
 
 def _fixed_logits(model: torch.nn.Module, last: int, offsets: Sequence[int]) -> torch.Tensor:
     """Logits (V_a, V_b, n) of the query at `last` against the keys at last − Δ, Δ in `offsets`, float32 on the CPU."""
     if getattr(model.encoding, "rotary", False):
-        coefficients, frequencies = token_coefficients(model).cpu(), model.encoding.frequencies.cpu()
+        coefficients, frequencies = _coefficients(model, last), model.encoding.frequencies.cpu()
         return carrier_values(coefficients, frequencies, torch.tensor(offsets)).float()
     query = model.query_table(last)
     positions = last - torch.tensor(offsets, device=query.device)
@@ -170,7 +185,7 @@ def _shifted_blocks(model: torch.nn.Module, last: int, shift: torch.Tensor):
     per block) instead of rotating V keys per position; other encodings go through the model's tables.
     """
     if getattr(model.encoding, "rotary", False):
-        coefficients, frequencies = token_coefficients(model).cpu(), model.encoding.frequencies.cpu()
+        coefficients, frequencies = _coefficients(model, last), model.encoding.frequencies.cpu()
         return CarrierBlocks(coefficients, frequencies, KEY_CHUNK, shift)
     query = model.query_table(last)
     device = query.device
@@ -384,17 +399,26 @@ class Prediction:
 
 
 def predict(model: torch.nn.Module, config: RunConfig, lengths: Sequence[int], draws: int = GAUSSIAN_DRAWS,
-            vote: bool = True) -> list[Prediction]:
+            vote: bool = True, rule: InferenceRule | None = None) -> list[Prediction]:
     """Target mass and accuracy at each length, from the trained weights alone. `draws`: the readout's
     random draws per (query token, target) pair (fewer: cheaper and noisier); `vote` False leaves
-    the ideal readout's accuracy out (NaN), half the draws' cost (the live probes need neither)."""
+    the ideal readout's accuracy out (NaN), half the draws' cost (the live probes need neither).
+
+    Under an inference `rule` (lengen_core.rules) the carrier and the normaliser change with the
+    length, so each length gets its own sweep over its keys through the model read under the rule
+    (`rules.under_rule`): the logit factor enters the carrier's coefficients (or the logit table),
+    PI and NTK the frequencies; nothing is measured."""
     check_lengths(config, model, lengths)
     check_sweep(lengths)
+    if rule is not None and not rule.trivial:
+        rule.check(config)
     token_part, _ = model.readout_tables(torch.zeros(1, dtype=torch.long, device=model.embed.device))
     readout = token_part.detach().cpu().double()  # MPS has no float64: to the CPU first
     additive = bool(getattr(model.encoding, "additive", False))
     ideal = torch.eye(config.task.vocab_size, dtype=torch.float64)
-    if getattr(model.encoding, "relative", False):
+    if rule is not None and not rule.trivial:
+        swept = {n: _key_statistics(under_rule(model, rule, n), config, n, [n])[n] for n in lengths}
+    elif getattr(model.encoding, "relative", False):
         swept = _key_statistics(model, config, max(lengths), lengths)
     else:
         swept = {n: _key_statistics(model, config, n, [n])[n] for n in lengths}

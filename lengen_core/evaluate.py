@@ -36,6 +36,7 @@ import torch
 
 from lengen_core.config import MAX_EVAL_LENGTH, MAX_EVAL_SAMPLES, MAX_SWEEP_LENGTHS, MAX_SWEEP_TOKENS, RunConfig
 from lengen_core.encodings import LengthError
+from lengen_core.rules import InferenceRule, under_rule
 
 TOKEN_BLOCK = 4_096
 EVAL_MEMORY_BYTES = 256 << 20  # the target: estimated memory of one chunk's tensors (`chunk_bytes`)
@@ -330,8 +331,11 @@ def last_query_outputs(
     tail = to_device(sequence_tokens(seed, length, samples, V, last - offset, length, token_dtype(V)), device)
     tail = tail.long()  # (S, offset+1)
     query_tokens, targets = tail[:, -1], tail[:, 0]
-    query = model.query_table(last) / math.sqrt(config.model.d_model)  # (V, C), scaled once
     query_position = torch.tensor([last], device=device)
+    query = model.query_table(last) / math.sqrt(config.model.d_model)  # (V, C), scaled once
+    factor = model.encoding.logit_scale(query_position)  # an inference rule's (lengen_core.rules), or None
+    if factor is not None:
+        query = query * factor[0]
     accumulator = ACCUMULATORS[config.model.attention]
     groups = [_Group(slice(first, min(first + group_size, samples)), accumulator(min(group_size, samples - first), V,
                                                                                    device), device)
@@ -350,7 +354,7 @@ def last_query_outputs(
         for group in groups:
             logits = _chunk_logits(query, keys, query_tokens[group.rows], tokens[group.rows], shared)  # (s, c)
             if bias is not None:
-                logits = logits + bias[0]
+                logits = logits + (bias[0] if factor is None else factor[0] * bias[0])
             group.state.add(logits, tokens[group.rows], positional)
             chunk_best, chunk_arg = logits.max(dim=1)
             better = chunk_best > group.best
@@ -386,6 +390,7 @@ class LengthReport:
     argmax_key: int  # the most common argmax key of the query
     argmax_share: float  # fraction of samples whose argmax key is `argmax_key`
     seconds: float
+    rule: str = "none"  # the inference rule it was read under (lengen_core.rules), as links write it
 
 
 def evaluate(
@@ -394,15 +399,19 @@ def evaluate(
     lengths: Sequence[int],
     samples: int = 256,
     seed: int = 12_345,
+    rule: InferenceRule | None = None,
 ) -> list[LengthReport]:
-    """Accuracy, target mass and argmax key of the last query at each length."""
+    """Accuracy, target mass and argmax key of the last query at each length, read under `rule`
+    (lengen_core.rules; None: as trained)."""
     check_sampling(samples, seed)
     check_lengths(config, model, lengths)
     check_sweep(lengths, samples)
+    if rule is not None:
+        rule.check(config)
     reports = []
     for length in lengths:
         start = time.perf_counter()
-        out = last_query_outputs(model, config, length, samples, seed)
+        out = last_query_outputs(under_rule(model, rule, length), config, length, samples, seed)
         correct = int((out.readout.argmax(dim=1) == out.targets).sum())
         mode = int(out.argmax_key.mode().values)
         low, high = wilson_interval(correct, samples)
@@ -418,6 +427,7 @@ def evaluate(
                 argmax_key=mode,
                 argmax_share=float((out.argmax_key == mode).float().mean()),
                 seconds=time.perf_counter() - start,
+                rule="none" if rule is None else rule.label,
             )
         )
     return reports

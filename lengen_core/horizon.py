@@ -27,6 +27,7 @@ import torch
 from lengen_core.config import MAX_EVAL_LENGTH, RunConfig
 from lengen_core.dilution import predict
 from lengen_core.encodings import PositionalEncoding
+from lengen_core.rules import InferenceRule
 
 HORIZON_ACCURACY = 0.9
 SECTIONS = 7  # lengths asked per round of the bisection (3 bits a round): one sweep over the keys serves them all
@@ -109,10 +110,12 @@ def search_horizon(accuracy_at: Callable[[list[int]], list[float]], train_length
 
 
 def predicted_horizon(model: torch.nn.Module, config: RunConfig, threshold: float = HORIZON_ACCURACY,
-                      ceiling: int | None = None, afford: Callable[[list[int]], bool] | None = None) -> Horizon:
-    """The predicted horizon of a single-head run (see the module docstring); `afford` as in search_horizon."""
+                      ceiling: int | None = None, afford: Callable[[list[int]], bool] | None = None,
+                      rule: InferenceRule | None = None) -> Horizon:
+    """The predicted horizon of a single-head run (see the module docstring), read under an inference
+    `rule` if one is given (lengen_core.rules); `afford` as in search_horizon."""
     top = horizon_ceiling(model) if ceiling is None else ceiling
-    return search_horizon(lambda lengths: [p.accuracy for p in predict(model, config, lengths)],
+    return search_horizon(lambda lengths: [p.accuracy for p in predict(model, config, lengths, rule=rule)],
                           config.task.train_length, top, threshold, afford=afford)
 
 

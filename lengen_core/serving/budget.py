@@ -214,9 +214,15 @@ def carrier_cost(config: RunConfig, search_length: int, samples: int = 512) -> C
     return Cost("this carrier extraction", memory, STARTUP_SECONDS + seconds, knobs)
 
 
-def prediction_cost(config: RunConfig, lengths: Sequence[int]) -> Cost:
+def _ruled(rule) -> bool:
+    """Whether an inference rule (lengen_core.rules) changes anything: then every length has its own sweep."""
+    return rule is not None and not rule.trivial
+
+
+def prediction_cost(config: RunConfig, lengths: Sequence[int], rule=None) -> Cost:
     """`lengen_core.dilution.predict` at `lengths`: one sweep over the keys of the last query (to the
-    longest length for a relative encoding, one per length otherwise), a (V, V, KEY_CHUNK) block at a
+    longest length for a relative encoding read as trained; one per length otherwise, and under any
+    inference `rule` but none, whose carrier changes with the length), a (V, V, KEY_CHUNK) block at a
     time, with V³ sums per key; then at each length the readout's GAUSSIAN_DRAWS draws, twice (the
     model's readout and the ideal one), about 12·V³ floats written per draw: at V = 64 the argmax
     dominates (docs/serving.md has the measurements)."""
@@ -225,7 +231,7 @@ def prediction_cost(config: RunConfig, lengths: Sequence[int]) -> Cost:
 
     V, C = config.task.vocab_size, config.model.d_model
     encoding = _encoding_traits(config)
-    keys = max(lengths, default=0) if encoding.relative else sum(lengths)
+    keys = max(lengths, default=0) if encoding.relative and not _ruled(rule) else sum(lengths)
     per_key = 2 * V**3 * (3 if encoding.additive else 1) + 2 * V * V * (C + 1)
     sweep = _seconds(keys * per_key, keys * V * V * (12 if encoding.additive else 8))
     draws = GAUSSIAN_DRAWS
@@ -298,11 +304,11 @@ def check_carrier(config: RunConfig, search_length: int) -> Cost:
     return check(carrier_cost(config, search_length))
 
 
-def check_prediction(config: RunConfig, lengths: Sequence[int]) -> Cost:
-    return check(prediction_cost(config, lengths))
+def check_prediction(config: RunConfig, lengths: Sequence[int], rule=None) -> Cost:
+    return check(prediction_cost(config, lengths, rule))
 
 
-def horizon_cost(config: RunConfig, ceiling: int) -> Cost:
+def horizon_cost(config: RunConfig, ceiling: int, rule=None) -> Cost:
     """The first call of `lengen_core.horizon.predicted_horizon` up to `ceiling`: the prediction at the
     doublings of the training length up to NEAR_MULTIPLE × it. Every later call (the doublings beyond, each
     round of the bisection) is priced on its own before it starts (`prediction_fits`), and a call over
@@ -312,17 +318,18 @@ def horizon_cost(config: RunConfig, ceiling: int) -> Cost:
 
     L = config.task.train_length
     near = [L << j for j in range(64) if L << j < ceiling and L << j <= NEAR_MULTIPLE * L] or [min(L, ceiling)]
-    first = prediction_cost(config, near)
+    first = prediction_cost(config, near, rule)
     return Cost("this horizon search", first.memory_bytes, first.seconds, "a run with a smaller vocabulary or d_model")
 
 
-def prediction_fits(config: RunConfig, budgets: Budgets | None = None):
-    """`afford(lengths)` for lengen_core.horizon: whether the prediction at `lengths` fits the budgets."""
+def prediction_fits(config: RunConfig, budgets: Budgets | None = None, rule=None):
+    """`afford(lengths)` for lengen_core.horizon: whether the prediction at `lengths` (under `rule`)
+    fits the budgets."""
     chosen = budgets or Budgets.from_env()
 
     def afford(lengths: Sequence[int]) -> bool:
         try:
-            check(prediction_cost(config, lengths), chosen)
+            check(prediction_cost(config, lengths, rule), chosen)
         except BudgetError:
             return False
         return True
@@ -330,5 +337,5 @@ def prediction_fits(config: RunConfig, budgets: Budgets | None = None):
     return afford
 
 
-def check_horizon(config: RunConfig, ceiling: int) -> Cost:
-    return check(horizon_cost(config, ceiling))
+def check_horizon(config: RunConfig, ceiling: int, rule=None) -> Cost:
+    return check(horizon_cost(config, ceiling, rule))
