@@ -7,6 +7,7 @@ import streamlit as st
 
 import ui.pool
 from lengen_core.serving.runtime import limit_heap_growth
+from ui.lesson_view import LESSON, LESSON_PAGE, checked_at_start, present_style, presenting
 from ui.state import run_sidebar
 from ui.widgets import readable_layout
 
@@ -17,8 +18,10 @@ sys.setswitchinterval(0.001)
 limit_heap_growth()  # long attention blocks give their memory back (lengen_core.serving.runtime)
 st.set_page_config(page_title="lengen", layout="wide")
 readable_layout()  # metric labels wrap, side-by-side charts stack on narrow screens
+lessons = st.Page(LESSON_PAGE, title="Lessons", icon=":material/school:")
 page = st.navigation([
     st.Page("pages/start.py", title="Start", icon=":material/home:", default=True),
+    lessons,
     st.Page("pages/train.py", title="Train", icon=":material/model_training:"),
     st.Page("pages/attention.py", title="Attention", icon=":material/grid_on:"),
     st.Page("pages/carrier.py", title="Carrier", icon=":material/ssid_chart:"),
@@ -27,7 +30,14 @@ page = st.navigation([
     st.Page("pages/sweeps.py", title="Sweeps", icon=":material/grid_view:"),
     st.Page("pages/transformer.py", title="Transformer", icon=":material/stacks:"),
     st.Page("pages/theory.py", title="Theory", icon=":material/functions:"),
-])
-run_sidebar()  # the selected run, shown and switchable on every page
+], position="hidden" if presenting() else "sidebar")  # presenter mode: no page list either
+checked_at_start()  # every lesson file is checked once, when the server starts (ui.lesson_view)
+if page.url_path != lessons.url_path and LESSON in st.query_params:  # /?lesson=NAME&step=N opens the lesson
+    st.switch_page(lessons, query_params=st.query_params.to_dict())
+if page.url_path == lessons.url_path:  # a lesson picks its own runs: no run picker, and the link is the lesson's
+    if presenting():
+        present_style()
+else:
+    run_sidebar()  # the selected run, shown and switchable on every page
 page.run()
 ui.pool.training_pool()  # the training processes start after the first page is drawn, and warm up
