@@ -4,6 +4,12 @@
     ticket = pool.submit(config)       # stored already -> done at once; same config running -> shared
     pool.status(ticket)                # JobStatus: state, queue position, progress, history, run id
     pool.release(ticket)               # the requester is gone (Stop, or its browser session ended)
+    pool.pause(ticket); pool.advance(ticket, 10); pool.resume(ticket)   # a class watches it learn
+
+A running job can be paused, advanced by exactly n steps (then paused again) and resumed
+(`StepGate`): the training is an iterator, so a pause only means its next step waits, and a resumed
+run reaches the very weights an uninterrupted one does. A paused job keeps its worker, and the time
+it spends paused does not count against the wall-clock limit.
 
 Each request holds a ticket; a job runs while any ticket on it is held, and is cancelled (queued:
 dropped; running: stopped at the next step, nothing saved) when the last ticket is released. Worker
@@ -46,6 +52,52 @@ class OwnerBusy(RuntimeError):
     """This requester (a browser) already has a training running or waiting; the message says which."""
 
 
+class StepGate:
+    """Whether a training may take its next step: running (`allowance` None), paused (0), or n steps
+    to go before it pauses again. Not thread-safe: its owner holds a lock or is one thread."""
+
+    def __init__(self) -> None:
+        self.allowance: int | None = None
+
+    @property
+    def paused(self) -> bool:
+        return self.allowance == 0
+
+    def pause(self) -> None:
+        self.allowance = 0
+
+    def resume(self) -> None:
+        self.allowance = None
+
+    def advance(self, steps: int) -> None:
+        """Let `steps` more steps through, then pause (while running: pause after `steps` more)."""
+        if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= MAX_ADVANCE:
+            raise ValueError(f"steps to advance must be a whole number from 1 to {MAX_ADVANCE}, got {steps!r}")
+        self.allowance = (self.allowance or 0) + steps
+
+    def may_step(self) -> bool:
+        return self.allowance != 0
+
+    def took_step(self) -> None:
+        if self.allowance:
+            self.allowance -= 1
+
+    def apply(self, command: tuple[str, int]) -> None:
+        """A command of the pipe protocol: ("pause", _), ("resume", _) or ("advance", n)."""
+        kind, steps = command
+        if kind == "pause":
+            self.pause()
+        elif kind == "resume":
+            self.resume()
+        elif kind == "advance":
+            self.advance(steps)
+        else:
+            raise ValueError(f"unknown training command {kind!r}: allowed pause, resume, advance")
+
+
+MAX_ADVANCE = 1_000  # steps one Step press may let through
+
+
 @dataclass(frozen=True)
 class JobStatus:
     run_id: str
@@ -58,6 +110,7 @@ class JobStatus:
     stopped: bool  # stopped by its requester before the end
     error: str | None
     note: str | None = None  # e.g. stopped at the wall-clock limit, what was kept
+    paused: bool = False  # running, and waiting for resume or a step (StepGate)
 
 
 @dataclass
@@ -75,6 +128,11 @@ class _Job:
     owner: str | None = None  # who asked (a browser), for the one-training-per-requester rule
     limit_seconds: float = float("inf")  # wall-clock limit once running
     timed_out: bool = False  # stopped at the wall-clock limit (its steps so far are kept)
+    gate: StepGate = field(default_factory=StepGate)  # pause / step / resume (a mirror of the child's when isolated)
+    commands: list[tuple[str, int]] = field(default_factory=list)  # for the child, not sent yet
+    started: float | None = None  # time.monotonic() when it started running
+    paused_since: float | None = None
+    paused_seconds: float = 0.0  # not counted against the wall-clock limit
 
 
 class TrainingPool:
@@ -179,6 +237,7 @@ class TrainingPool:
                 from_store=job.from_store,
                 stopped=job.stop.is_set(),
                 error=job.error,
+                paused=job.state == "running" and job.gate.paused,
                 note=(f"stopped at this server's wall-clock limit of {job.limit_seconds:.0f} s per training "
                       f"({TRAIN_SECONDS_ENV}); the {job.progress.step if job.progress else 0} steps done were kept"
                       if job.timed_out else None),
@@ -200,8 +259,40 @@ class TrainingPool:
             job = self._job(ticket)
             job.keep_partial = True
             job.stop.set()
+            self._progressed.notify_all()  # a paused training wakes to stop
             if job.state == "queued":
                 self._drop(job)
+
+    def pause(self, ticket: int) -> None:
+        """Hold the job before its next step (a queued job starts paused)."""
+        self._command(ticket, ("pause", 0))
+
+    def resume(self, ticket: int) -> None:
+        self._command(ticket, ("resume", 0))
+
+    def advance(self, ticket: int, steps: int = 1) -> None:
+        """Exactly `steps` more steps, then pause again. ValueError for a count outside 1 to MAX_ADVANCE."""
+        self._command(ticket, ("advance", steps))
+
+    def _command(self, ticket: int, command: tuple[str, int]) -> None:
+        with self._lock:
+            job = self._job(ticket)
+            if job.state not in ("queued", "running"):
+                return  # it has ended: nothing to hold
+            was_paused = job.gate.paused
+            job.gate.apply(command)
+            job.commands.append(command)
+            self._paused_clock(job, was_paused)
+            self._progressed.notify_all()  # a training in a worker thread waits on it while paused
+
+    def _paused_clock(self, job: _Job, was_paused: bool) -> None:
+        """Count the time the job spends paused, so it is not charged to the wall-clock limit (under the lock)."""
+        now = time.monotonic()
+        if job.gate.paused and not was_paused:
+            job.paused_since = now
+        elif was_paused and not job.gate.paused and job.paused_since is not None:
+            job.paused_seconds += now - job.paused_since
+            job.paused_since = None
 
     def release(self, ticket: int) -> None:
         """The requester is gone: cancel the job if no other requester holds it."""
@@ -212,6 +303,7 @@ class TrainingPool:
             job.tickets.discard(ticket)
             if not job.tickets and job.state in ("queued", "running"):
                 job.stop.set()
+                self._progressed.notify_all()  # a paused training wakes to stop
                 if job.state == "queued":
                     self._drop(job)
 
@@ -231,6 +323,7 @@ class TrainingPool:
             for job in self._jobs.values():
                 job.stop.set()
             self._wake.notify_all()
+            self._progressed.notify_all()
         for worker in self._workers:
             worker.join(timeout)
 
@@ -284,13 +377,26 @@ class TrainingPool:
                 child.close()
 
     def _expire(self, job: _Job) -> None:
-        """The wall-clock limit passed: stop the job as its requester's Stop would, keeping its steps."""
+        """The wall-clock limit passed: stop the job as its requester's Stop would, keeping its steps; a job
+        that spent some of that time paused gets it back (a new timer for what is left)."""
         with self._lock:
-            if job.state == "running" and not job.stop.is_set():
-                job.timed_out = job.keep_partial = True
-                job.stop.set()
+            if job.state != "running" or job.stop.is_set():
+                return
+            now = time.monotonic()
+            paused = job.paused_seconds + (now - job.paused_since if job.paused_since is not None else 0.0)
+            left = job.limit_seconds - (now - (job.started or now) - paused)
+            if left > 0:
+                timer = threading.Timer(left, self._expire, args=(job,))
+                timer.daemon = True
+                timer.start()
+                return
+            job.timed_out = job.keep_partial = True
+            job.stop.set()
+            self._progressed.notify_all()
 
     def _train(self, job: _Job, child: TrainingProcess | None) -> None:
+        with self._lock:
+            job.started = time.monotonic()
         timer = threading.Timer(job.limit_seconds, self._expire, args=(job,))
         timer.daemon = True
         timer.start()
@@ -298,7 +404,8 @@ class TrainingPool:
             if child is None:
                 state, stored = self._train_here(job)
             else:
-                state, stored = child.train(job.config, self._report(job), job.stop, lambda: self._keep(job))
+                state, stored = child.train(job.config, self._report(job), job.stop, lambda: self._keep(job),
+                                            lambda: self._commands(job))
         except Exception as error:  # noqa: BLE001 — reported in the status, never raised out of the thread
             state, stored = "failed", None
             with self._lock:
@@ -315,6 +422,9 @@ class TrainingPool:
         def report(progress: Progress) -> None:
             with self._lock:
                 job.progress = progress
+                was_paused = job.gate.paused
+                job.gate.took_step()  # the mirror of the child's gate counts the same steps
+                self._paused_clock(job, was_paused)
                 for key, value in (("step", progress.step), ("loss", progress.loss), ("accuracy", progress.accuracy)):
                     job.history[key].append(value)
                 if progress.probe is not None:  # the horizon and m_out predicted from the weights (the live view)
@@ -327,6 +437,12 @@ class TrainingPool:
 
         return report
 
+    def _commands(self, job: _Job) -> list[tuple[str, int]]:
+        """The pause / resume / advance commands for the job's child, each handed over once."""
+        with self._lock:
+            commands, job.commands = job.commands, []
+            return commands
+
     def _keep(self, job: _Job) -> bool:
         """A stopped job is saved when its requester pressed Stop, not when it went away."""
         with self._lock:
@@ -335,9 +451,15 @@ class TrainingPool:
     def _train_here(self, job: _Job) -> tuple[State, str | None]:
         training = self._trainer(job.config, self.device)
         report = self._report(job)
-        for progress in training:
+        steps = iter(training)
+        while not job.stop.is_set():
+            with self._lock:  # paused: wait for resume, a step or stop
+                self._progressed.wait_for(lambda: job.gate.may_step() or job.stop.is_set())
+                job.commands.clear()  # no child to send them to: the gate itself is the job's
+            if job.stop.is_set() or (progress := next(steps, None)) is None:
+                break
             report(progress)
-            if job.stop.is_set():
+            if progress.finished:
                 break
         run = training.finish()
         if job.stop.is_set() and not self._keep(job):

@@ -4,9 +4,11 @@ the child's side of the pipe (`serve_child`).
     child = TrainingProcess(store, device="cpu", threads=1)
     outcome, run_id = child.train(config, report, stop, keep)   # ("done", id) or ("cancelled", None)
 
-Messages on the pipe: the parent sends ("train", config), ("stop", _), then ("save" | "discard", _)
+Messages on the pipe: the parent sends ("train", config), ("pause", _), ("resume", _), ("advance", n)
+(n steps, then pause: `lengen_core.serving.jobs.StepGate`), ("stop", _), then ("save" | "discard", _)
 when asked, and ("exit", _); the child answers ("progress", Progress) per step, then ("stopped", _)
-(a stop arrived: save or discard?), ("cancelled", _), ("done", run id) or ("failed", message).
+(a stop arrived: save or discard?), ("cancelled", _), ("done", run id) or ("failed", message). A
+paused child waits on the pipe, taking no step, until a command arrives.
 """
 
 from __future__ import annotations
@@ -86,14 +88,18 @@ class TrainingProcess:
         return process.pid if process is not None and process.poll() is None else None
 
     def train(
-        self, config: RunConfig, report: Callable[[Progress], None], stop: threading.Event, keep: Callable[[], bool]
+        self, config: RunConfig, report: Callable[[Progress], None], stop: threading.Event, keep: Callable[[], bool],
+        commands: Callable[[], list[tuple[str, int]]] = list,
     ) -> tuple[Outcome, str | None]:
+        """Train `config` in the child; `commands()` hands over pause / resume / advance commands to send."""
         self.start()
         assert self._conn is not None and self._process is not None
         conn, process = self._conn, self._process
         conn.send(("train", config))
         stop_sent = False
         while True:
+            for command in commands():
+                conn.send(command)
             if stop.is_set() and not stop_sent:
                 conn.send(("stop", None))
                 stop_sent = True
@@ -170,6 +176,28 @@ CHILD_NICENESS = 5  # serving pages goes first when the cores are short; an idle
 CHILD_COMMAND = "import sys; from lengen_core.serving.training_process import serve_child; serve_child(sys.argv[1:])"
 
 
+def _drive(training: Training, conn: Connection) -> bool:
+    """Take the training's steps, each reported on the pipe, as the parent's commands allow (paused: wait
+    for one); True when a stop arrived before the end."""
+    from lengen_core.serving.jobs import StepGate  # jobs imports this module: imported on use
+
+    gate, steps = StepGate(), iter(training)
+    while True:
+        while conn.poll() or not gate.may_step():  # paused: block on the pipe until a command comes
+            kind, value = conn.recv()
+            if kind == "stop":
+                return True
+            if kind in ("pause", "resume", "advance"):
+                gate.apply((kind, value))
+        progress = next(steps, None)
+        if progress is None:
+            return False
+        gate.took_step()
+        conn.send(("progress", progress))
+        if progress.finished:
+            return False
+
+
 def serve_child(argv: list[str]) -> None:
     """The child's entry: its pipe end's file descriptor, the store's root, the device, torch threads."""
     fd, root, device, threads = argv
@@ -200,18 +228,12 @@ def _child_main(conn: Connection, root: str, device: str, threads: int) -> None:
             continue  # a stop that arrived after its training had ended
         try:
             training = Training(payload, device, starting_weights(payload, store), probe_interval(payload))
-            stopped = False
-            for progress in training:
-                conn.send(("progress", progress))
-                while conn.poll():
-                    stopped = stopped or conn.recv()[0] == "stop"
-                if stopped:
-                    break
+            stopped = _drive(training, conn)
             run = training.finish()
             if stopped:
                 conn.send(("stopped", None))
-                while (verdict := conn.recv()[0]) == "stop":
-                    pass
+                while (verdict := conn.recv()[0]) not in ("save", "discard"):
+                    pass  # a stop or a pause sent before the parent saw "stopped"
                 if verdict != "save":
                     conn.send(("cancelled", None))
                     continue

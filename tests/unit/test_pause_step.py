@@ -1,0 +1,107 @@
+"""Pause, single-step and resume a live training (lengen_core.serving.jobs.StepGate and the pool's
+commands): each step press advances the step count by exactly its steps, nothing moves while paused,
+and a resumed run ends with the very weights an uninterrupted run of the same seed has (CPU)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+
+from lengen_core.config import RunConfig, with_changes
+from lengen_core.serving.jobs import MAX_ADVANCE, StepGate, TrainingPool
+from lengen_core.serving.store import RunStore
+from lengen_core.training import train
+
+
+def wait_for(predicate, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+def steps_done(pool: TrainingPool, ticket: int) -> int:
+    progress = pool.status(ticket).progress
+    return 0 if progress is None else progress.step
+
+
+def settled(pool: TrainingPool, ticket: int, seconds: float = 0.4) -> int:
+    """The step count once it has not moved for `seconds` (a paused training takes no step)."""
+    while True:
+        before = steps_done(pool, ticket)
+        time.sleep(seconds)
+        if steps_done(pool, ticket) == before:
+            return before
+
+
+def config(seed: int, steps: int = 40) -> RunConfig:
+    return with_changes(RunConfig(), steps=steps, seed=seed, keep_training=True)  # no early stop: every step runs
+
+
+def test_the_gate_lets_through_exactly_what_it_is_told():
+    gate = StepGate()
+    assert gate.may_step() and not gate.paused
+    gate.pause()
+    assert not gate.may_step() and gate.paused
+    gate.advance(2)
+    taken = 0
+    while gate.may_step():
+        gate.took_step()
+        taken += 1
+    assert taken == 2 and gate.paused
+    gate.resume()
+    assert gate.may_step() and not gate.paused
+    for bad in (0, -1, MAX_ADVANCE + 1, 1.5, True):
+        with pytest.raises(ValueError, match=f"whole number from 1 to {MAX_ADVANCE}"):
+            gate.advance(bad)
+    with pytest.raises(ValueError, match="allowed pause, resume, advance"):
+        gate.apply(("rewind", 1))
+
+
+@pytest.mark.parametrize("isolate", [False, True], ids=["thread", "child-process"])
+def test_single_steps_advance_by_exactly_one_and_resume_reaches_the_uninterrupted_weights(tmp_path, isolate):
+    pool = TrainingPool(RunStore(tmp_path), max_concurrent=1, device="cpu", isolate=isolate)
+    try:
+        wanted = config(31 + isolate)
+        ticket = pool.submit(wanted)
+        pool.pause(ticket)
+        wait_for(lambda: pool.status(ticket).paused, timeout=120)
+        start = settled(pool, ticket)
+        assert start < wanted.train.steps - 12 and pool.status(ticket).state == "running"
+        for expected in range(start + 1, start + 4):  # Step, three times: one step each
+            pool.advance(ticket, 1)
+            wait_for(lambda e=expected: steps_done(pool, ticket) == e)
+            assert settled(pool, ticket) == expected and pool.status(ticket).paused
+        pool.advance(ticket, 10)
+        wait_for(lambda: steps_done(pool, ticket) == start + 13)
+        assert settled(pool, ticket) == start + 13
+        assert pool.status(ticket).history["step"] == list(range(1, start + 14))  # each step reported once
+        pool.resume(ticket)
+        wait_for(lambda: pool.status(ticket).state == "done", timeout=120)
+        status = pool.status(ticket)
+        assert status.stored_run_id == wanted.run_id() and not status.paused
+        resumed = pool.store.load(status.stored_run_id, "cpu")
+    finally:
+        pool.close()
+    uninterrupted = train(wanted, "cpu")
+    assert resumed.steps == uninterrupted.steps == wanted.train.steps
+    weights, reference = resumed.model.state_dict(), uninterrupted.model.state_dict()
+    assert weights.keys() == reference.keys()
+    for name in weights:
+        assert torch.equal(weights[name].cpu(), reference[name].cpu()), name
+
+
+def test_a_paused_training_stops_and_keeps_its_steps(tmp_path):
+    pool = TrainingPool(RunStore(tmp_path), max_concurrent=1, device="cpu")
+    try:
+        ticket = pool.submit(config(35))
+        pool.pause(ticket)
+        pool.advance(ticket, 5)
+        wait_for(lambda: steps_done(pool, ticket) == 5)
+        pool.stop(ticket)  # Stop while paused: saved with the 5 steps done
+        wait_for(lambda: pool.status(ticket).state == "done")
+        assert pool.store.load(pool.status(ticket).stored_run_id).steps == 5
+    finally:
+        pool.close()
