@@ -42,6 +42,7 @@ PROBE_DRAWS = 512  # the live probe's readout draws (the full prediction: GAUSSI
 # took 0.3–0.6× this estimate, at V 64 1.2× (19 s: its draws outgrow the caches).
 PROBE_DRAW_SECONDS, PROBE_KEY_SECONDS, PROBE_LENGTH_SECONDS = 3e-9, 2.5e-10, 0.004
 PROBE_CALLS = 3  # the live probe's calls of the prediction, as measured: the doublings, then up to two rounds
+RULE_RESOLUTION = 1 / 32  # under an inference rule the horizon is found to within this share of itself
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,7 @@ class Horizon:
     ceiling: int  # the longest length looked at
     threshold: float = HORIZON_ACCURACY
     resolved: bool = True  # False: the search stopped at a budget (`afford`), between `length` and `below`
+    relative: float = 0.0  # > 0: searched only until `below` − `length` ≤ this share of `length` (RULE_RESOLUTION)
 
     @property
     def text(self) -> str:
@@ -63,6 +65,8 @@ class Horizon:
             return f"{where} (the search stopped at this server's budget)"
         if self.below is None:
             return f"≥ {self.length:,} (the longest looked at)"
+        if self.relative and self.below - self.length > 1:
+            return f"{self.length:,} (below {self.threshold:g} by {self.below:,})"
         return f"{self.length:,}"
 
 
@@ -78,9 +82,10 @@ def _first_below(accuracies: Sequence[float], threshold: float) -> int | None:
 
 def search_horizon(accuracy_at: Callable[[list[int]], list[float]], train_length: int, ceiling: int,
                    threshold: float = HORIZON_ACCURACY, resolution: int = 1,
-                   afford: Callable[[list[int]], bool] | None = None) -> Horizon:
+                   afford: Callable[[list[int]], bool] | None = None, relative: float = 0.0) -> Horizon:
     """The bisection of the module docstring on any accuracy function of a list of lengths, until the
-    last length that holds and the first that does not are at most `resolution` tokens apart.
+    last length that holds and the first that does not are at most `resolution` tokens apart, or
+    `relative` × the last that holds.
     `afford(lengths)`, asked before every call after the first: False stops the search there, with
     the bracket found so far (`resolved` False), so each step's cost is checked before it starts."""
     grid = sorted({*(train_length << j for j in range(64) if train_length << j < ceiling), ceiling})
@@ -96,27 +101,32 @@ def search_horizon(accuracy_at: Callable[[list[int]], list[float]], train_length
     if first is None:
         return Horizon(ceiling, None, ceiling, threshold)
     good, bad = grid[first - 1], grid[first]
-    while bad - good > max(1, resolution):
+    while bad - good > max(1, resolution, int(relative * good)):
         inside = sorted({int(n) for n in np.linspace(good, bad, SECTIONS + 2).round()} - {good, bad})
         if afford is not None and not afford(inside):
-            return Horizon(good, bad, ceiling, threshold, resolved=False)
+            return Horizon(good, bad, ceiling, threshold, resolved=False, relative=relative)
         accuracies = accuracy_at(inside)
         first = _first_below(accuracies, threshold)
         if first is None:
             good = inside[-1]
         else:
             good, bad = (inside[first - 1] if first else good), inside[first]
-    return Horizon(good, bad, ceiling, threshold)
+    return Horizon(good, bad, ceiling, threshold, relative=relative)
 
 
 def predicted_horizon(model: torch.nn.Module, config: RunConfig, threshold: float = HORIZON_ACCURACY,
                       ceiling: int | None = None, afford: Callable[[list[int]], bool] | None = None,
                       rule: InferenceRule | None = None) -> Horizon:
-    """The predicted horizon of a single-head run (see the module docstring), read under an inference
-    `rule` if one is given (lengen_core.rules); `afford` as in search_horizon."""
+    """The predicted horizon of a single-head run (see the module docstring); `afford` as in search_horizon.
+
+    Under an inference `rule` (lengen_core.rules) each length needs its own sweep over its keys, so a
+    round of the bisection costs SECTIONS sweeps instead of one: the search stops once the bracket is
+    within RULE_RESOLUTION of the horizon (two rounds past the doublings) and says so in its text."""
     top = horizon_ceiling(model) if ceiling is None else ceiling
+    ruled = rule is not None and not rule.trivial
     return search_horizon(lambda lengths: [p.accuracy for p in predict(model, config, lengths, rule=rule)],
-                          config.task.train_length, top, threshold, afford=afford)
+                          config.task.train_length, top, threshold, afford=afford,
+                          relative=RULE_RESOLUTION if ruled else 0.0)
 
 
 def measured_horizon(lengths: Sequence[int], accuracies: Sequence[float], train_length: int,

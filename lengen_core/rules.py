@@ -91,9 +91,17 @@ class InferenceRule:
     def check(self, config: RunConfig) -> None:
         """Raise RuleError where this rule is not defined for the run `config`."""
 
+    def identity_at(self, length: int, train_length: int) -> bool:
+        """Whether the rule changes nothing at test length `length`: then it is not applied at all, so
+        the model read under it is the model as trained, bit for bit (ntk at α = 1, say)."""
+        return False
+
     def scale(self, length: int, train_length: int) -> float:
         """s (or α): the chosen parameter, or L / L_train, never below 1."""
         return float(self.param) if self.param is not None else max(1.0, length / train_length)
+
+    def _scale_is_one(self, length: int, train_length: int) -> bool:
+        return self.scale(length, train_length) == 1.0
 
     def logit_factor(self, keys: torch.Tensor, length: int, train_length: int) -> torch.Tensor | None:
         """The factor on the logits of queries that see `keys` keys (float64), or None."""
@@ -122,6 +130,9 @@ class NoRule(InferenceRule):
     def trivial(self) -> bool:
         return True
 
+    def identity_at(self, length: int, train_length: int) -> bool:
+        return True
+
 
 @dataclass(frozen=True)
 class LogN(InferenceRule):
@@ -136,6 +147,9 @@ class LogN(InferenceRule):
 
     def logit_factor(self, keys: torch.Tensor, length: int, train_length: int) -> torch.Tensor:
         return (torch.log(keys) / math.log(train_length)).clamp(min=1.0)
+
+    def identity_at(self, length: int, train_length: int) -> bool:
+        return length <= train_length  # no query sees more keys than in training
 
 
 @dataclass(frozen=True)
@@ -166,6 +180,9 @@ class YarnTemperature(InferenceRule):
     param_name: ClassVar[str | None] = "scale s"
     summary: ClassVar[str] = "logits × (0.1·ln s + 1)², s = L / L_train"
 
+    def identity_at(self, length: int, train_length: int) -> bool:
+        return self._scale_is_one(length, train_length)
+
     def check(self, config: RunConfig) -> None:
         _softmax_only(self, config)
 
@@ -185,6 +202,9 @@ class PositionInterpolation(InferenceRule):
     changes: ClassVar[str] = "carrier"
     param_name: ClassVar[str | None] = "scale s"
     summary: ClassVar[str] = "positions × L_train / L"
+
+    def identity_at(self, length: int, train_length: int) -> bool:
+        return self._scale_is_one(length, train_length)
 
     def check(self, config: RunConfig) -> None:
         encoding = config.model.encoding
@@ -210,6 +230,9 @@ class NTKScaling(InferenceRule):
     changes: ClassVar[str] = "carrier"
     param_name: ClassVar[str | None] = "scale α"
     summary: ClassVar[str] = "RoPE base × α^(D/(D−2)), α = L / L_train"
+
+    def identity_at(self, length: int, train_length: int) -> bool:
+        return self._scale_is_one(length, train_length)
 
     def check(self, config: RunConfig) -> None:
         if config.model.encoding != "rope":
@@ -258,6 +281,7 @@ class RuledEncoding(PositionalEncoding):
 
     def __init__(self, inner: PositionalEncoding, rule: InferenceRule, length: int, config: RunConfig) -> None:
         super().__init__()
+        rule.check(config)
         self.inner, self.rule, self.length = inner, rule, length
         self.train_length = config.task.train_length
         for flag in ("additive", "rotary", "relative", "trained_positions", "single_head_limit"):
@@ -303,10 +327,13 @@ def _view(module: nn.Module, **children: nn.Module) -> nn.Module:
 
 
 def under_rule(model: nn.Module, rule: InferenceRule | None, length: int) -> nn.Module:
-    """`model` read under `rule` at test length `length` (the model itself for none); its weights are shared."""
-    if rule is None or rule.trivial:
+    """`model` read under `rule` at test length `length`: the model itself where the rule changes
+    nothing there (`identity_at`), else a view sharing its weights."""
+    if rule is None:
         return model
     rule.check(model.config)
+    if rule.identity_at(length, model.config.task.train_length):
+        return model
     encoding = RuledEncoding(model.encoding, rule, length, model.config)
     blocks = getattr(model, "blocks", None)
     if blocks is None:

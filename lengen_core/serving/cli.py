@@ -8,7 +8,8 @@ given, so it stays testable and the rest of the core never prints.
 
 Every command that computes takes `--device` (auto by default: CUDA, then MPS, then the CPU,
 `lengen_core.training.resolve_device`): `train`, `construct` and `continue` train there; `evaluate`,
-`carrier` and `heads` load the stored run onto it and compute there. Each answer's `device` says
+`carrier` and `heads` load the stored run onto it and compute there. `evaluate --rule NAME
+[--rule-param X]` reads the run under an inference rule (lengen_core.rules), each row saying which. Each answer's `device` says
 which device that was (for a training, the device the run was trained on, also when a stored run
 is reused), and `device_name` says it in words (the GPU's name on CUDA).
 """
@@ -38,6 +39,7 @@ from lengen_core.evaluate import evaluate
 from lengen_core.fit import LAW_TOLERANCE, NOT_APPLICABLE, fit_dilution
 from lengen_core.heads import analyse_heads
 from lengen_core.horizon import HORIZON_ACCURACY, horizon_ceiling, measured_horizon, predicted_horizon
+from lengen_core.rules import RULES, InferenceRule, make_rule, under_rule
 from lengen_core.sequence import evaluate_sequence
 from lengen_core.serving.budget import (
     BudgetError,
@@ -118,6 +120,12 @@ def build_parser() -> Parser:
     e.add_argument("--lengths", type=_lengths, default=None, help="comma separated, default 1×…64× training")
     e.add_argument("--samples", type=int, default=256, help="sequences per length (default 256)")
     e.add_argument("--seed", type=int, default=12_345, help="seed of the evaluation sequences")
+    e.add_argument("--rule", choices=tuple(RULES), default="none",
+                   help="the inference rule to read the run under, no retraining: " + "; ".join(
+                       f"{name}: {rule.summary}" for name, rule in RULES.items()) + " (default none)")
+    e.add_argument("--rule-param", type=float, default=None, metavar="X",
+                   help="the rule's parameter: ssmax's s (default 1/ln L_train); the scale of yarn, pi and ntk "
+                        "(default L/L_train at each length)")
     _add_device_flag(e)
 
     c = commands.add_parser("carrier", parents=[json_flag], help="the carrier kernel of a run")
@@ -230,11 +238,11 @@ def command_construct(args: argparse.Namespace, store: RunStore) -> dict[str, An
     return command_train(args, store)
 
 
-def _single_head_rows(run, lengths: list[int], samples: int, seed: int) -> list[dict[str, Any]]:
+def _single_head_rows(run, lengths: list[int], samples: int, seed: int, rule: InferenceRule) -> list[dict[str, Any]]:
     """Retrieval on the minimal head: chunked O(L) evaluation and the prediction from the weights."""
     config = run.config
-    reports = evaluate(run.model, config, lengths, samples=samples, seed=seed)
-    predictions = predict(run.model, config, lengths)
+    reports = evaluate(run.model, config, lengths, samples=samples, seed=seed, rule=rule)
+    predictions = predict(run.model, config, lengths, rule=rule)
     return [
         {**vars(report),
          "accuracy_beyond": report.accuracy if report.length > config.task.train_length else None,
@@ -244,11 +252,15 @@ def _single_head_rows(run, lengths: list[int], samples: int, seed: int) -> list[
     ]
 
 
-def _sequence_rows(run, lengths: list[int], samples: int, seed: int) -> list[dict[str, Any]]:
-    """The shift task or the transformer: forward passes; no closed-form prediction."""
+def _sequence_rows(run, lengths: list[int], samples: int, seed: int, rule: InferenceRule) -> list[dict[str, Any]]:
+    """The shift task or the transformer: forward passes, one length at a time under `rule`; no
+    closed-form prediction."""
     rows = []
-    for report in evaluate_sequence(run.model, run.config, lengths, samples=samples, seed=seed):
+    for length in lengths:
+        report = evaluate_sequence(under_rule(run.model, rule, length), run.config, [length], samples=samples,
+                                   seed=seed)[0]
         row = {key: value for key, value in vars(report).items() if key not in ("positions", "accuracy_by_position")}
+        row["rule"] = rule.label
         row["accuracy_by_position"] = [
             {"position": int(p), "accuracy": float(a)} for p, a in zip(report.positions, report.accuracy_by_position)
         ]
@@ -258,8 +270,10 @@ def _sequence_rows(run, lengths: list[int], samples: int, seed: int) -> list[dic
 
 
 def command_evaluate(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
+    rule = make_rule(args.rule, args.rule_param)
     run = _load(args.run_id, store, args.device)
     config = run.config
+    rule.check(config)  # undefined for this run: one line, status 2
     single_head = config.single_head
     default = [config.task.train_length * 2**i for i in range(7 if single_head else 5)]
     lengths = args.lengths or default
@@ -267,16 +281,16 @@ def command_evaluate(args: argparse.Namespace, store: RunStore) -> dict[str, Any
         raise LengthError(f"length {max(lengths)} is beyond the evaluation limit of {MAX_EVAL_LENGTH} tokens")
     if single_head:
         check_single_head_evaluation(config, lengths, args.samples)
-        check_prediction(config, lengths)
+        check_prediction(config, lengths, rule)
     else:
         check_sequence_evaluation(config, lengths, args.samples)
-    rows = (_single_head_rows if single_head else _sequence_rows)(run, lengths, args.samples, args.seed)
+    rows = (_single_head_rows if single_head else _sequence_rows)(run, lengths, args.samples, args.seed, rule)
     result = NOT_APPLICABLE
     if single_head:
         predicted = {r["length"]: r["predicted_target_mass"] for r in rows}
         L = config.task.train_length
         if L not in predicted and any(n >= L for n in lengths):  # the law's key count starts at L_train
-            predicted[L] = predict(run.model, config, [L])[0].target_mass
+            predicted[L] = predict(run.model, config, [L], rule=rule)[0].target_mass
         result = fit_dilution(lengths, [r["target_mass"] for r in rows], [r["target_mass_sem"] for r in rows],
                               L, config.task.vocab_size, run.verdict, predicted)
     drawn = result.fit.drawn_at(lengths) if result.fit is not None else [None] * len(rows)
@@ -291,15 +305,15 @@ def command_evaluate(args: argparse.Namespace, store: RunStore) -> dict[str, Any
         horizon.update(measured_horizon=None if measured is None else measured.length,
                        measured_horizon_below=None if measured is None else measured.below)
         try:
-            check_horizon(config, horizon_ceiling(run.model))  # over budget: the rest of the answer still stands
+            check_horizon(config, horizon_ceiling(run.model), rule)  # over budget: the rest of the answer still stands
         except BudgetError as error:
             horizon["predicted_horizon_note"] = f"not computed here: {' '.join(str(error).split())}"
-        else:
-            reach = predicted_horizon(run.model, config, afford=prediction_fits(config))  # each later step priced
+        else:  # each later step priced
+            reach = predicted_horizon(run.model, config, afford=prediction_fits(config, rule=rule), rule=rule)
             horizon.update(predicted_horizon=reach.length, predicted_horizon_below=reach.below)
             if not reach.resolved:
                 horizon["predicted_horizon_note"] = f"bracket only: {reach.text}"
-    return {"run_id": run.run_id, "task": config.task.task, "chance": 1 / config.task.vocab_size,
+    return {"run_id": run.run_id, "rule": rule.label, "task": config.task.task, "chance": 1 / config.task.vocab_size,
             "verdict": run.verdict.to_dict(), "lengths": rows, "fit": fitted, "fit_status": result.status,
             "fit_reason": result.reason, "horizon_accuracy": HORIZON_ACCURACY, **horizon, **_device(run)}
 
@@ -431,11 +445,12 @@ def _summary(result: dict[str, Any]) -> str:
     """A short readable form of a result for people (use --json for everything)."""
     if "lengths" in result:
         number = lambda value: "—" if value is None else f"{value:.3f}"
-        lines = [f"{'length':>9} {'accuracy':>9} {'beyond':>7} {'predicted':>9} {'p':>7} {'p pred':>7} {'argmax':>8}"]
+        header = f"{'length':>9} {'accuracy':>9} {'beyond':>7} {'predicted':>9} {'p':>7} {'p pred':>7} {'argmax':>8}"
+        lines = [f"{header} {'rule':>8}"]
         lines += [
             f"{r['length']:>9} {r['accuracy']:>9.3f} {number(r['accuracy_beyond']):>7} "
             f"{number(r['predicted_accuracy']):>9} {r['target_mass']:>7.3f} "
-            f"{number(r['predicted_target_mass']):>7} {r['argmax_key']:>8}"
+            f"{number(r['predicted_target_mass']):>7} {r['argmax_key']:>8} {r['rule']:>8}"
             for r in result["lengths"]
         ]
         lines.append(f"verdict: {result['verdict']['reason']}")

@@ -1,0 +1,218 @@
+"""Inference rules (lengen_core.rules, docs/rules.md): what each changes, where it is defined, and
+the prediction from the weights under each rule against the measurement.
+
+The claims run on the shipped presets (trained runs of the default config) and on two more trained
+RoPE configs of the prediction panel, picked before any rule was measured on them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import math
+
+import pytest
+import torch
+
+from lengen_core.config import RunConfig, with_changes
+from lengen_core.dilution import predict
+from lengen_core.evaluate import evaluate, last_query_outputs
+from lengen_core.heatmap import attention_heatmap
+from lengen_core.rules import RULES, RuleError, make_rule, parse_rule, under_rule
+from lengen_core.sequence import evaluate_sequence
+from lengen_core.serving import cli
+from lengen_core.serving.store import preset_store
+
+ROPE = "rope-softmax-retrieval-s0-bc1b0b2bb01a"  # the default config, trained (a shipped preset)
+LEARNED = "learned-softmax-retrieval-s0-f15c14254359"
+LINEAR = "rope-linear-retrieval-s0-09a3f491df18"
+SHIFT = "rope-softmax-shift-s0-610017aab558"  # a two-layer transformer on the shift task
+MULTIPLES = (1, 2, 4, 8, 16, 32, 64)
+BOUND = 0.05  # |predicted − measured accuracy| at every length, for every rule defined for the run
+SAMPLES = 1_024
+OTHER_CONFIGS = (  # two configs of the prediction panel (tests/unit/test_prediction_panel.py), trained the same way
+    dict(encoding="rope", offset=2, vocab_size=12, train_length=16, seed=2, target_accuracy=0.99),
+    dict(encoding="rope", offset=4, vocab_size=16, train_length=12, seed=2, target_accuracy=0.99),
+)
+
+
+@pytest.fixture(scope="module")
+def presets():
+    store = preset_store()
+    return {run_id: store.load(run_id) for run_id in (ROPE, LEARNED, LINEAR, SHIFT)}
+
+
+def test_names_labels_and_parameters_parse_back() -> None:
+    assert tuple(RULES) == ("none", "log-n", "ssmax", "yarn", "pi", "ntk")
+    for text in ("none", "log-n", "ssmax:0.4", "yarn", "yarn:8", "pi:2.5", "ntk:4"):
+        assert parse_rule(text).label == text
+    assert parse_rule("ntk:4") == make_rule("ntk", 4.0)
+
+
+@pytest.mark.parametrize(("text", "fragments"), [
+    ("rope", ("unknown inference rule 'rope'", "none, log-n, ssmax, yarn, pi, ntk")),
+    ("log-n:2", ("log-n takes no parameter",)),
+    ("ntk:0.5", ("ntk's scale α 0.5 is out of range", "allowed 1 to")),
+    ("pi:nan", ("out of range",)),
+    ("ssmax:0", ("ssmax's s must be above 0",)),
+    ("yarn:x", ("not a number",)),
+])
+def test_a_bad_rule_is_one_clear_message(text: str, fragments: tuple[str, ...]) -> None:
+    with pytest.raises(RuleError) as error:
+        parse_rule(text)
+    assert all(fragment in str(error.value) for fragment in fragments), str(error.value)
+
+
+@pytest.mark.parametrize(("rule", "run_id", "fragments"), [
+    ("pi", LEARNED, ("pi is not defined for learned", "rope, sinusoidal, alibi")),
+    ("ntk", LEARNED, ("ntk rescales RoPE's base", "defined for rope")),
+    ("log-n", LINEAR, ("linear attention has none", "softmax")),
+    ("yarn", LINEAR, ("linear attention",)),
+])
+def test_an_undefined_pair_is_refused_before_any_work(presets, rule: str, run_id: str, fragments) -> None:
+    run = presets[run_id]
+    with pytest.raises(RuleError) as error:
+        evaluate(run.model, run.config, [run.config.task.train_length], samples=8, rule=make_rule(rule))
+    assert all(fragment in str(error.value) for fragment in fragments), str(error.value)
+    with pytest.raises(RuleError):
+        predict(run.model, run.config, [run.config.task.train_length], rule=make_rule(rule))
+
+
+def test_the_command_line_refuses_an_undefined_pair_in_one_line_with_status_2() -> None:
+    out, err = io.StringIO(), io.StringIO()
+    status = cli.main(["evaluate", LEARNED, "--rule", "pi", "--lengths", "16"], out, err)
+    err = err.getvalue()
+    assert status == 2 and not out.getvalue()
+    assert err.count("\n") == 1 and err.startswith("lengen: error: pi is not defined for learned"), err
+
+
+def test_the_command_line_prints_the_rows_with_the_rule() -> None:
+    out = io.StringIO()
+    status = cli.main(["evaluate", ROPE, "--rule", "ntk", "--rule-param", "4", "--lengths", "16,64", "--samples", "64",
+                       "--json"], out, io.StringIO())
+    assert status == 0
+    result = json.loads(out.getvalue())
+    assert result["rule"] == "ntk:4"
+    assert [row["rule"] for row in result["lengths"]] == ["ntk:4", "ntk:4"]
+    assert [row["length"] for row in result["lengths"]] == [16, 64]
+
+
+def test_pi_maps_every_position_of_a_longer_sequence_into_the_trained_range() -> None:
+    """A few exact cases; tests/property/test_rule_positions.py draws many more."""
+    rule = make_rule("pi")
+    for length, train in ((17, 16), (1 << 20, 16), (100, 99), (4096, 7)):
+        mapped = rule.map_positions(torch.arange(length), length, train)
+        assert float(mapped.min()) == 0.0 and float(mapped.max()) < train
+    inside = rule.map_positions(torch.arange(12), 12, 16)
+    assert torch.equal(inside, torch.arange(12, dtype=torch.float64))  # within the training length: unchanged
+
+
+def _outputs(model, config, length: int):
+    out = last_query_outputs(model, config, length, samples=64, seed=5)
+    return out.readout, out.target_mass, out.argmax_key
+
+
+def test_ntk_at_scale_1_is_the_model_as_trained_bit_for_bit(presets) -> None:
+    run = presets[ROPE]
+    config, L = run.config, run.config.task.train_length
+    ntk = make_rule("ntk", 1.0)
+    for length in (L, 8 * L):
+        view = under_rule(run.model, ntk, length)
+        assert all(torch.equal(a, b) for a, b in zip(_outputs(view, config, length), _outputs(run.model, config, length)))
+        tokens = torch.randint(config.task.vocab_size, (3, length), generator=torch.Generator().manual_seed(1))
+        assert torch.equal(view(tokens), run.model(tokens))
+    assert predict(run.model, config, [L, 8 * L], rule=ntk) == predict(run.model, config, [L, 8 * L])
+    shift = presets[SHIFT]
+    tokens = torch.randint(shift.config.task.vocab_size, (2, 64), generator=torch.Generator().manual_seed(2))
+    assert torch.equal(under_rule(shift.model, ntk, 64)(tokens), shift.model(tokens))
+
+
+def test_a_view_changes_nothing_in_the_shared_model(presets) -> None:
+    run = presets[ROPE]
+    before = {name: value.clone() for name, value in run.model.state_dict().items()}
+    encoding = run.model.encoding
+    for name in ("log-n", "pi", "ntk"):
+        view = under_rule(run.model, make_rule(name), 128)
+        assert view.encoding is not encoding and run.model.encoding is encoding
+        assert view.W_Q is run.model.W_Q  # the weights are shared, not copied
+    assert all(torch.equal(before[name], value) for name, value in run.model.state_dict().items())
+
+
+def test_log_n_keeps_the_target_mass_at_8x_where_the_trained_run_loses_it(presets) -> None:
+    run = presets[ROPE]
+    config, L = run.config, run.config.task.train_length
+    plain = evaluate(run.model, config, [L, 8 * L], samples=SAMPLES)
+    ruled = evaluate(run.model, config, [L, 8 * L], samples=SAMPLES, rule=make_rule("log-n"))
+    assert plain[1].target_mass < plain[0].target_mass - 3 * (plain[0].target_mass_sem + plain[1].target_mass_sem)
+    assert ruled[1].target_mass >= ruled[0].target_mass
+    assert ruled[0] == dataclasses.replace(plain[0], seconds=ruled[0].seconds, rule="log-n")  # 1×: nothing moves
+
+
+def test_pi_moves_the_carrier_peak_from_k_to_k_times_s(presets) -> None:
+    """PI reads the key at offset Δ as Δ/s: the logit the model gives offset k now sits at k·s."""
+    from lengen_core.carrier import token_carriers
+
+    run = presets[ROPE]
+    k, L = run.config.task.offset, run.config.task.train_length
+    s = 4
+    plain = token_carriers(run.model, torch.arange(0, 64)).mean(dim=(0, 1))
+    ruled = token_carriers(under_rule(run.model, make_rule("pi"), s * L), torch.arange(0, 64)).mean(dim=(0, 1))
+    assert int(plain[:L].argmax()) == k
+    assert int(ruled[: s * L].argmax()) == k * s
+    assert torch.allclose(ruled[k * s], plain[k], atol=1e-9)
+
+
+def test_rules_compose_with_heatmaps_and_full_sequence_evaluation(presets) -> None:
+    run = presets[ROPE]
+    L = run.config.task.train_length
+    plain = attention_heatmap(run.model, run.config, 8 * L)
+    ruled = attention_heatmap(under_rule(run.model, make_rule("log-n"), 8 * L), run.config, 8 * L)
+    last = -1  # the last query: log-n sharpens its attention on the target key
+    assert ruled.weights[last].max() > plain.weights[last].max()
+    shift = presets[SHIFT]
+    n = 4 * shift.config.task.train_length
+    broken = evaluate_sequence(under_rule(shift.model, make_rule("pi"), n), shift.config, [n], samples=16)[0]
+    kept = evaluate_sequence(under_rule(shift.model, make_rule("log-n"), n), shift.config, [n], samples=16)[0]
+    assert kept.accuracy > 0.9 > broken.accuracy  # PI moves the target offset k to k·s: retrieval at k breaks
+
+
+def _agreement(run, rules) -> dict[str, float]:
+    config, L = run.config, run.config.task.train_length
+    lengths = [L * m for m in MULTIPLES]
+    gaps = {}
+    for name in rules:
+        rule = make_rule(name)
+        measured = evaluate(run.model, config, lengths, samples=SAMPLES, rule=rule)
+        predicted = predict(run.model, config, lengths, rule=rule)
+        gaps[name] = max(abs(m.accuracy - p.accuracy) for m, p in zip(measured, predicted))
+    return gaps
+
+
+def _defined(config: RunConfig) -> list[str]:
+    names = []
+    for name in RULES:
+        try:
+            make_rule(name).check(config)
+        except RuleError:
+            continue
+        names.append(name)
+    return names
+
+
+@pytest.mark.slow
+def test_each_rule_is_predicted_within_the_bound_on_the_default_config(presets) -> None:
+    run = presets[ROPE]
+    gaps = _agreement(run, _defined(run.config))
+    assert set(gaps) == set(RULES)
+    assert max(gaps.values()) <= BOUND, gaps
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("changes", OTHER_CONFIGS, ids=lambda c: f"k{c['offset']}-V{c['vocab_size']}-L{c['train_length']}")
+def test_each_rule_is_predicted_within_the_bound_on_other_configs(changes, trained) -> None:
+    run = trained(**changes)
+    assert run.config == with_changes(RunConfig(), **changes)
+    gaps = _agreement(run, _defined(run.config))
+    assert max(gaps.values()) <= BOUND, gaps
+    assert not math.isnan(max(gaps.values()))
