@@ -7,7 +7,7 @@ import streamlit as st
 from lengen_core.config import ConfigError
 from lengen_core.heatmap import MAX_HEATMAP_LENGTH, Heatmap
 from lengen_core.serving.share import view_ints
-from ui import attention_captions, charts
+from ui import attention_captions, charts, rule_maps
 from ui.glossary import lead
 from ui.runs import allowed_lengths, heatmap
 from ui.state import show_view, view_number, view_setting
@@ -103,3 +103,4 @@ with right:
           attention_captions.trace_caption(attention_captions.argmax_trace(result.argmax_keys, L_train, k), expected,
                                            learned, last_only),
           trace, f"argmax-{trace_length}", run.run_id)
+rule_maps.attention_rule(run, lengths, layer, head_index, head)

@@ -5,7 +5,7 @@ import streamlit as st
 
 from lengen_core.carrier import ALIGNMENT_MARGIN
 from lengen_core.config import ConfigError
-from ui import charts, readouts
+from ui import charts, readouts, rule_maps
 from ui.glossary import lead
 from ui.runs import carrier
 from ui.state import show_view, view_number
@@ -83,3 +83,4 @@ else:
     chart(charts.recurrences(recurrences["offset"].tolist(), recurrences["gap"].tolist(), result.train_length),
           readouts.recurrence_caption(recurrences["offset"].tolist()),
           recurrences, "near-recurrences", run.run_id)
+rule_maps.carrier_rules(run, search)

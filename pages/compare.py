@@ -4,7 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from lengen_core.config import ConfigError
-from ui import accuracy_captions, compare_charts, mechanism_captions
+from ui import accuracy_captions, compare_charts, mechanism_captions, rules_view
 from ui.analyses import comparisons
 from ui.glossary import lead
 from ui.presets import single_head_presets
@@ -129,3 +129,4 @@ st.caption(f"**What to look for:** Toeplitz near 1 says the logit depends on t â
            "single head.")
 st.download_button("Download key numbers (CSV)", numbers.to_csv(index=False).encode(), "compare-numbers.csv",
                    "text/csv", help="The table above, one row per run.")
+rules_view.compare_rules(labels, runs, {run_id: r.lengths for run_id, r in results.items()}, samples)

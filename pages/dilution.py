@@ -6,7 +6,7 @@ import streamlit as st
 
 from lengen_core.config import ConfigError
 from lengen_core.fit import LAW_TOLERANCE
-from ui import accuracy_captions, charts, readouts
+from ui import accuracy_captions, charts, readouts, rules_view
 from ui.glossary import lead
 from ui.horizon import show_horizon
 from ui.runs import allowed_lengths, evaluation, fitted_law, prediction
@@ -97,3 +97,4 @@ if fit_table is not None:
                        csv_name("fitted-law", run.run_id), "text/csv",
                        help="The fitted p on a grid from the training length to the longest measured length (where it "
                             "was fitted), with m_out and the samples per length it was fitted from.")
+rules_view.dilution_rules(run, lengths, samples)

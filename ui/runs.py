@@ -233,16 +233,20 @@ def fitted_law(run_id: str, lengths: tuple[int, ...], samples: int = 256, progre
     return law_of(run_id, lengths, evaluation(run_id, lengths, samples, progress))
 
 
-def law_of(run_id: str, lengths: tuple[int, ...], reports: list[LengthReport]) -> FitResult:
+def law_of(run_id: str, lengths: tuple[int, ...], reports: list[LengthReport],
+           predict_at: Callable[[tuple[int, ...]], list[Prediction]] | None = None) -> FitResult:
     """The law fitted to `reports`, the run's evaluation at `lengths`, far keys counted by the weight the
-    prediction from the weights gives them (at the training length too: the count starts there)."""
+    prediction from the weights gives them (at the training length too: the count starts there);
+    `predict_at(lengths)` gives that prediction (the run's own by default, an inference rule's for
+    reports read under it)."""
     run = load_run(run_id)
     verdict = run.verdict
     if verdict is not None and (not verdict.learned or verdict.at_chance_beyond):  # no law: no prediction needed
         predicted = ()
     else:
         at = tuple(sorted({run.config.task.train_length, *lengths}))
-        predicted = tuple((p.length, p.target_mass) for p in prediction(run_id, at))
+        found = prediction(run_id, at) if predict_at is None else predict_at(at)
+        predicted = tuple((p.length, p.target_mass) for p in found)
     return _fit(run_id, lengths, tuple(r.target_mass for r in reports), tuple(r.target_mass_sem for r in reports),
                 predicted)
 

@@ -219,6 +219,16 @@ def view_setting(key: str, name: str, read: Callable[[dict[str, list[str]]], Any
         st.session_state[key] = default
 
 
+def new_link_values(name: str) -> list[str] | None:
+    """The values of `name` in a new link, remembered as applied; None when the URL holds none or only
+    what this session wrote. For settings read by a widget of their own (`ui.rule_select`)."""
+    params = _query()
+    if not _is_new(params, {name}):
+        return None
+    _written()[name] = params[name]
+    return params[name]
+
+
 def view_number(key: str, name: str, low: int, high: int, default: int, choices: Sequence[int] | None = None) -> None:
     """`view_setting` for a whole number in [low, high] (and among `choices`)."""
     view_setting(key, name, lambda params: view_int(params, name, low, high, default, choices), default)
