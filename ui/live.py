@@ -15,7 +15,8 @@ import streamlit as st
 from lengen_core.horizon import NEAR_MULTIPLE, probe_seconds_estimate
 from lengen_core.serving.jobs import JobStatus, TrainingPool
 from lengen_core.training import PROBE_SHARE, Run
-from ui import accuracy_captions, charts
+from lengen_core.watch import LiveView
+from ui import accuracy_captions, attention_captions, charts, mechanism_captions
 from ui.pool import let_go
 from ui.state import select_run
 from ui.widgets import chart
@@ -71,10 +72,12 @@ def _live(pool: TrainingPool, drawn_waiting: bool) -> None:
     else:
         p = status.progress
         left = (p.total_steps - p.step) / max(p.steps_per_second, 1e-9)
-        st.progress(p.step / p.total_steps, text=f"step {p.step}/{p.total_steps} · {p.steps_per_second:.0f} steps/s · "
-                                                 f"at most {left:.0f} s left · loss {p.loss:.3f} · accuracy {p.accuracy:.2f}")
-    st.button("Stop", on_click=pool.stop, args=(ticket,), key="stop-training",
-              help="Stop now; the run so far is saved with steps set to the steps done (a waiting request is dropped).")
+        where = (f"paused at step {p.step}/{p.total_steps}" if status.paused else
+                 f"step {p.step}/{p.total_steps} · {p.steps_per_second:.0f} steps/s · at most {left:.0f} s left")
+        st.progress(p.step / p.total_steps, text=f"{where} · loss {p.loss:.3f} · accuracy {p.accuracy:.2f}")
+    controls(pool, ticket, status)
+    if status.view is not None:
+        watch(status.view, status.run_id)
     if status.progress is not None and status.history["step"]:
         st.plotly_chart(live_curve(status.history, status.progress.step), width="stretch", key="live-curve")
         st.caption("**What to look for:** the loss falls and the batch accuracy climbs to 1; RoPE and learned "
@@ -86,6 +89,42 @@ def _live(pool: TrainingPool, drawn_waiting: bool) -> None:
                         key="live-probe")
         cost = probe_cost(status.history["probe_seconds"], status.progress.elapsed_seconds)
         st.caption(f"**What to look for:** {probe_caption(probes, train_length, ceiling)} {cost}")
+
+
+def controls(pool: TrainingPool, ticket: int, status: JobStatus) -> None:
+    """Pause or resume; while paused, one step or ten at a time (exactly that many); Stop."""
+    running = status.state == "running"
+    pause, one, ten, stop = st.columns(4)
+    if status.paused:
+        pause.button("Resume", icon=":material/play_arrow:", on_click=pool.resume, args=(ticket,), key="resume-training",
+                     width="stretch", help="Go on training from here, as if it had never paused.")
+    else:
+        pause.button("Pause", icon=":material/pause:", on_click=pool.pause, args=(ticket,), key="pause-training",
+                     width="stretch", disabled=not running, help="Hold the training before its next step.")
+    one.button("Step", icon=":material/skip_next:", on_click=pool.advance, args=(ticket, 1), key="step-training",
+               width="stretch", disabled=not status.paused, help="While paused: exactly one more step, then pause.")
+    ten.button("10 steps", icon=":material/fast_forward:", on_click=pool.advance, args=(ticket, 10),
+               key="step10-training", width="stretch", disabled=not status.paused,
+               help="While paused: exactly ten more steps, then pause.")
+    stop.button("Stop", on_click=pool.stop, args=(ticket,), key="stop-training", width="stretch",
+                help="Stop now; the run so far is saved with steps set to the steps done (a waiting request is dropped).")
+
+
+def watch(view: LiveView, run_id: str) -> None:
+    """The carrier and the attention map at 4× from the weights at a recent step, captioned from them."""
+    heatmap = view.heatmap
+    L, k = heatmap.train_length, heatmap.offset
+    left, right = st.columns(2)
+    with left:
+        st.plotly_chart(charts.carrier_curve(view.offsets, view.carrier, L, k), width="stretch", key="live-carrier")
+        st.caption(f"**What to look for, at step {view.step}:** " + mechanism_captions.alignment_caption(
+            "s(Δ)" + (" read from the weights" if view.analytic else ", measured from recorded logits,"),
+            view.carrier, L, k, rope_softmax=False, learned=None) + ".")
+    with right:
+        st.plotly_chart(charts.attention_map(heatmap.weights, heatmap.pool, heatmap.length, L), width="stretch",
+                        key="live-heatmap")
+        trace = attention_captions.argmax_trace(heatmap.argmax_keys, L, k)
+        st.caption(f"**At step {view.step}:** {attention_captions.trace_caption(trace, None, None, True)}")
 
 
 def stored_training(run: Run) -> None:

@@ -37,6 +37,7 @@ from lengen_core.serving.runtime import env_whole_number, usable_cpus
 from lengen_core.serving.store import RunStore
 from lengen_core.serving.training_process import TrainingProcess, save_run
 from lengen_core.training import Progress, Training
+from lengen_core.watch import LiveView, live_view, view_due
 
 State = Literal["queued", "running", "done", "failed", "cancelled"]
 MAX_QUEUE = 200
@@ -111,6 +112,7 @@ class JobStatus:
     error: str | None
     note: str | None = None  # e.g. stopped at the wall-clock limit, what was kept
     paused: bool = False  # running, and waiting for resume or a step (StepGate)
+    view: LiveView | None = None  # the carrier and an attention map at a recent step (lengen_core.watch)
 
 
 @dataclass
@@ -133,6 +135,7 @@ class _Job:
     started: float | None = None  # time.monotonic() when it started running
     paused_since: float | None = None
     paused_seconds: float = 0.0  # not counted against the wall-clock limit
+    view: LiveView | None = None
 
 
 class TrainingPool:
@@ -238,6 +241,7 @@ class TrainingPool:
                 stopped=job.stop.is_set(),
                 error=job.error,
                 paused=job.state == "running" and job.gate.paused,
+                view=job.view,
                 note=(f"stopped at this server's wall-clock limit of {job.limit_seconds:.0f} s per training "
                       f"({TRAIN_SECONDS_ENV}); the {job.progress.step if job.progress else 0} steps done were kept"
                       if job.timed_out else None),
@@ -405,7 +409,7 @@ class TrainingPool:
                 state, stored = self._train_here(job)
             else:
                 state, stored = child.train(job.config, self._report(job), job.stop, lambda: self._keep(job),
-                                            lambda: self._commands(job))
+                                            lambda: self._commands(job), lambda view: self._view(job, view))
         except Exception as error:  # noqa: BLE001 — reported in the status, never raised out of the thread
             state, stored = "failed", None
             with self._lock:
@@ -437,6 +441,11 @@ class TrainingPool:
 
         return report
 
+    def _view(self, job: _Job, view: LiveView) -> None:
+        with self._lock:
+            job.view = view
+            self._progressed.notify_all()
+
     def _commands(self, job: _Job) -> list[tuple[str, int]]:
         """The pause / resume / advance commands for the job's child, each handed over once."""
         with self._lock:
@@ -451,8 +460,14 @@ class TrainingPool:
     def _train_here(self, job: _Job) -> tuple[State, str | None]:
         training = self._trainer(job.config, self.device)
         report = self._report(job)
-        steps = iter(training)
+        steps, viewed = iter(training), 0
         while not job.stop.is_set():
+            with self._lock:
+                paused = job.gate.paused
+            if view_due(training.steps_done, viewed, paused):
+                viewed = training.steps_done
+                if (seen := live_view(training.model, training.config, viewed)) is not None:
+                    self._view(job, seen)
             with self._lock:  # paused: wait for resume, a step or stop
                 self._progressed.wait_for(lambda: job.gate.may_step() or job.stop.is_set())
                 job.commands.clear()  # no child to send them to: the gate itself is the job's

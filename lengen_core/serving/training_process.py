@@ -6,7 +6,8 @@ the child's side of the pipe (`serve_child`).
 
 Messages on the pipe: the parent sends ("train", config), ("pause", _), ("resume", _), ("advance", n)
 (n steps, then pause: `lengen_core.serving.jobs.StepGate`), ("stop", _), then ("save" | "discard", _)
-when asked, and ("exit", _); the child answers ("progress", Progress) per step, then ("stopped", _)
+when asked, and ("exit", _); the child answers ("progress", Progress) per step, ("view", LiveView)
+now and then (`lengen_core.watch`: every few steps, and where a paused training stopped), then ("stopped", _)
 (a stop arrived: save or discard?), ("cancelled", _), ("done", run id) or ("failed", message). A
 paused child waits on the pipe, taking no step, until a command arrives.
 """
@@ -35,6 +36,7 @@ from lengen_core.serving.lineage import starting_weights
 from lengen_core.serving.runtime import limit_heap_growth
 from lengen_core.serving.store import RunStore
 from lengen_core.training import Progress, Run, Training
+from lengen_core.watch import LiveView, live_view, view_due
 
 Outcome = Literal["done", "cancelled"]
 
@@ -89,9 +91,10 @@ class TrainingProcess:
 
     def train(
         self, config: RunConfig, report: Callable[[Progress], None], stop: threading.Event, keep: Callable[[], bool],
-        commands: Callable[[], list[tuple[str, int]]] = list,
+        commands: Callable[[], list[tuple[str, int]]] = list, view: Callable[[LiveView], None] = lambda _: None,
     ) -> tuple[Outcome, str | None]:
-        """Train `config` in the child; `commands()` hands over pause / resume / advance commands to send."""
+        """Train `config` in the child; `commands()` hands over pause / resume / advance commands to send,
+        `view` takes each live view the child sends."""
         self.start()
         assert self._conn is not None and self._process is not None
         conn, process = self._conn, self._process
@@ -116,6 +119,8 @@ class TrainingProcess:
                 ) from None
             if kind == "progress":
                 report(payload)
+            elif kind == "view":
+                view(payload)
             elif kind == "stopped":
                 conn.send(("save" if keep() else "discard", None))
             elif kind == "cancelled":
@@ -181,9 +186,15 @@ def _drive(training: Training, conn: Connection) -> bool:
     for one); True when a stop arrived before the end."""
     from lengen_core.serving.jobs import StepGate  # jobs imports this module: imported on use
 
-    gate, steps = StepGate(), iter(training)
+    gate, steps, viewed = StepGate(), iter(training), 0
     while True:
-        while conn.poll() or not gate.may_step():  # paused: block on the pipe until a command comes
+        while True:  # the commands that came; paused: block on the pipe until one comes
+            if view_due(training.steps_done, viewed, gate.paused):  # before waiting: where it stopped
+                viewed = training.steps_done
+                if (seen := live_view(training.model, training.config, viewed)) is not None:
+                    conn.send(("view", seen))
+            if not conn.poll() and gate.may_step():
+                break
             kind, value = conn.recv()
             if kind == "stop":
                 return True

@@ -1,6 +1,7 @@
 """Pause, single-step and resume a live training (lengen_core.serving.jobs.StepGate and the pool's
 commands): each step press advances the step count by exactly its steps, nothing moves while paused,
-and a resumed run ends with the very weights an uninterrupted run of the same seed has (CPU)."""
+a paused run shows its carrier and attention map where it stopped (lengen_core.watch), and a resumed
+run, watched on the way, ends with the very weights an uninterrupted run of the same seed has (CPU)."""
 
 from __future__ import annotations
 
@@ -78,6 +79,9 @@ def test_single_steps_advance_by_exactly_one_and_resume_reaches_the_uninterrupte
         wait_for(lambda: steps_done(pool, ticket) == start + 13)
         assert settled(pool, ticket) == start + 13
         assert pool.status(ticket).history["step"] == list(range(1, start + 14))  # each step reported once
+        wait_for(lambda: (view := pool.status(ticket).view) is not None and view.step == start + 13)
+        view = pool.status(ticket).view  # where it paused: the carrier and the map at 4× from those weights
+        assert view.analytic and view.carrier.shape == (128,) and view.heatmap.length == 4 * 16
         pool.resume(ticket)
         wait_for(lambda: pool.status(ticket).state == "done", timeout=120)
         status = pool.status(ticket)

@@ -1,0 +1,65 @@
+"""What a class watches while a run trains: the carrier s(Δ) and an attention map, read from the weights
+as they are at a step (a `LiveView`). Both read the weights and change nothing, and draw no random number
+from any stream of the training: a watched run ends with the same weights as an unwatched one.
+
+Only the minimal single head on the retrieval task has them here (the Carrier and Attention pages'
+single head): s(Δ) from the weights for RoPE (as `lengen_core.carrier` computes its analytic carrier),
+else the mean recorded logit at each offset over `MEASURED_SAMPLES` sequences; the map is the head's
+attention on one sequence `VIEW_MULTIPLE` × the training length long, pooled to `VIEW_CELLS` cells.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from lengen_core.carrier import carrier_values, mean_logit_matrix, token_coefficients
+from lengen_core.config import RunConfig
+from lengen_core.heatmap import Heatmap, attention_heatmap
+
+VIEW_EVERY = 20  # steps between views while a training runs; a paused one gets a view of where it stopped
+VIEW_MULTIPLE, VIEW_CELLS, MEASURED_SAMPLES = 4, 64, 256
+
+
+@dataclass(frozen=True)
+class LiveView:
+    step: int  # steps done when it was read
+    offsets: np.ndarray  # Δ = 0 … n−1
+    carrier: np.ndarray  # s(Δ), (n,)
+    analytic: bool  # read from the weights (RoPE), or measured from recorded logits
+    heatmap: Heatmap  # at VIEW_MULTIPLE × the training length
+
+
+def view_due(steps_done: int, last_view_step: int, paused: bool) -> bool:
+    """A view now: every VIEW_EVERY steps, and once where a paused training stopped."""
+    if steps_done == last_view_step or steps_done == 0:
+        return False
+    return paused or steps_done - last_view_step >= VIEW_EVERY
+
+
+@torch.no_grad()
+def live_view(model: torch.nn.Module, config: RunConfig, step: int) -> LiveView | None:
+    """The view at `step`, or None for a run that is not the minimal single head."""
+    if not config.single_head:
+        return None
+    was_training = model.training
+    model.eval()
+    try:
+        L = config.task.train_length
+        if getattr(model.encoding, "rotary", False):
+            size = max(128, 2 * L)  # the Carrier page's offsets
+            coefficients = token_coefficients(model).mean(dim=(0, 1)).cpu()  # (D/2,) complex
+            values = carrier_values(coefficients, model.encoding.frequencies.cpu(), torch.arange(size)).numpy()
+        else:
+            size = L if getattr(model.encoding, "trained_positions", False) else max(128, 2 * L)
+            matrix = mean_logit_matrix(model, config, size, MEASURED_SAMPLES)  # (size, size)
+            values = np.array([np.diagonal(matrix, -d).mean() for d in range(size)])
+        length = VIEW_MULTIPLE * L
+        if config.model.encoding == "learned":  # a learned table ends at max_positions
+            length = min(length, config.model.max_positions)
+        heatmap = attention_heatmap(model, config, length, max_cells=VIEW_CELLS)
+    finally:
+        model.train(was_training)
+    return LiveView(step, np.arange(len(values)), values, getattr(model.encoding, "rotary", False), heatmap)

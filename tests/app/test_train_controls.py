@@ -1,0 +1,59 @@
+"""The Train page's Pause, Step, 10 steps and Resume on a live training (the shared pool's child process):
+a press of Step moves the run exactly one step, and a paused run shows its carrier and map at 4×."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+APP = str(Path(__file__).resolve().parents[2] / "app.py")
+
+
+def wait_for(predicate, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def test_pause_step_and_resume_from_the_train_page():
+    from ui.pool import training_pool
+
+    app = AppTest.from_file(APP, default_timeout=300)
+    app.run()
+    app.switch_page("pages/train.py").run()
+    {n.label: n for n in app.number_input}["Seed"].set_value(41)
+    app.run()
+    next(b for b in app.button if b.label == "Train").click().run()
+    ticket = app.session_state["training_ticket"]
+    pool = training_pool()
+    try:
+        wait_for(lambda: pool.status(ticket).progress is not None)  # it has taken a step
+        app.run()
+        app.button(key="pause-training").click().run()
+        assert pool.status(ticket).paused
+        wait_for(lambda: (view := pool.status(ticket).view) is not None and view.step == pool.status(ticket).progress.step)
+        before = pool.status(ticket).progress.step
+        app.run()
+        assert not app.exception, [e.value for e in app.exception]
+        assert app.button(key="resume-training") and not app.button(key="step-training").disabled
+        charts = [c.proto.spec for c in app.get("plotly_chart")]
+        assert any("Carrier" in spec or "s(Δ)" in spec for spec in charts) and len(charts) >= 3
+        assert f"At step {before}:" in " ".join(c.value for c in app.caption)
+        app.button(key="step-training").click().run()
+        wait_for(lambda: pool.status(ticket).progress.step == before + 1)
+        time.sleep(0.5)
+        assert pool.status(ticket).progress.step == before + 1 and pool.status(ticket).paused
+        app.run()  # the live view refreshes by itself every half second
+        assert f"paused at step {before + 1}/" in " ".join(str(p.proto.text) for p in app.get("progress"))
+        app.button(key="step10-training").click().run()
+        wait_for(lambda: pool.status(ticket).progress.step == before + 11)
+        time.sleep(0.5)
+        assert pool.status(ticket).progress.step == before + 11
+        app.run()
+        app.button(key="resume-training").click().run()
+        assert not pool.status(ticket).paused
+    finally:
+        pool.stop(ticket)
