@@ -93,30 +93,35 @@ if len(failed):
                "; ".join(f"{r.encoding} k {r.offset} seed {r.seed}: {r.error}" for r in failed.head(5).itertuples()))
 
 st.subheader("Accuracy against length, per encoding")
-st.altair_chart(sweeps.accuracy_chart(table), width="stretch")
+st.altair_chart(sweeps.accuracy_chart(table), width="content")
 st.caption(f"**What to look for:** the band runs from the lowest to the highest run of each encoding (seeds and "
-           f"offsets pooled). {sweeps.accuracy_caption(table)}")
+           f"offsets pooled); the dashed line is chance, 1/V. {sweeps.accuracy_caption(table)}")
 
 st.subheader("The data collapse: every learned RoPE run on one curve")
 points, curves, summary = sweeps.collapse_frame(result.cells)
+picked = set()
 if points.empty:
     st.info(sweeps.collapse_caption(summary))
 else:
-    picked = st.altair_chart(sweeps.collapse_chart(points, curves), width="stretch", on_select="rerun", key="collapse")
-    st.caption(f"**What to look for:** {sweeps.collapse_caption(summary)} Click a point to list its run below.")
-    chosen = {p["run_id"] for p in picked.selection.get("runs", []) if "run_id" in p} if picked else set()
-    per_run = cells[cells["encoding"].eq("rope")][["run_id", "offset", "seed", "learned", "m_out", "predicted_horizon",
-                                                   "measured_horizon", "argmax_offset"]]
-    st.dataframe(per_run[per_run["run_id"].isin(chosen)] if chosen else per_run, hide_index=True)
+    event = st.altair_chart(sweeps.collapse_chart(points, curves), width="stretch", on_select="rerun", key="collapse")
+    picked = sweeps.picked_runs(event)
+    st.caption(f"**What to look for:** {sweeps.collapse_caption(summary)}")
+    st.caption(sweeps.picked_caption(cells, picked))
+    st.dataframe(sweeps.per_run_rows(cells, picked), hide_index=True)
 
 left, right = st.columns(2)
 with left:
     st.subheader("Where the carrier points")
-    st.altair_chart(sweeps.argmax_chart(cells), width="stretch")
+    st.altair_chart(sweeps.argmax_chart(cells, picked), width="stretch")
     st.caption(f"**What to look for:** {sweeps.argmax_caption(cells)}")
 with right:
     st.subheader("Far margin and horizon, per run")
-    st.altair_chart(sweeps.margin_chart(cells), width="stretch")
+    st.altair_chart(sweeps.margin_chart(cells, picked), width="stretch")
     st.caption(f"**What to look for:** {sweeps.margin_caption(cells)} A learned-position run has no m_out.")
-st.download_button("Download the table (CSV)", table.to_csv(index=False).encode(), file_name=f"{result.sweep_id}.csv",
-                   mime="text/csv", help="One row per run and length, with the run's figures.")
+with st.container(horizontal=True):  # side by side, each as wide as its label
+    st.download_button("Download the table (CSV)", table.to_csv(index=False).encode(),
+                       file_name=f"{result.sweep_id}.csv", mime="text/csv",
+                       help="One row per run and length, with the run's figures.")
+    st.download_button("Download the table (Parquet)", sweeps.parquet_bytes(table),
+                       file_name=f"{result.sweep_id}.parquet", mime="application/vnd.apache.parquet",
+                       help="The same table with its column types kept (pandas.read_parquet).")

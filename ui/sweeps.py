@@ -9,6 +9,7 @@ can cancel it. Finished cells stay in the store, so a cancelled sweep started ag
 
 from __future__ import annotations
 
+import io
 import math
 import threading
 from dataclasses import dataclass
@@ -107,24 +108,75 @@ def measured_rows(table: pd.DataFrame) -> pd.DataFrame:
     return table[table.get("error", pd.Series(index=table.index, dtype=object)).isna()] if "error" in table else table
 
 
-def accuracy_chart(table: pd.DataFrame) -> alt.Chart:
-    """Accuracy against length per encoding: the mean over its runs, the band from lowest to highest."""
+FACET_WIDTH = 700  # pixels for all panels of a row: readable in the main area of a 1,280 px window
+
+
+def accuracy_chart(table: pd.DataFrame) -> alt.FacetChart:
+    """Accuracy against length, one panel per encoding on a shared y axis: the mean over its runs, the band
+    from the lowest to the highest run (seeds and offsets pooled), chance (1/V) dashed."""
     rows = measured_rows(table).dropna(subset=["accuracy"])
-    summary = (rows.groupby(["encoding", "length"], as_index=False)
+    summary = (rows.assign(chance=1 / rows["vocab_size"])
+               .groupby(["encoding", "length"], as_index=False)
                .agg(mean=("accuracy", "mean"), low=("accuracy", "min"), high=("accuracy", "max"),
-                    runs=("run_id", "nunique")))
-    x = alt.X("length:Q", scale=alt.Scale(type="log", base=2), title="test length n (log scale)")
-    colour = encoding_colour(summary["encoding"])
-    band = alt.Chart(summary).mark_area(opacity=0.25).encode(x=x, y="low:Q", y2="high:Q", color=colour)
-    line = alt.Chart(summary).mark_line(point=True).encode(
+                    runs=("run_id", "nunique"), chance=("chance", "mean")))
+    encodings = [name for name in COLOURS if name in set(summary["encoding"])]
+    columns = min(len(encodings), 2) or 1  # two panels a row, so a panel keeps half the width at least
+    x = alt.X("length:Q", scale=alt.Scale(type="log", base=2), title="test length n (log scale)",
+              axis=alt.Axis(labelAngle=-45, labelOverlap=True, format=",d"))
+    colour = encoding_colour(summary["encoding"]).legend(None)  # the panel's title names the encoding
+    band = alt.Chart().mark_area(opacity=0.25).encode(x=x, y="low:Q", y2="high:Q", color=colour)
+    line = alt.Chart().mark_line(point=True).encode(
         x=x, y=alt.Y("mean:Q", title="accuracy", scale=alt.Scale(domain=[0, 1])), color=colour,
         tooltip=["encoding", "length", alt.Tooltip("mean:Q", format=".3f"), alt.Tooltip("low:Q", format=".3f"),
                  alt.Tooltip("high:Q", format=".3f"), "runs"])
-    return (band + line).properties(height=320)
+    chance = alt.Chart().mark_rule(strokeDash=[2, 3], color="#555").encode(y="mean(chance):Q")
+    panel_width = FACET_WIDTH // columns - 40 * (columns - 1)
+    return (alt.layer(band, line, chance, data=summary)
+            .properties(width=panel_width, height=280)
+            .facet(facet=alt.Facet("encoding:N", sort=encodings, title=None,
+                                   header=alt.Header(labelFontSize=14, labelFontWeight="bold")), columns=columns)
+            .resolve_scale(y="shared"))
 
 
-def argmax_chart(cells: pd.DataFrame) -> alt.Chart:
-    """The carrier's argmax offset against the requested offset, every run; the diagonal is 'peaks at k'."""
+PER_RUN_COLUMNS = ["run_id", "offset", "seed", "learned", "m_out", "predicted_horizon", "measured_horizon",
+                   "argmax_offset"]
+
+
+def picked_runs(event) -> set[str]:
+    """The run ids picked in the collapse plot (its point selection `runs`); empty when none is."""
+    if not event:
+        return set()
+    return {point["run_id"] for point in event.selection.get("runs", []) if "run_id" in point}
+
+
+def per_run_rows(cells: pd.DataFrame, picked: set[str]) -> pd.DataFrame:
+    """The RoPE runs' figures, one row a run: the picked runs only when some are picked."""
+    rows = cells[cells["encoding"].eq("rope")][PER_RUN_COLUMNS]
+    return rows[rows["run_id"].isin(picked)] if picked else rows
+
+
+def picked_caption(cells: pd.DataFrame, picked: set[str]) -> str:
+    if not picked:
+        return ("Click a point of the collapse to pick its run (shift-click for more): the table keeps its row and "
+                "the two charts below bring its points forward. Double-click the plot to show every run again.")
+    rows = cells[cells["run_id"].isin(picked)].sort_values(["offset", "seed"])
+    named = ", ".join(f"k {r.offset} seed {r.seed}" for r in rows.itertuples())
+    rows_below = "its row below" if len(rows) == 1 else "their rows below"
+    return (f"Picked {len(rows)} run{'s' * (len(rows) != 1)} ({named}): {rows_below}, and in the two charts under it "
+            "the other runs fade. Double-click the plot to show every run.")
+
+
+def highlight(picked: set[str], shown: float = 0.7) -> alt.OpacityValue | dict:
+    """Opacity for a run's mark: the picked runs forward and the others faded, or every run alike."""
+    if not picked:
+        return alt.value(shown)
+    return alt.condition(alt.FieldOneOfPredicate(field="run_id", oneOf=sorted(picked)), alt.value(0.95),
+                         alt.value(0.12))
+
+
+def argmax_chart(cells: pd.DataFrame, picked: set[str] = frozenset()) -> alt.Chart:
+    """The carrier's argmax offset against the requested offset, every run; the diagonal is 'peaks at k'.
+    Runs picked in the collapse plot are drawn forward, the others faded."""
     rows = cells.dropna(subset=["argmax_offset"])
     top = int(max(rows["offset"].max(), rows["argmax_offset"].max(), 1)) + 1
     diagonal = alt.Chart(pd.DataFrame({"k": [0, top]})).mark_line(strokeDash=[4, 4], color="#888").encode(
@@ -132,7 +184,8 @@ def argmax_chart(cells: pd.DataFrame) -> alt.Chart:
     encodings = list(dict.fromkeys(rows["encoding"]))
     spread = {name: (i - (len(encodings) - 1) / 2) * 0.18 for i, name in enumerate(encodings)}  # side by side at each k
     rows = rows.assign(shown_at=rows["offset"] + rows["encoding"].map(spread))
-    points = alt.Chart(rows).mark_circle(size=90, opacity=0.7).encode(
+    points = alt.Chart(rows).mark_circle(size=90).encode(
+        opacity=highlight(picked),
         x=alt.X("shown_at:Q", title="requested offset k (encodings side by side)", scale=alt.Scale(domain=[0, top])),
         y=alt.Y("argmax_offset:Q", title="carrier's argmax offset", scale=alt.Scale(domain=[0, top])),
         color=encoding_colour(rows["encoding"]),
@@ -140,10 +193,11 @@ def argmax_chart(cells: pd.DataFrame) -> alt.Chart:
     return (diagonal + points).properties(height=300)
 
 
-def margin_chart(cells: pd.DataFrame) -> alt.Chart:
-    """Each run's m_out against its predicted horizon (log): RoPE's runs spread along a rising band."""
+def margin_chart(cells: pd.DataFrame, picked: set[str] = frozenset()) -> alt.Chart:
+    """Each run's m_out against its predicted horizon (log); runs picked in the collapse plot forward."""
     rows = cells.dropna(subset=["predicted_horizon"]).assign(m_out=lambda t: t["m_out"].astype(float))
-    return alt.Chart(rows).mark_circle(size=90, opacity=0.7).encode(
+    return alt.Chart(rows).mark_circle(size=90).encode(
+        opacity=highlight(picked),
         x=alt.X("m_out:Q", title="m_out (nats; blank: no law fitted)", scale=alt.Scale(zero=False)),
         y=alt.Y("predicted_horizon:Q", scale=alt.Scale(type="log", base=2), title="predicted horizon (tokens)"),
         color=encoding_colour(rows["encoding"]), shape=alt.Shape("offset:N"),
@@ -259,6 +313,13 @@ def collapse_caption(summary: dict) -> str:
     return (f"{summary['note']}: spread around the best decreasing curve {summary['spread_scaled']:.3f} in the scaled "
             f"length against {summary['spread_raw']:.3f} in raw length, so {verdict}. {theory[0].upper()}{theory[1:]}. "
             "Learned positions have no fitted margin (at chance past L_train) and are not placed.")
+
+
+def parquet_bytes(table: pd.DataFrame) -> bytes:
+    """The table as a Parquet file, as the sweep's folder keeps it (table.parquet)."""
+    buffer = io.BytesIO()
+    table.to_parquet(buffer, index=False)
+    return buffer.getvalue()
 
 
 def progress_text(progress: SweepProgress | None, total: int) -> str:

@@ -382,7 +382,7 @@ def command_delete(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
 
 
 def command_sweep(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
-    from lengen_core.serving.sweep import SweepGrid, collapse_summary, grid_from_toml, run_sweep
+    from lengen_core.serving.sweep import NOT_RUN, SweepError, SweepGrid, collapse_summary, grid_from_toml, run_sweep
 
     data = grid_from_toml(args.grid) if args.grid else {}
     for option, key in (("encodings", "encodings"), ("attentions", "attentions"), ("offsets", "offsets"),
@@ -399,11 +399,20 @@ def command_sweep(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
         base[name] = SETTINGS[name].kind(value) if SETTINGS[name].kind is not bool else value.lower() in ("1", "true")
     grid = SweepGrid(**{key: tuple(value) if isinstance(value, list) else value for key, value in data.items()},
                      base=tuple(base.items()))
-    result = run_sweep(grid, store.root, backend=args.backend, workers=args.workers, address=args.address,
-                       device=args.device)
+    try:
+        result = run_sweep(grid, store.root, backend=args.backend, workers=args.workers, address=args.address,
+                           device=args.device)  # Ctrl-C while cells run: it stops them and returns, cancelled
+    except KeyboardInterrupt:
+        raise SweepError("the sweep was interrupted (Ctrl-C); every cell finished is kept: run the same command "
+                         "again to resume") from None
+    if result.cancelled:
+        left = sum(cell.get("error") == NOT_RUN for cell in result.cells)
+        raise SweepError(f"the sweep was interrupted (Ctrl-C): {len(result.cells) - left} of {len(result.cells)} "
+                         f"cells are done and kept in {result.directory}; run the same command again to run the "
+                         f"other {left}")
     return {"sweep_id": result.sweep_id, "backend": result.backend, "cells": result.cells, "ran": result.ran,
             "trained": result.trained, "collapse": collapse_summary(result.cells),
-            "table": str(result.csv_path)}
+            "table": str(result.csv_path), "parquet": str(result.parquet_path)}
 
 
 COMMANDS = {

@@ -14,10 +14,11 @@ verdict, the dilution fit (m_out), the carrier's argmax offset and the predicted
 whose config is invalid, or whose work is over a budget or fails, gives a row with its `error`; the
 other cells go on.
 
-What is kept (`<store root>/sweeps/<sweep id>/`): `grid.json`, and one `cells/<index>.json` per cell
-as it finishes, so a sweep that is stopped or killed resumes where it left off (a finished cell is
-read back, not run again; a cell that failed is tried again), and a sweep run twice trains nothing
-the second time (its runs are in the store). The sweep id is a hash of the grid.
+What is kept (`<store root>/sweeps/<sweep id>/`): `grid.json`, one `cells/<index>.json` per cell as
+it finishes, and the table as `table.csv` and `table.parquet` when the call ends. A sweep that is
+stopped or killed resumes where it left off (a finished cell is read back, not run again; a cell that
+failed is tried again), and a sweep run twice trains nothing the second time (its runs are in the
+store). The sweep id is a hash of the grid.
 
 Backends. `local`: a `concurrent.futures.ProcessPoolExecutor` (spawned workers, one torch thread
 each). `ray`: the same function as a Ray task on an existing cluster (`address`) or a local Ray
@@ -36,8 +37,11 @@ import json
 import math
 import multiprocessing
 import os
+import signal
+import sys
 import threading
 import time
+import types
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -53,6 +57,11 @@ MAX_CELLS = 512  # cells in one sweep (the hosted app's budget may allow fewer: 
 MAX_GRID_LENGTHS = 16
 GRID_AXES = ("encoding", "attention", "offset", "train_length", "vocab_size", "seed")  # the config's own names
 SWEEPS_DIR = "sweeps"
+NOT_RUN = "not run: the sweep was cancelled"  # the error of a cell a cancelled sweep left for next time
+NUMBER_COLUMNS = {"m_out", "m_out_low", "m_out_high", "carrier_margin", "argmax_offset", "predicted_horizon",
+                  "measured_horizon", "predicted_horizon_ceiling", "steps", "length", "accuracy", "accuracy_low",
+                  "accuracy_high", "target_mass"}  # the table's numeric figures, whichever cells have them
+LENGTH_COLUMNS = ("length", "accuracy", "accuracy_low", "accuracy_high", "target_mass")  # a row of a cell's lengths
 HORIZON_MULTIPLE = 1024  # a cell's predicted horizon is looked for up to this multiple of L_train (or the table's end)
 
 
@@ -271,6 +280,10 @@ class SweepResult:
     def csv_path(self) -> Path | None:
         return None if self.directory is None else self.directory / "table.csv"
 
+    @property
+    def parquet_path(self) -> Path | None:
+        return None if self.directory is None else self.directory / "table.parquet"
+
     def table(self):
         """One row per (cell, length): the cell's settings and figures beside the length's accuracy and mass;
         a cell with an error (or no lengths) gives one row with `error`."""
@@ -281,7 +294,14 @@ class SweepResult:
             flat = {key: value for key, value in cell.items() if key != "lengths"}
             for length in cell.get("lengths") or [{}]:
                 rows.append({**flat, **length})
-        return pd.DataFrame(rows)
+        table = pd.DataFrame(rows)
+        for name in NUMBER_COLUMNS & set(table.columns):  # a figure no cell has (None throughout) is NaN, not object
+            table[name] = pd.to_numeric(table[name])
+        for name in ("learned", "reused"):
+            if name in table and table[name].isna().any():  # an error row has neither: true/false/missing
+                table[name] = table[name].astype("boolean")
+        front = [name for name in (*GRID_AXES, "run_id", *LENGTH_COLUMNS) if name in table]
+        return table[front + sorted(set(table.columns) - set(front))]  # the same order run now or read back
 
 
 def sweep_dir(store_root: Path, sweep_id: str) -> Path:
@@ -354,10 +374,12 @@ def run_sweep(grid: SweepGrid, store_root: Path, backend: Backend = "local", wor
 
     runner = _run_ray if backend == "ray" else _run_local
     cancelled = runner(todo, str(store_root), grid, workers, address, finished, cancel, device)
-    cells = [r if r is not None else {**settings[i], "error": "not run: the sweep was cancelled"}
+    cells = [r if r is not None else {**settings[i], "error": NOT_RUN}
              for i, r in enumerate(results)]
     result = SweepResult(grid.sweep_id(), grid, cells, cancelled, ran, trained, backend, directory=directory)
-    result.table().to_csv(result.csv_path, index=False)  # beside the runs; the Sweeps page offers it too
+    table = result.table()  # beside the runs, as CSV and as Parquet (its types kept); the Sweeps page offers both
+    table.to_csv(result.csv_path, index=False)
+    table.to_parquet(result.parquet_path, index=False)
     return result
 
 
@@ -365,15 +387,57 @@ def _error_record(error: BaseException) -> dict[str, Any]:
     return {"error": f"{type(error).__name__}: {' '.join(str(error).split())}"}
 
 
+class _WorkerProcess(multiprocessing.context.SpawnProcess):
+    """A pool worker, spawned without the parent's `__main__` and deaf to Ctrl-C.
+
+    A spawn re-runs the parent's `__main__` file in the child; under `streamlit run` or AppTest that is
+    the app script, which has no business running (or failing) in a worker: the child is started with a
+    bare `__main__` instead (restored at once). A Ctrl-C in a terminal reaches the whole process group:
+    the workers ignore it (an ignored signal stays ignored across the exec), and the sweep, in the main
+    process, decides what stops."""
+
+    _bare_main = types.ModuleType("__main__")
+    _lock = threading.Lock()
+
+    def start(self) -> None:
+        in_main_thread = threading.current_thread() is threading.main_thread()
+        with self._lock:
+            saved, sys.modules["__main__"] = sys.modules["__main__"], self._bare_main
+            interrupt = signal.signal(signal.SIGINT, signal.SIG_IGN) if in_main_thread else None
+            try:
+                super().start()
+            finally:
+                if interrupt is not None:
+                    signal.signal(signal.SIGINT, interrupt)
+                if sys.modules["__main__"] is self._bare_main:  # a script thread may have set its own meanwhile
+                    sys.modules["__main__"] = saved
+
+
+class _WorkerContext(multiprocessing.context.SpawnContext):
+    """The spawn context of one pool: its workers are `_WorkerProcess`es, remembered so that an interrupted
+    sweep can stop them."""
+
+    def __init__(self) -> None:
+        self.workers: list[_WorkerProcess] = []
+
+    def Process(self, *args, **kwargs) -> _WorkerProcess:  # the name the pool calls
+        worker = _WorkerProcess(*args, **kwargs)
+        self.workers.append(worker)
+        return worker
+
+
 def _run_local(todo, store_root: str, grid: SweepGrid, workers: int | None, address: str | None,
                finished, cancel: threading.Event | None, device: str) -> bool:
+    """Cells through a process pool; True if it stopped early: `cancel` set (running cells finish and are
+    kept) or Ctrl-C (running cells are stopped at once and run again next time)."""
     if address is not None:
         raise SweepError("an address is for the ray backend; the local backend runs on this machine")
     count = max(1, min(workers or os.cpu_count() or 1, len(todo) or 1))
-    context = multiprocessing.get_context("spawn")  # no forked torch state in the workers
+    context = _WorkerContext()  # spawned: no forked torch state in the workers
     queue = list(todo)
-    with concurrent.futures.ProcessPoolExecutor(count, mp_context=context) as pool:
-        futures: dict[concurrent.futures.Future, int] = {}
+    pool = concurrent.futures.ProcessPoolExecutor(count, mp_context=context)
+    futures: dict[concurrent.futures.Future, int] = {}
+    try:
         while queue or futures:
             # hand out cells as workers free up (one waiting per worker), so a cancel leaves the rest unstarted
             while queue and len(futures) < 2 * count and not (cancel is not None and cancel.is_set()):
@@ -390,6 +454,15 @@ def _run_local(todo, store_root: str, grid: SweepGrid, workers: int | None, addr
                 for future in list(futures):
                     if future.cancel():  # not started yet
                         del futures[future]
+    except KeyboardInterrupt:
+        for future in futures:
+            future.cancel()
+        for worker in context.workers:
+            if worker.is_alive():
+                worker.terminate()
+        return True
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
     return cancel is not None and cancel.is_set()
 
 
@@ -415,23 +488,33 @@ def _run_ray(todo, store_root: str, grid: SweepGrid, workers: int | None, addres
         task = ray.remote(num_cpus=1)(run_cell)
         refs = {task.remote(store_root, config, grid.lengths, grid.samples, device): index for index, config in todo}
         pending = list(refs)
-        while pending:
-            if cancel is not None and cancel.is_set():
-                for ref in pending:
-                    ray.cancel(ref)
-            done, pending = ray.wait(pending, num_returns=1, timeout=0.5)
-            for ref in done:
-                try:
-                    finished(refs[ref], ray.get(ref))
-                except ray.exceptions.TaskCancelledError:
-                    continue
-                except ray.exceptions.RayError as error:  # a task's failure is the cell's, not the sweep's
-                    cause = getattr(error, "cause", None) or error
-                    finished(refs[ref], _error_record(cause))
+        try:
+            _gather_ray(ray, refs, pending, finished, cancel)
+        except KeyboardInterrupt:  # Ctrl-C: Ray stops the tasks; the finished cells are kept
+            for ref in refs:
+                ray.cancel(ref, force=True)
+            return True
         return cancel is not None and cancel.is_set()
     finally:
         if started_here:
             ray.shutdown()
+
+
+def _gather_ray(ray, refs: dict, pending: list, finished, cancel: threading.Event | None) -> None:
+    """Each task's record as it finishes, until none is left; `cancel` set cancels the rest."""
+    while pending:
+        if cancel is not None and cancel.is_set():
+            for ref in pending:
+                ray.cancel(ref)
+        done, pending = ray.wait(pending, num_returns=1, timeout=0.5)
+        for ref in done:
+            try:
+                finished(refs[ref], ray.get(ref))
+            except ray.exceptions.TaskCancelledError:
+                continue
+            except ray.exceptions.RayError as error:  # a task's failure is the cell's, not the sweep's
+                cause = getattr(error, "cause", None) or error
+                finished(refs[ref], _error_record(cause))
 
 
 def sweep_collapse(cells: Sequence[dict[str, Any]]) -> tuple[Collapse | None, str]:

@@ -3,9 +3,12 @@ small grid on the server and shows it, and refuses a grid over the server's swee
 
 from __future__ import annotations
 
+import io
+import json
 import time
 from pathlib import Path
 
+import pandas as pd
 from streamlit.testing.v1 import AppTest
 
 from lengen_core.serving.sweep import collapse_summary
@@ -41,6 +44,37 @@ def test_the_page_opens_on_the_preset_sweep_and_trains_nothing(monkeypatch):
     assert f"{summary['spread_scaled']:.3f} in the scaled length against {summary['spread_raw']:.3f}" in text
     assert "rope: 12 runs" in text and "learned: 12 runs" in text
     assert "24 runs, each at" in text  # the form's default grid, priced before it runs
+    accuracy = json.loads(charts(app)[0].proto.spec)
+    assert accuracy["facet"]["field"] == "encoding" and accuracy["resolve"]["scale"]["y"] == "shared"
+    assert accuracy["facet"]["sort"] == ["rope", "learned"]  # one panel per encoding of the sweep
+    assert "Click a point of the collapse to pick its run" in text  # nothing picked: every run listed
+    assert len(app.dataframe[0].value) == 12
+    labels = [button.proto.label for button in app.main.get("download_button")]
+    assert labels == ["Download the table (CSV)", "Download the table (Parquet)"]
+
+
+def test_the_parquet_offered_is_the_csv_table_with_its_types():
+    table = sweeps.preset_result().table()
+    parquet = pd.read_parquet(io.BytesIO(sweeps.parquet_bytes(table)))
+    pd.testing.assert_frame_equal(parquet, table)
+    pd.testing.assert_frame_equal(parquet, pd.read_csv(io.StringIO(table.to_csv(index=False))))
+    assert parquet["learned"].dtype == bool and parquet["length"].dtype == "int64"
+
+
+def test_a_run_picked_in_the_collapse_is_listed_alone_and_brought_forward_in_the_other_charts():
+    cells = pd.DataFrame([{k: v for k, v in c.items() if k != "lengths"} for c in sweeps.preset_result().cells])
+    run = cells[(cells.encoding == "rope") & (cells.offset == 5) & (cells.seed == 1)].run_id.item()
+    event = {"selection": {"runs": [{"run_id": run}]}}
+    picked = sweeps.picked_runs(type("Event", (), event)())
+    assert picked == {run} and sweeps.picked_runs(None) == set()
+    assert sweeps.per_run_rows(cells, picked).run_id.tolist() == [run]
+    assert len(sweeps.per_run_rows(cells, set())) == 12  # nothing picked: every RoPE run
+    assert "Picked 1 run (k 5 seed 1)" in sweeps.picked_caption(cells, picked)
+    for chart in (sweeps.argmax_chart(cells, picked), sweeps.margin_chart(cells, picked)):
+        opacity = chart.to_dict()["layer"][-1]["encoding"]["opacity"] if "layer" in chart.to_dict() else \
+            chart.to_dict()["encoding"]["opacity"]
+        assert opacity["condition"]["test"] == {"field": "run_id", "oneOf": [run]}
+        assert opacity["condition"]["value"] > opacity["value"]
 
 
 def test_a_small_grid_runs_on_the_server_and_is_shown(monkeypatch):
@@ -59,6 +93,7 @@ def test_a_small_grid_runs_on_the_server_and_is_shown(monkeypatch):
         assert time.monotonic() < deadline
         time.sleep(0.5)
     assert runner.current.error is None and runner.current.result.ran == 1
+    assert "error" not in runner.current.result.cells[0], runner.current.result.cells[0]  # the worker ran the cell
     app.run()
     shown = app.radio[0]
     assert shown.value.startswith("This server's last sweep (1 runs")

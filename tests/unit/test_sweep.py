@@ -53,6 +53,13 @@ def test_a_sweep_runs_every_cell_and_a_second_run_trains_nothing(tmp_path):
     again = run_sweep(GRID, tmp_path, workers=2)
     assert again.ran == 0 and again.trained == 0  # every cell read back
     pd.testing.assert_frame_equal(again.table()[FIGURES], table[FIGURES])
+    parquet, csv = pd.read_parquet(first.parquet_path), pd.read_csv(first.csv_path)
+    assert first.parquet_path.parent == first.csv_path.parent == sweep_dir(tmp_path, GRID.sweep_id())
+    pd.testing.assert_frame_equal(parquet, csv)  # the same frame, dtypes included
+    pd.testing.assert_frame_equal(parquet, again.table())
+    kinds = parquet.dtypes
+    assert kinds["learned"] == bool and kinds["length"] == "int64" and kinds["offset"] == "int64"
+    assert kinds["accuracy"] == "float64" and kinds["m_out"] == "float64" and pd.api.types.is_string_dtype(kinds["run_id"])
 
 
 def test_a_cancelled_sweep_resumes_where_it_left_off_and_gives_the_same_table(tmp_path):
@@ -82,6 +89,9 @@ def test_an_invalid_cell_is_reported_and_the_others_finish(tmp_path):
     assert "offset 20 must be smaller than the training length 16" in bad["error"]
     assert "error" not in good and good["run_id"] and good["lengths"]
     assert not (sweep_dir(tmp_path, grid.sweep_id()) / "cells" / "1.json").exists()  # tried again next time
+    parquet = pd.read_parquet(result.parquet_path)  # the error row kept beside the good cell's rows
+    pd.testing.assert_frame_equal(parquet, result.table())
+    assert parquet["error"].notna().sum() == 1 and parquet["accuracy"].dtype == "float64"
 
 
 def test_an_unknown_backend_is_refused_before_any_work(tmp_path):
