@@ -48,7 +48,10 @@ PRESENT_HEIGHT, PRESENT_FONT = 600, 20
 
 def _draw(figure: go.Figure, look_for: str, data: pd.DataFrame, name: str, stem: str, presenting: bool) -> None:
     if presenting:  # for a projector: taller, and text that reads from the back of the room
-        figure.update_layout(height=PRESENT_HEIGHT, font=dict(size=PRESENT_FONT))
+        figure.update_layout(height=PRESENT_HEIGHT, font=dict(size=PRESENT_FONT), title_font_size=PRESENT_FONT + 4,
+                             legend_font_size=PRESENT_FONT - 2)
+        figure.update_xaxes(tickfont_size=PRESENT_FONT - 2, title_font_size=PRESENT_FONT)
+        figure.update_yaxes(tickfont_size=PRESENT_FONT - 2, title_font_size=PRESENT_FONT)
     chart(figure, look_for, data, name, stem)
 
 

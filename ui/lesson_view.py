@@ -25,7 +25,9 @@ LESSON, STEP, PRESENT, LOCK = "lesson", "step", "present", "lock"
 # Presenter mode: no sidebar or its toggle, no toolbar, no CSV buttons; text and widgets larger.
 PRESENT_CSS = """<style>
 [data-testid="stSidebar"], [data-testid="stSidebarCollapsedControl"], [data-testid="stExpandSidebarButton"],
-[data-testid="stToolbar"], [data-testid="stDecoration"], [data-testid="stDownloadButton"] { display: none !important; }
+[data-testid="stHeader"], [data-testid="stToolbar"], [data-testid="stDecoration"], [data-testid="stDownloadButton"] {
+    display: none !important;
+}
 [data-testid="stMainBlockContainer"] { max-width: 100% !important; padding-top: 1.5rem !important; }
 [data-testid="stMarkdownContainer"] p, [data-testid="stMarkdownContainer"] li,
 [data-testid="stExpander"] summary p, [data-testid="stCaptionContainer"], button p { font-size: 1.45rem !important; }

@@ -109,3 +109,21 @@ def test_a_paused_training_stops_and_keeps_its_steps(tmp_path):
         assert pool.store.load(pool.status(ticket).stored_run_id).steps == 5
     finally:
         pool.close()
+
+
+def test_time_spent_paused_is_not_charged_to_the_wall_clock_limit(tmp_path):
+    pool = TrainingPool(RunStore(tmp_path), max_concurrent=1, device="cpu", train_seconds=1.0)
+    try:
+        ticket = pool.submit(config(36, steps=50_000))
+        pool.pause(ticket)
+        wait_for(lambda: pool.status(ticket).state == "running")
+        time.sleep(1.6)  # paused past the 1 s limit
+        status = pool.status(ticket)
+        assert status.state == "running" and not status.stopped and status.note is None
+        pool.advance(ticket, 2)
+        wait_for(lambda: steps_done(pool, ticket) == 2)
+        pool.resume(ticket)  # about 1 s of training is left: then it stops at the limit, keeping its steps
+        wait_for(lambda: pool.status(ticket).state == "done", timeout=30)
+        assert "wall-clock limit of 1 s" in pool.status(ticket).note
+    finally:
+        pool.close()
