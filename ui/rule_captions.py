@@ -20,8 +20,8 @@ from ui.attention_captions import ArgmaxTrace
 from ui.captions import percent, share
 
 MASS_DIFFERENCE = 0.02  # target masses closer than this are "the same" (their s.e.m. is below 0.01 at 64 samples)
-NO_LAW = {"too_few_points": "too few lengths past training with p > 2/V", "not_learned": "the run did not learn",
-          "at_chance": "at chance past training", "not_applicable": "a transformer's mass averages every query"}
+NO_LAW = {"too_few_points": "p ≤ 2/V past training", "not_learned": "not learned",
+          "at_chance": "at chance past training", "not_applicable": "transformer"}
 
 
 @dataclass(frozen=True)
@@ -99,21 +99,26 @@ def tracking(curve: RuleCurve) -> str | None:
             f"{curve.lengths[worst]:,}) and {mass.max():.2g} of p")
 
 
-def law_cell(fit: FitResult, curve: RuleCurve, train_length: int) -> str:
-    """m_out with its 95% interval where the law describes the run under the rule, else a sentence, never
-    a figure: a fit to a p that does not fall with length (a rule that stops dilution) has no finite m_out."""
+def law_cell(fit: FitResult, curve: RuleCurve, train_length: int) -> tuple[str, str | None]:
+    """m_out with its 95% interval where the law describes the run under the rule, else a short 'no law: …'
+    (never a figure) and the sentence saying why: a fit to a p that does not fall with length (a rule
+    that stops dilution) has no finite m_out, whatever number the optimiser stopped at."""
     where = "this run" if curve.rule == "none" else f"this run under {curve.rule}"
     if fit.fit is None:
-        return f"law does not describe {where} ({NO_LAW.get(fit.status, fit.status)})"
+        why = NO_LAW.get(fit.status, fit.status)
+        return f"no law: {why}", f"The law does not describe {where}: {why}."
     fitted = [(n, p) for n, p in zip(curve.lengths, curve.target_mass, strict=True)
               if train_length <= n <= fit.fit.longest]
     (first, p_first), (last, p_last) = fitted[0], fitted[-1]
     if p_last >= p_first:
-        return (f"law does not describe {where}: p does not fall with length ({share(p_first)} at {first:,}, "
-                f"{share(p_last)} at {last:,}), so there is no finite m_out")
+        return "no law: p does not fall", (
+            f"The law does not describe {where}: p does not fall with length ({share(p_first)} at {first:,}, "
+            f"{share(p_last)} at {last:,}), so there is no finite m_out.")
     if fit.fit.holds:
-        return m_out_text(fit)
-    return f"law does not describe {where} (off by {fit.fit.max_relative_error:.0%} at {fit.fit.worst_length:,})"
+        return m_out_text(fit), None
+    off = f"{fit.fit.max_relative_error:.0%}"
+    return f"no law: off by {off}", (f"The law does not describe {where}: the best fit misses by {off} at "
+                                      f"{fit.fit.worst_length:,}.")
 
 
 def measured_cell(lengths: Sequence[int], accuracy: Sequence[float], train_length: int) -> str:
@@ -153,13 +158,18 @@ def carrier_caption(rule: str, scale: float, offsets: Sequence[int], values: Seq
             f"{values[peak] - values[offset]:.2f} below its peak.")
 
 
+def recurrence_count(count: int, limit: int = 50) -> str:
+    """'12', or '50 or more' where the search stopped at its limit."""
+    return f"{count} or more" if count >= limit else f"{count}"
+
+
 def recurrence_text(rule: str, offsets: Sequence[int], search_length: int, peak: int, train_length: int,
                     limit: int = 50) -> str:
     """'**ntk**: 5 up to 65,536, the first at 656, 782, 933'; where the rule moved the peak itself past the
     training length (PI), the search starts inside the peak and says so."""
     if not offsets:
         return f"**{rule}**: none up to {search_length:,}"
-    count = f"{len(offsets)} or more" if len(offsets) >= limit else f"{len(offsets)}"
+    count = recurrence_count(len(offsets), limit)
     text = f"**{rule}**: {count} up to {search_length:,}, the first at {', '.join(f'{n:,}' for n in offsets[:3])}"
     if peak >= train_length:
         text += (f" (its peak moved past the training length, to Δ = {peak:,}: the search, which starts at "

@@ -83,10 +83,13 @@ def carrier_by_rule(table: pd.DataFrame, train_length: int, offset: int, peaks: 
         figure.add_scatter(x=rows["offset"], y=rows["s"], mode="lines", name=f"s(Δ) {rule}",
                            line=dict(color=colours[rule], width=2.5 if rule == "none" else 2),
                            hovertemplate=hover("Δ = %{x:,}", "s(Δ) = %{y:.3f} nats"))
-    for rule, (at, value) in peaks.items():
+    labelled: set[int] = set()
+    for rule, (at, value) in peaks.items():  # a star for each; a label only where no earlier peak has one
+        text = None if at in labelled else f"{rule} peak Δ = {at:,}"
+        labelled.add(at)
         figure.add_scatter(x=[at], y=[value], mode="markers+text", name=f"peak {rule}: Δ = {at:,}",
                            marker=dict(color=colours[rule], size=13, symbol="star", line=dict(width=1, color="black")),
-                           text=[f"{rule} peak Δ = {at:,}"], textposition="top center", textfont=dict(color=colours[rule]),
+                           text=[text], textposition="top center", textfont=dict(color=colours[rule]),
                            hovertemplate=hover(f"{rule}: peak at Δ = %{{x:,}}", "s = %{y:.3f} nats"))
     figure.add_vrect(x0=-0.5, x1=train_length - 0.5, fillcolor=REFERENCE, opacity=0.15, line_width=0,
                      annotation_text="training range", annotation_position="bottom right")

@@ -73,12 +73,12 @@ def _recurrences(run: Run, found: list[RuledCarrier]) -> None:
     if found[0].source != "analytic":
         st.caption("Near-recurrences are searched for analytic (RoPE) carriers only: this carrier is measured.")
         return
-    rows = [{"rule": c.label, "near-recurrences": len(c.near_recurrences),
+    rows = [{"rule": c.label, "near-recurrences": rule_captions.recurrence_count(len(c.near_recurrences)),
              "first offsets": ", ".join(f"{r.offset:,}" for r in c.near_recurrences[:5]) or "none",
              "closest gap (nats)": min((r.gap for r in c.near_recurrences), default=None),
              "searched up to": c.search_length} for c in found]
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", column_config={
-        "near-recurrences": st.column_config.NumberColumn(help="Far offsets (past the training length) where some "
+        "near-recurrences": st.column_config.TextColumn(help="Far offsets (past the training length) where some "
                                                               "token pair's logit comes within ln 4 of the target's; "
                                                               "the search stops at 50."),
         "closest gap (nats)": st.column_config.NumberColumn(format="%.2f"),

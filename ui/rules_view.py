@@ -61,21 +61,27 @@ def _table(run: str, curves: list[RuleCurve], samples: int) -> pd.DataFrame:
 
 
 def _rows(run: str, config: RunConfig, single_head: bool, measured: dict[str, tuple[RuleCurve, FitResult]],
-          run_id: str) -> list[dict]:
-    rows, L = [], config.task.train_length
+          run_id: str) -> tuple[list[dict], list[str]]:
+    """One row per rule, and the sentences saying why a rule has no law (prefixed by the run on Compare)."""
+    rows, laws, L = [], [], config.task.train_length
     for label, (curve, fit) in measured.items():
         horizon, refused = _horizon(run_id, label, curve.lengths[-1]) if single_head else (None, None)
+        cell, why = rule_captions.law_cell(fit, curve, L)
+        if why is not None and single_head:
+            laws.append(why if run == "this run" else f"**{plain(run)}**: {why}")
         rows.append({"run": run, "rule": label, "changes": parse_rule(label).changes,
                      "longest L": curve.lengths[-1], "accuracy there": curve.accuracy[-1],
-                     "p there": curve.target_mass[-1], "m_out (95%)": rule_captions.law_cell(fit, curve, L),
+                     "p there": curve.target_mass[-1], "m_out (95%)": cell,
                      "horizon measured": rule_captions.measured_cell(curve.lengths, curve.accuracy, L),
                      "horizon predicted": rule_captions.predicted_cell(horizon, refused) if single_head else
-                     "n/a (no prediction for a transformer)"})
-    return rows
+                     "n/a (transformer)"})
+    return rows, laws
 
 
-def _numbers(rows: list[dict]) -> None:
-    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", column_config={
+def _numbers(rows: list[dict], laws: list[str], one_run: bool) -> None:
+    """The table of each rule's numbers (no run column for one run), then why a rule has no law."""
+    table = pd.DataFrame(rows).drop(columns=["run"] if one_run else [])
+    st.dataframe(table, hide_index=True, width="stretch", column_config={
         "longest L": st.column_config.NumberColumn(format="%d", help="The longest length measured."),
         "accuracy there": st.column_config.NumberColumn(format="%.3f", help="Measured accuracy at the longest L."),
         "p there": st.column_config.NumberColumn(format="%.3g", help="Measured target mass at the longest L."),
@@ -86,6 +92,8 @@ def _numbers(rows: list[dict]) -> None:
         "horizon predicted": st.column_config.TextColumn(help="The largest length with predicted accuracy ≥ 0.9 under "
                                                               "the rule, looked for up to the longest length measured."),
     })
+    if laws:
+        st.caption(" ".join(laws))
 
 
 def dilution_rules(run: Run, lengths: Sequence[int], samples: int) -> None:
@@ -120,7 +128,7 @@ def dilution_rules(run: Run, lengths: Sequence[int], samples: int) -> None:
                                       "target mass p"),
                   f"measured (solid) against predicted from the weights before any measurement (dashed): {tracked}.",
                   table, "rules-mass", run.run_id)
-    _numbers(_rows("this run", run.config, True, measured, run.run_id))
+    _numbers(*_rows("this run", run.config, True, measured, run.run_id), one_run=True)
 
 
 def compare_rules(labels: dict[str, str], runs: dict[str, Run], lengths: dict[str, tuple[int, ...]],
@@ -146,7 +154,7 @@ def compare_rules(labels: dict[str, str], runs: dict[str, Run], lengths: dict[st
     except ConfigError as error:
         widgets.refusal("The rules are not evaluated here", error)
         return
-    tables, rows, curves = [], [], {}
+    tables, rows, laws, curves = [], [], [], {}
     with Progress("Reading under the rules", runs=sum(map(len, plan.values()))) as progress:
         for run_id, chosen in plan.items():
             single = runs[run_id].config.single_head
@@ -156,7 +164,8 @@ def compare_rules(labels: dict[str, str], runs: dict[str, Run], lengths: dict[st
                 progress.next_run()
             curves[run_id] = [curve for curve, _ in measured.values()]
             tables.append(_table(labels[run_id], curves[run_id], samples))
-            rows += _rows(labels[run_id], runs[run_id].config, single, measured, run_id)
+            found_rows, found_laws = _rows(labels[run_id], runs[run_id].config, single, measured, run_id)
+            rows, laws = rows + found_rows, laws + found_laws
     table = pd.concat(tables, ignore_index=True)
     chance = min(1 / run.config.task.vocab_size for run in runs.values())
     effects, tracked = [], []
@@ -173,5 +182,5 @@ def compare_rules(labels: dict[str, str], runs: dict[str, Run], lengths: dict[st
                                       "target mass p"),
                   "measured (solid) against predicted from the weights before any measurement (dashed; single-head "
                   f"runs only): {'; '.join(tracked) or 'no run here has a prediction'}.", table, "compare-rules-mass")
-    _numbers(rows)
+    _numbers(rows, laws, one_run=False)
 

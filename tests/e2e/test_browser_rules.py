@@ -1,0 +1,78 @@
+"""End to end for inference rules (issue 17) in Debian's chromium at 1280 px: log-n picked on Dilution
+flattens the RoPE preset's curve beside the unmodified one; PI and NTK picked on Carrier reshape s(Δ).
+Screenshots of each section in artifacts/screenshots/rules-*.png."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+from test_browser import settle
+
+from ui.presets import PRESETS
+
+pytestmark = pytest.mark.e2e
+playwright = pytest.importorskip("playwright.sync_api")
+
+SHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
+WIDTH = 1280
+MAIN = '[data-testid="stMain"]'
+TASK = PRESETS["RoPE"].task
+
+
+def pick(tab, selector: str, *rules: str) -> None:
+    """Choose `rules` in the multiselect labelled `selector`, one option at a time, then close it."""
+    for rule in rules:
+        tab.get_by_role("combobox", name=selector).click()
+        tab.get_by_role("option", name=re.compile(f"^{re.escape(rule)}:")).click()
+        tab.keyboard.press("Escape")
+        settle(tab, 600_000)
+
+
+def shoot(tab, heading: str, name: str, height: int) -> None:
+    """A screenshot of the page from `heading` down, `height` px tall, the full width (the tab is tall
+    enough that nothing scrolls: Streamlit's main area scrolls inside itself, past a page screenshot's reach)."""
+    top = tab.get_by_role("heading", name=heading).bounding_box()["y"]
+    tab.screenshot(path=SHOTS / f"{name}.png", clip={"x": 0, "y": top - 10, "width": WIDTH, "height": height})
+
+
+def query(tab) -> dict[str, list[str]]:
+    return parse_qs(urlsplit(tab.url).query)
+
+
+def test_log_n_on_dilution_draws_its_curves_beside_the_unmodified_run(server, browser) -> None:
+    tab = browser.new_page(viewport={"width": WIDTH, "height": 6000})
+    tab.goto(f"{server}/dilution?longest=4096&samples=256")
+    tab.get_by_role("heading", name="Inference rules: the same weights read another way").wait_for(timeout=300_000)
+    settle(tab, 600_000)
+    pick(tab, "Inference rules", "log-n")
+    tab.get_by_text("Accuracy under each rule").first.wait_for(timeout=300_000)
+    settle(tab, 600_000)
+    assert not tab.locator('[data-testid="stException"]').count()
+    text = tab.locator(MAIN).inner_text()
+    assert re.search(r"log-n keeps p at 0\.\d+ at 4,096 \(256×\) where the unmodified run falls to 0\.\d+", text), text
+    assert query(tab)["rules"] == ["log-n"]
+    shoot(tab, "Inference rules: the same weights read another way", "rules-dilution", 1900)
+    tab.close()
+
+
+def test_pi_and_ntk_on_carrier_reshape_the_carrier(server, browser) -> None:
+    tab = browser.new_page(viewport={"width": WIDTH, "height": 5000})
+    tab.goto(f"{server}/carrier")
+    tab.get_by_role("heading", name="PI and NTK: the carrier read at a longer length").wait_for(timeout=300_000)
+    settle(tab)
+    pick(tab, "Carrier rules", "pi", "ntk")
+    tab.get_by_role("textbox", name="ntk scale α").fill("4")
+    tab.keyboard.press("Enter")
+    length = 8 * TASK.train_length
+    tab.get_by_text(f"ntk:4 (α = 4 at L = {length:,})").first.wait_for(timeout=300_000)  # the rerun with α = 4
+    settle(tab, 600_000)
+    assert not tab.locator('[data-testid="stException"]').count()
+    text = tab.locator(MAIN).inner_text()
+    assert f"pi (s = 8 at L = {length:,}): the peak moves from Δ = {TASK.offset} to Δ = {8 * TASK.offset}" in text, text
+    assert f"ntk:4 (α = 4 at L = {length:,})" in text
+    assert query(tab)["rules"] == ["pi,ntk:4"]
+    shoot(tab, "PI and NTK: the carrier read at a longer length", "rules-carrier", 1300)
+    tab.close()
