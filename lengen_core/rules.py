@@ -42,7 +42,7 @@ import torch
 from torch import nn
 
 from lengen_core.config import ConfigError, RunConfig
-from lengen_core.encodings import PositionalEncoding, rope_frequencies, rope_rotate
+from lengen_core.encodings import NO_FLOAT64, PositionalEncoding, rope_frequencies, rope_rotate
 
 MAX_RULE_SCALE = 1 << 20  # a chosen scale beyond this has no length the lab can evaluate to follow it
 MAX_SSMAX_S = 100.0
@@ -109,6 +109,16 @@ class InferenceRule:
 
     def position_factor(self, length: int, train_length: int) -> float:
         return 1.0
+
+    def map_positions(self, positions: torch.Tensor, length: int, train_length: int) -> torch.Tensor:
+        """Positions as the encoding sees them under the rule: unchanged, or × `position_factor` in
+        float64 (float32 on a device without float64: PI's positions stay below L_train ≤ 512, where
+        float32 keeps them to 1e-4)."""
+        factor = self.position_factor(length, train_length)
+        if factor == 1.0:
+            return positions
+        dtype = torch.float32 if positions.device.type in NO_FLOAT64 else torch.float64
+        return positions.to(dtype) * factor
 
     def rope_base(self, base: float, d_head: int, length: int, train_length: int) -> float:
         return base
@@ -217,10 +227,6 @@ class PositionInterpolation(InferenceRule):
     def position_factor(self, length: int, train_length: int) -> float:
         return 1.0 / self.scale(length, train_length)
 
-    def map_positions(self, positions: torch.Tensor, length: int, train_length: int) -> torch.Tensor:
-        """Positions as the encoding sees them: float64, × 1/s."""
-        return positions.to(torch.float64) * self.position_factor(length, train_length)
-
 
 @dataclass(frozen=True)
 class NTKScaling(InferenceRule):
@@ -297,7 +303,7 @@ class RuledEncoding(PositionalEncoding):
             self.table = table  # a learned table's end, for horizon_ceiling
 
     def _map(self, positions: torch.Tensor) -> torch.Tensor:
-        return positions if self.position_factor == 1.0 else positions.to(torch.float64) * self.position_factor
+        return self.rule.map_positions(positions, self.length, self.train_length)
 
     def check_length(self, length: int) -> None:
         self.inner.check_length(length)
@@ -312,9 +318,9 @@ class RuledEncoding(PositionalEncoding):
         return self.inner.bias(self._map(query_positions), self._map(key_positions))
 
     def logit_scale(self, query_positions: torch.Tensor) -> torch.Tensor | None:
-        keys = query_positions.to(torch.float64) + 1.0  # a query at t sees the keys 0 … t
+        keys = query_positions.cpu().to(torch.float64) + 1.0  # a query at t sees the keys 0 … t (CPU: MPS has no float64)
         factor = self.rule.logit_factor(keys, self.length, self.train_length)
-        return None if factor is None else factor.to(torch.float32)
+        return None if factor is None else factor.to(torch.float32).to(query_positions.device)
 
 
 def _view(module: nn.Module, **children: nn.Module) -> nn.Module:
