@@ -265,20 +265,23 @@ def make_rule(name: str, param: float | None = None) -> InferenceRule:
     return rule(param)
 
 
+def rule_with_parameter(name: str, text: str) -> InferenceRule:
+    """The rule `name` with its parameter written as `text` (blank: the rule's default)."""
+    text = text.strip()
+    if not text:
+        return make_rule(name)
+    try:
+        value = float(text)
+    except ValueError:
+        what = RULES[name].param_name if name in RULES and RULES[name].param_name else "parameter"
+        raise RuleError(f"{name}'s {what} {text[:40]!r} is not a number") from None
+    return make_rule(name, value)
+
+
 def parse_rule(text: str) -> InferenceRule:
     """`name` or `name:param`, as links and the command line write a rule."""
     name, _, value = text.strip().partition(":")
-    if not value:
-        return make_rule(name)
-    try:
-        param = float(value)
-    except ValueError:
-        raise RuleError(f"{name}'s parameter {value!r} is not a number") from None
-    return make_rule(name, param)
-
-
-def check_rule(rule: InferenceRule, config: RunConfig) -> None:
-    rule.check(config)
+    return rule_with_parameter(name, value)
 
 
 class RuledEncoding(PositionalEncoding):
