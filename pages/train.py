@@ -1,4 +1,4 @@
-"""Train: choose a config, queue it on the shared pool, watch it live, stop it, open the run."""
+"""Train: choose a config, queue it on the shared pool, watch it live (pause, step, resume), stop it, open the run."""
 
 import streamlit as st
 
