@@ -461,7 +461,7 @@ class TrainingPool:
         training = self._trainer(job.config, self.device)
         report = self._report(job)
         steps, viewed = iter(training), 0
-        while not job.stop.is_set():
+        while True:
             with self._lock:
                 paused = job.gate.paused
             if view_due(training.steps_done, viewed, paused):
@@ -471,10 +471,12 @@ class TrainingPool:
             with self._lock:  # paused: wait for resume, a step or stop
                 self._progressed.wait_for(lambda: job.gate.may_step() or job.stop.is_set())
                 job.commands.clear()  # no child to send them to: the gate itself is the job's
-            if job.stop.is_set() or (progress := next(steps, None)) is None:
+            if job.stop.is_set() and training.steps_done:  # a stopped run keeps at least one step
+                break
+            if (progress := next(steps, None)) is None:
                 break
             report(progress)
-            if progress.finished:
+            if progress.finished or job.stop.is_set():
                 break
         run = training.finish()
         if job.stop.is_set() and not self._keep(job):

@@ -186,9 +186,9 @@ def _drive(training: Training, conn: Connection) -> bool:
     for one); True when a stop arrived before the end."""
     from lengen_core.serving.jobs import StepGate  # jobs imports this module: imported on use
 
-    gate, steps, viewed = StepGate(), iter(training), 0
+    gate, steps, viewed, stopping = StepGate(), iter(training), 0, False
     while True:
-        while True:  # the commands that came; paused: block on the pipe until one comes
+        while not stopping:  # the commands that came; paused: block on the pipe until one comes
             if view_due(training.steps_done, viewed, gate.paused):  # before waiting: where it stopped
                 viewed = training.steps_done
                 if (seen := live_view(training.model, training.config, viewed)) is not None:
@@ -197,16 +197,23 @@ def _drive(training: Training, conn: Connection) -> bool:
                 break
             kind, value = conn.recv()
             if kind == "stop":
-                return True
-            if kind in ("pause", "resume", "advance"):
+                if training.steps_done:
+                    return True
+                stopping = True  # a stopped run keeps at least one step, paused or not
+            elif kind in ("pause", "resume", "advance"):
                 gate.apply((kind, value))
         progress = next(steps, None)
         if progress is None:
-            return False
+            return stopping
         gate.took_step()
         conn.send(("progress", progress))
-        if progress.finished:
-            return False
+        if stopping:
+            return True
+        if progress.finished:  # a stop that came with the last step still counts
+            stopped = False
+            while conn.poll():
+                stopped = conn.recv()[0] == "stop" or stopped
+            return stopped
 
 
 def serve_child(argv: list[str]) -> None:
