@@ -82,8 +82,9 @@ def _effect(curve: RuleCurve, base: RuleCurve, train_length: int, chance: float,
                      f"{curve.lengths[j]:,}, outside each other's 95% intervals")
         return text + "."
     if p < p0 - MASS_DIFFERENCE:
+        same = ", within each other's 95% intervals at every length" if not better else ""
         return (f"{name} lowers p: {share(p)} at {at} against {share(p0)} unmodified; accuracy {share(curve.accuracy[last])} "
-                f"against {share(base.accuracy[last])}, within each other's 95% intervals at every length.")
+                f"against {share(base.accuracy[last])}{same}.")
     return (f"{name} changes little: p {share(p)} at {at} against {share(p0)} unmodified, accuracy "
             f"{share(curve.accuracy[last])} against {share(base.accuracy[last])}.")
 

@@ -58,9 +58,9 @@ def by_rule(table: pd.DataFrame, measured: str, predicted: str, title: str, y_ti
                 figure.add_scatter(x=rows["length"], y=rows[predicted], mode="lines", name=f"{rule} predicted",
                                    line=dict(color=colour, dash="dash", width=2), legendgroup=rule, showlegend=first,
                                    hovertemplate=hover("L = %{x:,}", "predicted %{y:.3f} (from the weights)"), **where)
-        if chance is not None:
-            figure.add_hline(y=chance, line=dict(color=REFERENCE, dash="dot"), **where,
-                             annotation_text=f"chance 1/V = {chance:.3f}" if i == 0 else None)
+        if chance is not None:  # labelled once: plotly writes "new text" on an annotation given None
+            label = {"annotation_text": f"chance 1/V = {chance:.3f}"} if i == 0 else {}
+            figure.add_hline(y=chance, line=dict(color=REFERENCE, dash="dot"), **where, **label)
         log_axis(figure, "x", table["length"], **where)
     figure.update_yaxes(range=[0, 1.05])
     height = figure.layout.height

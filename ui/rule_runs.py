@@ -28,7 +28,7 @@ from lengen_core.dilution import Prediction, predict
 from lengen_core.evaluate import LengthReport, check_lengths, check_sweep, evaluate
 from lengen_core.fit import FitResult
 from lengen_core.heatmap import Heatmap, attention_heatmap
-from lengen_core.horizon import Horizon
+from lengen_core.horizon import RULE_RESOLUTION, Horizon, search_horizon
 from lengen_core.horizon import predicted_horizon as find_horizon
 from lengen_core.rules import parse_rule, under_rule
 from lengen_core.sequence import SequenceReport, evaluate_sequence
@@ -111,8 +111,13 @@ def ruled_horizon(run_id: str, label: str, ceiling: int) -> Horizon:
     run = load_run(run_id)
     rule = parse_rule(label)
     check_horizon(run.config, ceiling, rule)  # this server's budgets (lengen_core.serving.budget)
-    return find_horizon(run.model, run.config, ceiling=ceiling, afford=prediction_fits(run.config, rule=rule),
-                        rule=rule)
+    afford = prediction_fits(run.config, rule=rule)
+    if rule.trivial:
+        return find_horizon(run.model, run.config, ceiling=ceiling, afford=afford)
+    # lengen_core.horizon.predicted_horizon's search, its accuracy read from the per-length cache: the
+    # doublings are the lengths the page predicted already
+    return search_horizon(lambda lengths: [_prediction_at(run_id, label, n).accuracy for n in lengths],
+                          run.config.task.train_length, ceiling, afford=afford, relative=RULE_RESOLUTION)
 
 
 @dataclass(frozen=True)

@@ -39,13 +39,18 @@ def warnings(app: AppTest) -> str:
     return plain(" ".join(w.value for w in app.warning))
 
 
-def traces(app: AppTest, title: str) -> list[str]:
-    """The trace names of the chart whose title starts with `title` ([] when there is none)."""
+def figure(app: AppTest, title: str) -> dict:
+    """The plotly figure (as JSON) whose title starts with `title` ({} when there is none)."""
     for chart in app.get("plotly_chart"):
         spec = json.loads(chart.proto.spec)
         if spec["layout"].get("title", {}).get("text", "").startswith(title):
-            return [trace.get("name") for trace in spec["data"]]
-    return []
+            return spec
+    return {}
+
+
+def traces(app: AppTest, title: str) -> list[str]:
+    """The trace names of the chart whose title starts with `title` ([] when there is none)."""
+    return [trace.get("name") for trace in figure(app, title).get("data", [])]
 
 
 def rules_table(app: AppTest):
@@ -121,7 +126,11 @@ def test_compare_skips_a_rule_for_the_run_it_is_undefined_for_and_keeps_it_for_t
                                                       ["RoPE + linear attention", "none"]]
     assert "RoPE + linear attention**: log-n skipped: log-n scales the logits" in plain(
         " ".join(c.value for c in app.caption))
-    assert {"none measured", "log-n measured"} <= set(traces(app, "Accuracy under each rule, per run"))
+    panels = figure(app, "Accuracy under each rule, per run")
+    assert {"none measured", "log-n measured"} <= {trace.get("name") for trace in panels["data"]}
+    notes = [note.get("text") for note in panels["layout"]["annotations"]]
+    assert "RoPE" in notes and "RoPE + linear attention" in notes  # a panel per run, titled
+    assert "new text" not in notes  # plotly's placeholder for an annotation without text
     assert app.query_params["rules"] == "log-n" and app.query_params["compare"] == [ROPE, LINEAR]
 
 

@@ -11,7 +11,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from test_browser import settle
 
-from ui.presets import PRESETS
+from ui.presets import PRESETS, preset_ids
 
 pytestmark = pytest.mark.e2e
 playwright = pytest.importorskip("playwright.sync_api")
@@ -75,4 +75,34 @@ def test_pi_and_ntk_on_carrier_reshape_the_carrier(server, browser) -> None:
     assert f"ntk:4 (α = 4 at L = {length:,})" in text
     assert query(tab)["rules"] == ["pi,ntk:4"]
     shoot(tab, "PI and NTK: the carrier read at a longer length", "rules-carrier", 1300)
+    tab.close()
+
+
+def test_a_compare_link_with_rules_opens_with_them_a_panel_per_run(server, browser) -> None:
+    runs = [preset_ids()[name] for name in ("RoPE", "RoPE + linear attention", "Learned (APE)")]
+    tab = browser.new_page(viewport={"width": WIDTH, "height": 7000})
+    tab.goto(f"{server}/compare?{'&'.join(f'compare={r}' for r in runs)}&rules=log-n,pi&longest=1024&samples=128")
+    tab.get_by_text("Accuracy under each rule, per run").first.wait_for(timeout=600_000)
+    settle(tab, 600_000)
+    assert not tab.locator('[data-testid="stException"]').count()
+    text = tab.locator(MAIN).inner_text()
+    assert "RoPE + linear attention: log-n skipped: log-n scales the logits before the softmax" in text, text
+    assert "Learned (APE): pi skipped: pi is not defined for learned" in text
+    assert re.search(r"RoPE: log-n keeps p at 0\.\d+ at 1,024 \(64×\)", text)
+    assert query(tab)["rules"] == ["log-n,pi"]
+    shoot(tab, "Inference rules on each run", "rules-compare", 1700)
+    tab.close()
+
+
+def test_an_attention_link_with_a_rule_draws_its_map_beside_the_unmodified_one(server, browser) -> None:
+    length = 8 * TASK.train_length
+    tab = browser.new_page(viewport={"width": WIDTH, "height": 5000})
+    tab.goto(f"{server}/attention?rules=log-n&rule-length={length}")
+    tab.get_by_text(f"log-n · L = {length}").first.wait_for(timeout=300_000)
+    settle(tab, 600_000)
+    assert not tab.locator('[data-testid="stException"]').count()
+    text = tab.locator(MAIN).inner_text()
+    assert re.search(rf"log-n at L = {length}: the last query attends most to key {length - 1 - TASK.offset} = t − k", text)
+    assert re.search(r"The last query's weight on its target goes from 0\.\d\d to 0\.\d\d under log-n", text)
+    shoot(tab, "The map under an inference rule", "rules-attention", 1000)
     tab.close()
