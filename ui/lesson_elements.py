@@ -39,7 +39,8 @@ from ui.presets import (
     START_SAMPLES,
     dilution_lengths,
 )
-from ui.runs import allowed_lengths, carrier, evaluation, fitted_law, heatmap, load_run, prediction
+from ui.runs import allowed_lengths, carrier, evaluation, fitted_law, heatmap, load_run, prediction, stores
+from ui.state import select_run
 from ui.train_form import request, show_message, train_form
 from ui.widgets import chart, refusal, run_summary
 
@@ -232,6 +233,14 @@ def train(step: Step, presenting: bool, locked: bool = False) -> None:
         request(pool, config)
     show_message()
     live_training(pool)
+    trained = step.config.run_id()
+    if any(store.exists(trained) for store in stores()):  # the lesson's run is trained: where to look at it
+        page, title = ("pages/dilution.py", "Dilution") if step.config.single_head else ("pages/transformer.py",
+                                                                                        "Transformer")
+        if st.button(f"Open the trained run on the {title} page", icon=":material/open_in_new:",
+                     key="lesson-open-run", help=f"Select run {trained} and open the {title} page."):
+            select_run(trained)
+            st.switch_page(page)
 
 
 RENDERERS: dict[str, Callable[..., None]] = {

@@ -102,3 +102,30 @@ def test_presenter_mode_shows_only_the_settings_the_lesson_sets_and_a_lock_fixes
     assert widgets["Positional encoding"].disabled and widgets["Seed"].disabled
     assert widgets["Positional encoding"].value == "learned" and widgets["Seed"].value == 1
     assert not widgets["Steps"].disabled  # what the lesson does not fix stays the students' to change
+
+
+def test_a_trained_lesson_run_opens_on_its_page(tmp_path, monkeypatch):
+    """A step whose run is stored offers to open it: the button selects it and opens its page. (A lesson that
+    trains seed 0 of the default config asks for the RoPE preset's run, which ships.)"""
+    from ui.presets import PRESETS
+
+    untrained = open_link({"lesson": "why-rope-generalises", "step": "2"})
+    assert "lesson-open-run" not in [b.key for b in untrained.button]  # seed 1 is not trained here
+    (tmp_path / "again.toml").write_text("""title = "Again"
+summary = "The RoPE preset, asked for again."
+[[steps]]
+title = "Train it"
+text = "Train the default run."
+element = "train-form"
+question = "Q?"
+answer = "A."
+[steps.config]
+seed = 0
+""", encoding="utf-8")
+    monkeypatch.setattr("ui.lessons.LESSON_ROOT", tmp_path)
+    app = open_link({"lesson": "again", "step": "1"})
+    assert app.button(key="lesson-open-run").label == "Open the trained run on the Dilution page"
+    app.button(key="lesson-open-run").click().run()
+    assert not app.exception, [e.value for e in app.exception]
+    assert app.session_state["run_id"] == PRESETS["RoPE"].run_id()
+    assert app.title[0].value == "Accuracy against length: the dilution law"
