@@ -81,3 +81,21 @@ def train_watch_pause_and_step(page) -> None:
     page.screenshot(path=SHOTS / "lesson1-step2-paused.png", full_page=True)
     page.get_by_role("button", name="Stop").click()
     page.get_by_text(re.compile("Stopped: saved and selected run")).wait_for(timeout=120_000)
+
+
+@pytest.mark.parametrize("name, number", [("what-sets-the-horizon", 1), ("what-sets-the-horizon", 3),
+                                          ("one-head-to-a-transformer", 2), ("one-head-to-a-transformer", 3)])
+def test_the_other_lessons_steps_on_a_projector(server, browser, name, number) -> None:
+    """A step of lessons 2 and 3 from its link in presenter mode: its chart drawn, no sidebar, no exception.
+    Screenshots artifacts/screenshots/lesson-NAME-stepN.png."""
+    step = load_lessons()[0][name].steps[number - 1]
+    page = browser.new_page(viewport={"width": 1400, "height": 1800})
+    page.goto(f"{server}/?lesson={name}&step={number}&present=1")
+    page.get_by_role("heading", name=step.title).wait_for(timeout=240_000)
+    settle(page)
+    page.wait_for_function("() => document.querySelectorAll('[data-testid=\"stPlotlyChart\"]').length >= 1",
+                           timeout=120_000)
+    assert not page.locator('[data-testid="stSidebar"]').is_visible()
+    assert not page.locator('[data-testid="stException"]').count()
+    page.screenshot(path=SHOTS / f"lesson-{name}-step{number}.png", full_page=True)
+    page.close()
