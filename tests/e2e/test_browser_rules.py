@@ -96,7 +96,7 @@ def test_a_compare_link_with_rules_opens_with_them_a_panel_per_run(server, brows
 
 def test_an_attention_link_with_a_rule_draws_its_map_beside_the_unmodified_one(server, browser) -> None:
     length = 8 * TASK.train_length
-    tab = browser.new_page(viewport={"width": WIDTH, "height": 5000})
+    tab = browser.new_page(viewport={"width": WIDTH, "height": 8000})
     tab.goto(f"{server}/attention?rules=log-n&rule-length={length}")
     tab.get_by_text(f"log-n · L = {length}").first.wait_for(timeout=300_000)
     settle(tab, 600_000)
@@ -104,5 +104,5 @@ def test_an_attention_link_with_a_rule_draws_its_map_beside_the_unmodified_one(s
     text = tab.locator(MAIN).inner_text()
     assert re.search(rf"log-n at L = {length}: the last query attends most to key {length - 1 - TASK.offset} = t − k", text)
     assert re.search(r"The last query's weight on its target goes from 0\.\d\d to 0\.\d\d under log-n", text)
-    shoot(tab, "The map under an inference rule", "rules-attention", 1000)
+    shoot(tab, "The map under an inference rule", "rules-attention", 1900)
     tab.close()
