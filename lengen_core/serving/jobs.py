@@ -7,9 +7,9 @@
     pool.pause(ticket); pool.advance(ticket, 10); pool.resume(ticket)   # a class watches it learn
 
 A running job can be paused, advanced by exactly n steps (then paused again) and resumed
-(`StepGate`): the training is an iterator, so a pause only means its next step waits, and a resumed
-run reaches the very weights an uninterrupted one does. A paused job keeps its worker, and the time
-it spends paused does not count against the wall-clock limit.
+(`lengen_core.serving.stepping.StepGate`): the training is an iterator, so a pause only means its
+next step waits, and a resumed run reaches the very weights an uninterrupted one does. A paused job
+keeps its worker, and the time it spends paused does not count against the wall-clock limit.
 
 Each request holds a ticket; a job runs while any ticket on it is held, and is cancelled (queued:
 dropped; running: stopped at the next step, nothing saved) when the last ticket is released. Worker
@@ -34,6 +34,7 @@ from lengen_core.horizon import probe_interval
 from lengen_core.serving.budget import TRAIN_SECONDS_ENV, Budgets, check, training_cost
 from lengen_core.serving.lineage import parent_run, starting_weights
 from lengen_core.serving.runtime import env_whole_number, usable_cpus
+from lengen_core.serving.stepping import StepGate
 from lengen_core.serving.store import RunStore
 from lengen_core.serving.training_process import TrainingProcess, save_run
 from lengen_core.training import Progress, Training
@@ -51,52 +52,6 @@ class QueueFull(RuntimeError):
 
 class OwnerBusy(RuntimeError):
     """This requester (a browser) already has a training running or waiting; the message says which."""
-
-
-class StepGate:
-    """Whether a training may take its next step: running (`allowance` None), paused (0), or n steps
-    to go before it pauses again. Not thread-safe: its owner holds a lock or is one thread."""
-
-    def __init__(self) -> None:
-        self.allowance: int | None = None
-
-    @property
-    def paused(self) -> bool:
-        return self.allowance == 0
-
-    def pause(self) -> None:
-        self.allowance = 0
-
-    def resume(self) -> None:
-        self.allowance = None
-
-    def advance(self, steps: int) -> None:
-        """Let `steps` more steps through, then pause (while running: pause after `steps` more)."""
-        if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= MAX_ADVANCE:
-            raise ValueError(f"steps to advance must be a whole number from 1 to {MAX_ADVANCE}, got {steps!r}")
-        self.allowance = (self.allowance or 0) + steps
-
-    def may_step(self) -> bool:
-        return self.allowance != 0
-
-    def took_step(self) -> None:
-        if self.allowance:
-            self.allowance -= 1
-
-    def apply(self, command: tuple[str, int]) -> None:
-        """A command of the pipe protocol: ("pause", _), ("resume", _) or ("advance", n)."""
-        kind, steps = command
-        if kind == "pause":
-            self.pause()
-        elif kind == "resume":
-            self.resume()
-        elif kind == "advance":
-            self.advance(steps)
-        else:
-            raise ValueError(f"unknown training command {kind!r}: allowed pause, resume, advance")
-
-
-MAX_ADVANCE = 1_000  # steps one Step press may let through
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ from lengen_core.horizon import probe_interval
 from lengen_core.serving.budget import MEMORY_ENV, Budgets
 from lengen_core.serving.lineage import starting_weights
 from lengen_core.serving.runtime import limit_heap_growth
+from lengen_core.serving.stepping import StepGate
 from lengen_core.serving.store import RunStore
 from lengen_core.training import Progress, Run, Training
 from lengen_core.watch import LiveView, live_view, view_due
@@ -184,8 +185,6 @@ CHILD_COMMAND = "import sys; from lengen_core.serving.training_process import se
 def _drive(training: Training, conn: Connection) -> bool:
     """Take the training's steps, each reported on the pipe, as the parent's commands allow (paused: wait
     for one); True when a stop arrived before the end."""
-    from lengen_core.serving.jobs import StepGate  # jobs imports this module: imported on use
-
     gate, steps, viewed, stopping = StepGate(), iter(training), 0, False
     while True:
         while not stopping:  # the commands that came; paused: block on the pipe until one comes

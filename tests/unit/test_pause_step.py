@@ -1,4 +1,4 @@
-"""Pause, single-step and resume a live training (lengen_core.serving.jobs.StepGate and the pool's
+"""Pause, single-step and resume a live training (lengen_core.serving.stepping.StepGate and the pool's
 commands): each step press advances the step count by exactly its steps, nothing moves while paused,
 a paused run shows its carrier and attention map where it stopped (lengen_core.watch), and a resumed
 run, watched on the way, ends with the very weights an uninterrupted run of the same seed has (CPU)."""
@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from lengen_core.config import RunConfig, with_changes
-from lengen_core.serving.jobs import MAX_ADVANCE, StepGate, TrainingPool
+from lengen_core.serving.jobs import TrainingPool
+from lengen_core.serving.stepping import MAX_ADVANCE, StepGate
 from lengen_core.serving.store import RunStore
 from lengen_core.training import train
 
