@@ -68,11 +68,14 @@ def blocked_attention(
     layer: int = 0,
 ) -> torch.Tensor:
     """Attention for queries query_start … T-1, a block of queries at a time, so memory is
-    O(block · T): q (B, H, Tq, D) already rotated, k and v (B, H, T, D) -> (B, H, Tq, D)."""
+    O(block · T): q (B, H, Tq, D) already rotated, k and v (B, H, T, D) -> (B, H, Tq, D).
+    A block holds at most QUERY_BLOCK_ELEMENTS logits (fewer queries as heads and length grow); with
+    several blocks each one's output is written into the result as it is made (no list to join), and
+    its logits and weights are let go before the next block's."""
     B, H, T, _ = k.shape
     positions = torch.arange(T, device=k.device)
     block = max(1, QUERY_BLOCK_ELEMENTS // (B * H * T))
-    outputs = []
+    out = None if block >= T - query_start else q.new_empty(B, H, T - query_start, v.shape[-1])  # (B, H, Tq, D)
     for start in range(query_start, T, block):
         stop = min(start + block, T)
         query_positions = positions[start:stop]
@@ -81,8 +84,11 @@ def blocked_attention(
         weights = weights_from_logits(logits, visible)  # (B, H, q, T)
         if observe is not None:
             observe(layer, start, logits, weights)
-        outputs.append(weights @ v)  # (B, H, q, D)
-    return outputs[0] if len(outputs) == 1 else torch.cat(outputs, dim=2)
+        if out is None:
+            return weights @ v  # one block: (B, H, Tq, D)
+        out[:, :, start - query_start : stop - query_start] = weights @ v  # (B, H, q, D)
+        del logits, weights
+    return out
 
 
 def collect_patterns(record: list) -> Observer:

@@ -9,8 +9,9 @@ mean weight of at least 0.5 on it. With absolute positions, a head is **pinned**
 when, beyond the training length, most queries attend to one key inside the training range.
 
 Every statistic is accumulated as the forward pass hands over each block of queries (an observer,
-lengen_core.attention), a batch of sequences at a time: memory is the sums (a T × T matrix per
-head at the training length, key counts per head at 4× it) and one batch's forward pass, never
+lengen_core.attention), a batch of sequences at a time (`sequence.tokens_per_batch`: fewer tokens as
+d_model grows, so a batch's activations stay within `evaluate.EVAL_MEMORY_BYTES`): memory is the sums
+(a T × T matrix per head at the training length, key counts per head at 4× it) and one batch's forward pass, never
 every layer's and head's full attention of every sequence. The model may be on any device: the
 sums are kept on the CPU, each block's part summed on the model's device and sent there.
 """
@@ -25,6 +26,7 @@ import torch
 from lengen_core.carrier import effective_rank, toeplitz_fraction
 from lengen_core.config import RunConfig
 from lengen_core.evaluate import sequence_tokens
+from lengen_core.sequence import TOKENS_PER_BATCH, tokens_per_batch  # noqa: F401 (the budget prices TOKENS_PER_BATCH)
 
 CARRIER_WEIGHT = 0.5
 PIN_SHARE = 0.5
@@ -44,7 +46,6 @@ class HeadReport:
     pinned_share: float
 
 
-TOKENS_PER_BATCH = 1 << 15  # tokens per forward pass
 
 
 class _Sums:
@@ -72,10 +73,10 @@ class _Sums:
         self.logits[layer, :, start:stop] += logits.sum(dim=0).cpu().double()  # float64 on the CPU (not on MPS)
         first, k = max(start, self.offset), self.offset
         if first < stop:
-            w = weights[:, :, first - start :].abs()  # (B, H, q, T); |w| so linear attention counts too
-            t = torch.arange(first, stop, device=w.device)
-            on_target = w[:, :, torch.arange(len(t), device=w.device), t - k]  # (B, H, q)
-            self.share[layer] += (on_target / w.sum(dim=-1)).sum(dim=(0, 2)).cpu().double()
+            w = weights[:, :, first - start :]  # (B, H, q, T): a view, queries t = first … stop-1
+            on_target = w.diagonal(offset=first - k, dim1=2, dim2=3).abs()  # key t − k of each query: (B, H, q)
+            total = torch.linalg.vector_norm(w, ord=1, dim=-1)  # Σ|w| without a |w| copy: linear attention too
+            self.share[layer] += (on_target / total).sum(dim=(0, 2)).cpu().double()
 
 
 @torch.no_grad()
@@ -86,7 +87,7 @@ def _accumulate(model: torch.nn.Module, config: RunConfig, length: int, samples:
     layers = max(1, config.model.n_layers)
     heads = config.model.n_heads if config.model.n_layers else 1
     sums = _Sums(layers, heads, length, config.task.train_length, config.task.offset, pinning)
-    batch = max(1, TOKENS_PER_BATCH // length)
+    batch = max(1, tokens_per_batch(config) // length)  # fewer sequences a pass as d_model grows
     for begin in range(0, samples, batch):
         model(tokens[begin : begin + batch], 0, observe=sums)
     sums.samples = samples

@@ -79,10 +79,11 @@ class _TargetWeights:
     def __call__(self, layer: int, start: int, logits: torch.Tensor, weights: torch.Tensor) -> None:
         low, high = max(start, self.first), start + weights.shape[2]
         if low < high:  # a block may end before the first supervised query
-            t = torch.arange(low, high, device=weights.device)
-            rows = weights.abs()[:, :, t - start]  # (B, H, q, T); |w| so linear attention counts too
-            share = rows[..., t - self.offset].diagonal(dim1=2, dim2=3) / rows.sum(dim=-1)  # (B, H, q)
-            self.mass[layer] += share.sum(dim=(0, 2)).cpu()
+            rows = weights[:, :, low - start :]  # (B, H, q, T): a view, queries t = low … high-1
+            # key t − k of query t is the diagonal starting at key low − k (low ≥ first ≥ k): a view too
+            target = rows.diagonal(offset=low - self.offset, dim1=2, dim2=3).abs()  # (B, H, q)
+            total = torch.linalg.vector_norm(rows, ord=1, dim=-1)  # Σ|w| without a |w| copy: linear attention too
+            self.mass[layer] += (target / total).sum(dim=(0, 2)).cpu()
         if start + weights.shape[2] == self.length:
             self.last_argmax[layer] = weights[:, :, -1].abs().argmax(dim=-1).T.cpu()  # (H, B)
 

@@ -22,6 +22,8 @@ from lengen_core.attention import ATTENTIONS, AttentionPattern, Observer, blocke
 from lengen_core.config import RunConfig
 from lengen_core.encodings import PositionalEncoding, build_encoding
 
+ROW_SPAN_ELEMENTS = 1 << 22  # floats of a span's widest temporary (16 MB) when evaluating
+
 
 def _normal(generator: torch.Generator, *shape: int, std: float) -> nn.Parameter:
     return nn.Parameter(torch.randn(*shape, generator=generator) * std)
@@ -44,19 +46,60 @@ class Block(nn.Module):
         self.W_out = _normal(generator, 4 * C, C, std=1 / math.sqrt(4 * C))
 
     def forward(self, x: torch.Tensor, query_start: int, observe: Observer | None, layer: int) -> torch.Tensor:
-        """Blocks before the last need every position; the last may start at `query_start`."""
+        """Blocks before the last need every position; the last may start at `query_start`. When
+        evaluating, the per-position work (projections, rotation, MLP) runs a span of positions at a
+        time, each span's result written into its place: memory holds x, q, k, v and the output, plus
+        one span's temporaries and one block of logits (blocked_attention)."""
         B, T, C = x.shape
-        H = self.n_heads
-        positions = torch.arange(T, device=x.device)
-        q, k, v = (self.norm_attention(x) @ self.W_QKV).split(C, dim=-1)  # (B, T, C) each
-        q, k, v = (t.view(B, T, H, C // H).transpose(1, 2) for t in (q, k, v))  # (B, H, T, D)
-        q = self.encoding.rotate(q[:, :, query_start:], positions[query_start:])
-        k = self.encoding.rotate(k, positions)
+        H, Tq = self.n_heads, T - query_start
+        spans = _spans(T, self.rows_per_span(B, C))
+        if len(spans) == 1:
+            q, k, v = self._project(x, query_start, 0, T)  # (B, H, Tq, D), (B, H, T, D), (B, H, T, D)
+        else:
+            q, k, v = x.new_empty(B, H, Tq, C // H), x.new_empty(B, H, T, C // H), x.new_empty(B, H, T, C // H)
+            for a, b in spans:
+                part_q, k[:, :, a:b], v[:, :, a:b] = self._project(x, query_start, a, b)
+                q[:, :, max(a, query_start) - query_start : max(b, query_start) - query_start] = part_q
         out = blocked_attention(q, k, v, query_start, self.encoding, self.weights_from_logits, observe, layer)
-        out = out.transpose(1, 2).reshape(B, T - query_start, C)  # (B, Tq, C)
-        x = x[:, query_start:] + out @ self.W_O
-        hidden = torch.nn.functional.gelu(self.norm_mlp(x) @ self.W_in)  # (B, Tq, 4C)
+        del q, k, v  # (B, H, Tq, D) out
+        x = x[:, query_start:]  # (B, Tq, C)
+        spans = _spans(Tq, self.rows_per_span(B, C))
+        if len(spans) == 1:
+            return self._residual(x, out)
+        result = torch.empty_like(x)
+        for a, b in spans:
+            result[:, a:b] = self._residual(x[:, a:b], out[:, :, a:b])
+        return result  # (B, Tq, C)
+
+    def _project(self, x: torch.Tensor, query_start: int, a: int, b: int) -> tuple[torch.Tensor, ...]:
+        """Queries of positions max(a, query_start) … b-1 and keys and values of a … b-1, rotated:
+        (B, H, ·, D) each."""
+        B, _, C = x.shape
+        H = self.n_heads
+        positions = torch.arange(a, b, device=x.device)
+        q, k, v = (self.norm_attention(x[:, a:b]) @ self.W_QKV).split(C, dim=-1)  # (B, r, C) each
+        q, k, v = (t.view(B, b - a, H, C // H).transpose(1, 2) for t in (q, k, v))  # (B, H, r, D)
+        first = min(max(a, query_start), b) - a
+        return self.encoding.rotate(q[:, :, first:], positions[first:]), self.encoding.rotate(k, positions), v
+
+    def _residual(self, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        """x + attention's output, then + the MLP, for a span of positions: x (B, r, C), out (B, H, r, D)."""
+        B, r, C = x.shape
+        x = x + out.transpose(1, 2).reshape(B, r, C) @ self.W_O
+        hidden = torch.nn.functional.gelu(self.norm_mlp(x) @ self.W_in)  # (B, r, 4C)
         return x + hidden @ self.W_out
+
+    @staticmethod
+    def rows_per_span(batch: int, d_model: int) -> int | None:
+        """Positions a span holds: None (all) while autograd records, as it keeps every activation anyway;
+        otherwise as many as keep the widest temporary, the MLP's hidden layer (B, r, 4C), within
+        ROW_SPAN_ELEMENTS."""
+        return None if torch.is_grad_enabled() else max(1, ROW_SPAN_ELEMENTS // (batch * 4 * d_model))
+
+
+def _spans(length: int, rows: int | None) -> list[tuple[int, int]]:
+    rows = length if rows is None else rows
+    return [(a, min(a + rows, length)) for a in range(0, length, rows)]
 
 
 class Transformer(nn.Module):

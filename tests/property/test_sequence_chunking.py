@@ -1,8 +1,9 @@
 """Full-sequence evaluation a block of queries at a time equals the plain computation (docs/science.md §5, C8).
 
 `attention.blocked_attention` holds the logits of one block of queries (at most
-`QUERY_BLOCK_ELEMENTS` of them) and `sequence.evaluate_sequence` runs the samples in batches of
-`TOKENS_PER_BATCH` tokens. With both made tiny, so that a length of a few hundred is cut into many
+`QUERY_BLOCK_ELEMENTS` of them), the transformer's blocks project and run the MLP a span of positions
+at a time when evaluating (`ROW_SPAN_ELEMENTS`), and `sequence.evaluate_sequence` runs the samples in
+batches of `TOKENS_PER_BATCH` tokens. With both made tiny, so that a length of a few hundred is cut into many
 blocks and batches, the model outputs, the attention patterns and the evaluation reports must equal
 those of the unpatched code, which at these lengths attends all queries in one block, and the
 reports must equal what a plain pass over the full (T, T) attention gives. For the minimal head and
@@ -26,7 +27,7 @@ from example_counts import fewer_examples
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from lengen_core import attention, sequence
+from lengen_core import attention, sequence, transformer
 from lengen_core.config import AttentionName, EncodingName, RunConfig, with_changes
 from lengen_core.evaluate import evaluate, sequence_tokens
 from lengen_core.sequence import SequenceReport, evaluate_sequence
@@ -56,11 +57,14 @@ def briefly_trained(shape: str, encoding: str, attention_name: str, task: str = 
 @contextmanager
 def blocks_of(queries: int, batch: int | None = None, heads: int = 1, length: int = 1) -> Iterator[None]:
     """Patch the block sizes: `queries` queries per attention block for a batch of `batch`
-    sequences (every batch when `batch` is None: QUERY_BLOCK_ELEMENTS = queries), and
-    evaluation batches of `batch` sequences."""
+    sequences (every batch when `batch` is None: QUERY_BLOCK_ELEMENTS = queries), the transformer's
+    spans of positions (projections, MLP) to about `queries` positions, and evaluation batches of
+    `batch` sequences."""
     elements = queries if batch is None else queries * batch * heads * length
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(attention, "QUERY_BLOCK_ELEMENTS", elements)
+        # the transformer's per-position work in spans of about `queries` positions (d_model 128 here)
+        patch.setattr(transformer, "ROW_SPAN_ELEMENTS", queries * (batch or 1) * 4 * RunConfig().model.d_model)
         if batch is not None:
             patch.setattr(sequence, "TOKENS_PER_BATCH", batch * length)
         yield
