@@ -80,6 +80,9 @@ def _effect(curve: RuleCurve, base: RuleCurve, train_length: int, chance: float,
             j = better[-1]
             text += (f"; accuracy {share(curve.accuracy[j])} against {share(base.accuracy[j])} at "
                      f"{curve.lengths[j]:,}, outside each other's 95% intervals")
+        else:
+            text += (f"; accuracy {share(curve.accuracy[last])} against {share(base.accuracy[last])} there, within "
+                     "each other's 95% intervals at every length")
         return text + "."
     if p < p0 - MASS_DIFFERENCE:
         same = ", within each other's 95% intervals at every length" if not better else ""

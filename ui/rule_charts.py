@@ -89,7 +89,7 @@ def carrier_by_rule(table: pd.DataFrame, train_length: int, offset: int, peaks: 
         labelled.add(at)
         figure.add_scatter(x=[at], y=[value], mode="markers+text", name=f"peak {rule}: Δ = {at:,}",
                            marker=dict(color=colours[rule], size=13, symbol="star", line=dict(width=1, color="black")),
-                           text=[text], textposition="top center", textfont=dict(color=colours[rule]),
+                           text=[text], textposition="top right", textfont=dict(color=colours[rule]),
                            hovertemplate=hover(f"{rule}: peak at Δ = %{{x:,}}", "s = %{y:.3f} nats"))
     figure.add_vrect(x0=-0.5, x1=train_length - 0.5, fillcolor=REFERENCE, opacity=0.15, line_width=0,
                      annotation_text="training range", annotation_position="bottom right")

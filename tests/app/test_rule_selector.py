@@ -17,6 +17,7 @@ from ui.presets import PRESETS, preset_ids
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 ROPE, LINEAR, LEARNED = (preset_ids()[name] for name in ("RoPE", "RoPE + linear attention", "Learned (APE)"))
 TASK = PRESETS["RoPE"].task  # the RoPE preset's task: k and L_train
+UNFORMATTED = re.compile(r"%\{(?!fullData\.)[^}:]+\}")
 SMALL = {"longest": "128", "samples": "64"}  # Dilution and Compare at lengths up to 8×, to keep these fast
 
 
@@ -53,6 +54,18 @@ def traces(app: AppTest, title: str) -> list[str]:
     return [trace.get("name") for trace in figure(app, title).get("data", [])]
 
 
+def assert_readable(spec: dict) -> None:
+    """As tests/app/test_chart_data.py asks of every chart: log axes labelled at powers of ten, every
+    hover with its numbers formatted."""
+    assert spec, "no such chart"
+    for name, axis in spec["layout"].items():
+        if re.fullmatch(r"[xy]axis\d*", name) and axis.get("type") == "log":
+            assert axis.get("dtick") == 1 and axis.get("exponentformat") == "power", name
+    for trace in spec["data"]:
+        if trace.get("hoverinfo") != "skip":
+            assert trace.get("hovertemplate") and not UNFORMATTED.findall(trace["hovertemplate"]), trace.get("name")
+
+
 def rules_table(app: AppTest):
     return next(d.value for d in app.dataframe if "horizon predicted" in d.value.columns)
 
@@ -65,6 +78,7 @@ def test_a_dilution_link_with_rules_draws_each_rule_beside_the_unmodified_run() 
     for title in ("Accuracy under each rule", "Target mass p under each rule"):
         assert {f"{rule} {kind}" for rule in ("none", "log-n", "ntk:4") for kind in ("measured", "predicted")} \
             <= set(traces(app, title))
+        assert_readable(figure(app, title))
     table = rules_table(app)
     assert table["rule"].tolist() == ["none", "log-n", "ntk:4"]
     assert table["changes"].tolist() == ["nothing", "logits", "carrier"]
@@ -99,7 +113,7 @@ def test_a_bad_rules_link_is_a_message_per_value_and_keeps_the_rest() -> None:
     text = warnings(app)
     assert f"unknown inference rule 'bogus': allowed {', '.join(RULES)}; dropped" in text
     assert "ntk's scale α 0.5 is out of range: allowed 1 to" in text
-    assert "pi's parameter 'abc' is not a number" in text
+    assert "pi's scale s 'abc' is not a number" in text
     assert app.multiselect(key="dilution-rules").value == ["log-n"]
     assert app.select_slider(key="dilution-longest").value == 128  # nothing else lost
     assert app.select_slider(key="dilution-samples").value == 64
@@ -127,6 +141,7 @@ def test_compare_skips_a_rule_for_the_run_it_is_undefined_for_and_keeps_it_for_t
     assert "RoPE + linear attention**: log-n skipped: log-n scales the logits" in plain(
         " ".join(c.value for c in app.caption))
     panels = figure(app, "Accuracy under each rule, per run")
+    assert_readable(panels)
     assert {"none measured", "log-n measured"} <= {trace.get("name") for trace in panels["data"]}
     notes = [note.get("text") for note in panels["layout"]["annotations"]]
     assert "RoPE" in notes and "RoPE + linear attention" in notes  # a panel per run, titled
@@ -138,6 +153,7 @@ def test_carrier_link_draws_pi_and_ntk_over_the_unmodified_carrier() -> None:
     app = open_link({"rules": "pi,ntk", "at": str(8 * TASK.train_length), "search": "4096"}, "pages/carrier.py")
     assert not app.warning
     names = traces(app, "Carrier s(Δ) read at")
+    assert_readable(figure(app, "Carrier s(Δ) read at"))
     assert {"s(Δ) none", "s(Δ) pi", "s(Δ) ntk"} <= set(names)
     assert f"peak pi: Δ = {TASK.offset * 8}" in names  # PI with s = 8 moves the peak from k to k·s
     assert f"peak none: Δ = {TASK.offset}" in names
