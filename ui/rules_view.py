@@ -33,9 +33,8 @@ def _measure(run_id: str, label: str, lengths: tuple[int, ...], samples: int, si
              progress: Progress) -> tuple[RuleCurve, FitResult]:
     reports = rule_runs.ruled_evaluation(run_id, label, lengths, samples, progress)
     predicted = None
-    if single_head:
-        progress.doing(f"the prediction under {label}")
-        predicted = rule_runs.ruled_prediction(run_id, label, lengths)
+    if single_head:  # the same bar counts the prediction's lengths after the evaluation's
+        predicted = rule_runs.ruled_prediction(run_id, label, lengths, progress)
     curve = RuleCurve(label, list(lengths), [r.accuracy for r in reports], [r.accuracy_low for r in reports],
                       [r.accuracy_high for r in reports], [r.target_mass for r in reports],
                       None if predicted is None else [p.accuracy for p in predicted],
@@ -110,7 +109,7 @@ def dilution_rules(run: Run, lengths: Sequence[int], samples: int) -> None:
     except ConfigError as error:
         widgets.refusal("The rules are not evaluated here", error)
         return
-    with Progress("Reading under the rules", runs=len(labels)) as progress:
+    with Progress("Reading under the rules", runs=len(labels), unit="rule") as progress:
         measured = {}
         for label in labels:
             measured[label] = _measure(run.run_id, label, lengths, samples, True, progress)
@@ -155,7 +154,7 @@ def compare_rules(labels: dict[str, str], runs: dict[str, Run], lengths: dict[st
         widgets.refusal("The rules are not evaluated here", error)
         return
     tables, rows, laws, curves = [], [], [], {}
-    with Progress("Reading under the rules", runs=sum(map(len, plan.values()))) as progress:
+    with Progress("Reading under the rules", runs=sum(map(len, plan.values())), unit="run and rule") as progress:
         for run_id, chosen in plan.items():
             single = runs[run_id].config.single_head
             measured = {}

@@ -131,8 +131,8 @@ class Progress:
                 progress.next_run()
     """
 
-    def __init__(self, what: str, runs: int = 1) -> None:
-        self.what, self.runs = what, runs
+    def __init__(self, what: str, runs: int = 1, unit: str = "run") -> None:
+        self.what, self.runs, self.unit = what, runs, unit  # unit: what is counted ("run", "rule")
         self.run, self.done, self.lengths, self.length = 0, 0, 0, None
         self.now: str | None = None  # what is computed once the lengths are done
         self._lock = threading.Lock()
@@ -176,7 +176,7 @@ class Progress:
         return min(1.0, (self.run + within) / self.runs)
 
     def text(self) -> str:
-        parts = [f"run {self.run + 1} of {self.runs}"] if self.runs > 1 else []
+        parts = [f"{self.unit} {self.run + 1} of {self.runs}"] if self.runs > 1 else []
         if self.lengths:
             parts.append(f"{self.done} of {self.lengths} lengths done")
         if self.length is not None:

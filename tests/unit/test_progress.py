@@ -91,6 +91,9 @@ def test_the_bar_text_says_run_and_lengths() -> None:
     assert progress.text() == "Comparing: run 2 of 3, 9 of 9 lengths done, now the carrier"
     progress.run, progress.lengths, progress.now = 2, 0, None
     assert progress.text() == "Comparing: run 3 of 3" and progress.fraction() == pytest.approx(2 / 3)
+    rules = Progress("Reading under the rules", runs=4, unit="rule")  # what the Dilution page's rules count
+    rules.run, rules.done, rules.lengths, rules.length = 1, 3, 13, 128
+    assert rules.text() == "Reading under the rules: rule 2 of 4, 3 of 13 lengths done, now L = 128"
 
 
 class Slot:
