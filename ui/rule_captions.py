@@ -99,8 +99,8 @@ def tracking(curve: RuleCurve) -> str | None:
     accuracy = np.abs(np.subtract(curve.predicted_accuracy, curve.accuracy))
     mass = np.abs(np.subtract(curve.predicted_mass, curve.target_mass))
     worst = int(np.argmax(accuracy))
-    return (f"{curve.rule}: predicted within {accuracy.max():.2f} of the measured accuracy (worst at "
-            f"{curve.lengths[worst]:,}) and {mass.max():.2g} of p")
+    where = f" (worst at {curve.lengths[worst]:,})" if accuracy.max() >= 0.005 else ""
+    return f"{curve.rule}: predicted within {accuracy.max():.2f} of the measured accuracy{where} and {mass.max():.2g} of p"
 
 
 def law_cell(fit: FitResult, curve: RuleCurve, train_length: int) -> tuple[str, str | None]:
