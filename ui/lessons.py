@@ -24,7 +24,9 @@ from lengen_core.serving.lineage import continuation
 from ui.presets import PRESETS
 
 LESSON_ROOT = Path(__file__).resolve().parent.parent / "assets" / "lessons"
-LESSON_KEYS = {"title": "the lesson's name", "summary": "one or two sentences", "steps": "the [[steps]] tables"}
+LESSON_KEYS = {"title": "the lesson's name", "summary": "one or two sentences", "steps": "the [[steps]] tables",
+               "order": "its place in the index, a whole number from 1 to 999 (optional)"}
+LAST = 999  # a lesson without an order is listed after those with one, by name
 STEP_KEYS = {
     "title": "the step's heading", "text": "a few sentences (markdown)", "element": "one element of ELEMENTS",
     "question": "a question for the class", "answer": "its answer, shown on a click",
@@ -100,6 +102,7 @@ class Lesson:
     title: str
     summary: str
     steps: tuple[Step, ...]
+    order: int = LAST  # its place in the index
 
     def runs(self) -> list[str]:
         """What the lesson needs, in order, each once: 'Preset: RoPE', or 'to train: <run id>'."""
@@ -224,8 +227,11 @@ def parse_lesson(text: str, path: Path) -> Lesson:
     if not isinstance(steps, list) or not 1 <= len(steps) <= MAX_STEPS:
         raise LessonError(f"{where}: a lesson needs 1 to {MAX_STEPS} [[steps]] tables, got "
                           f"{len(steps) if isinstance(steps, list) else 'none'}")
+    order = data.get("order", LAST)
+    if isinstance(order, bool) or not isinstance(order, int) or not 1 <= order <= LAST:
+        raise LessonError(f"{where}: 'order' must be a whole number from 1 to {LAST}, got {order!r}")
     return Lesson(path.stem, _text(data, "title", where), _text(data, "summary", where),
-                  tuple(_step(step, path, i) for i, step in enumerate(steps)))
+                  tuple(_step(step, path, i) for i, step in enumerate(steps)), order)
 
 
 @functools.lru_cache(maxsize=64)
@@ -237,8 +243,8 @@ def _parsed(path: Path, modified: int) -> Lesson | LessonError:
 
 
 def load_lessons(root: Path | None = None) -> tuple[dict[str, Lesson], list[str]]:
-    """name -> lesson for every good file in `root` (`LESSON_ROOT` by default; sorted by name), and a message
-    for every bad one. A file is parsed again only when it changes, so a teacher's edit shows on the next rerun."""
+    """name -> lesson for every good file in `root` (`LESSON_ROOT` by default), in their `order` and then by
+    name, and a message for every bad one. A file is parsed again only when it changes, so a teacher's edit shows on the next rerun."""
     root = LESSON_ROOT if root is None else root
     lessons, problems = {}, []
     for path in sorted(root.glob("*.toml")) if root.is_dir() else []:
@@ -250,4 +256,4 @@ def load_lessons(root: Path | None = None) -> tuple[dict[str, Lesson], list[str]
             problems.append(str(result))
         else:
             lessons[result.name] = result
-    return lessons, problems
+    return dict(sorted(lessons.items(), key=lambda item: (item[1].order, item[0]))), problems

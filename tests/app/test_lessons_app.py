@@ -61,7 +61,7 @@ def test_a_bad_step_or_an_unknown_lesson_is_a_message():
     assert "this lesson has steps 1 to 7; showing step 1" in texts(app) and "Step 1 of 7" in texts(app)
     app = open_link({"lesson": "no-such-lesson"})
     assert not app.exception
-    assert "There is no lesson named no-such-lesson here: allowed one-head-to-a-transformer" in texts(app).replace("\\", "")
+    assert "There is no lesson named no-such-lesson here: allowed why-rope-generalises, what-sets-the-horizon" in texts(app).replace("\\", "")
 
 
 def test_the_index_lists_each_lesson_with_its_steps_and_runs():
