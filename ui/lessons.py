@@ -95,6 +95,11 @@ class Step:
     def option(self, name: str) -> Any:
         return ELEMENTS[self.element].option(name, dict(self.options))
 
+    def trains(self) -> str:
+        """The run to train, in the settings the lesson sets: 'encoding learned, seed 1'."""
+        flat = {name: value for section in self.config.to_dict().values() for name, value in section.items()}
+        return ", ".join(f"{SETTINGS[name].label} {flat[name]}" for name in self.fixed) or "the default run"
+
 
 @dataclass(frozen=True)
 class Lesson:
@@ -105,9 +110,10 @@ class Lesson:
     order: int = LAST  # its place in the index
 
     def runs(self) -> list[str]:
-        """What the lesson needs, in order, each once: 'Preset: RoPE', or 'to train: <run id>'."""
+        """What the lesson needs, in order, each once: 'Preset: RoPE', or 'to train: encoding learned, seed 1'
+        (the settings the lesson sets for it)."""
         needed = [f"Preset: {label}" for step in self.steps for label in step.presets]
-        needed += [f"to train: {step.config.run_id()}" for step in self.steps if step.config is not None]
+        needed += [f"to train: {step.trains()}" for step in self.steps if step.config is not None]
         return list(dict.fromkeys(needed))
 
 

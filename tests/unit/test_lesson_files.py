@@ -67,7 +67,7 @@ seed = 4
     assert lesson.steps[0].presets == ("RoPE",)
     assert lesson.steps[1].config == with_changes(RunConfig(), encoding="learned", seed=4)
     assert lesson.steps[1].fixed == ("encoding", "seed")
-    assert lesson.runs() == ["Preset: RoPE", f"to train: {lesson.steps[1].config.run_id()}"]
+    assert lesson.runs() == ["Preset: RoPE", "to train: encoding learned, seed 4"]
 
 
 def test_continues_may_name_a_preset():
@@ -85,6 +85,7 @@ steps = 100
     config = lesson.steps[0].config
     assert config.train.continues == PRESETS["RoPE"].run_id() and config.train.keep_training
     assert config.train.steps == 100 and config.model == PRESETS["RoPE"].model
+    assert lesson.runs() == [f"to train: steps 100, continues run {PRESETS['RoPE'].run_id()}"]
 
 
 @pytest.mark.parametrize("change, expected", [
