@@ -1,0 +1,61 @@
+"""The forward-pass evaluation (lengen_core.sequence, the transformer) stays within the evaluation's
+memory target at the largest size the limits allow: d_model 512, 16 heads, V = 64, one sequence of
+MAX_SEQUENCE_LENGTH tokens (8 192) a batch. Measured as the growth of peak resident memory (VmHWM)
+over the loaded model, in a fresh process (docs/evaluation-memory.md).
+
+A layer's activations are let go before the next layer's are made, so the peak does not grow with
+the number of layers: the quick test runs 2 layers, the `slow` one all MAX_LAYERS (8)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lengen_core.config import MAX_D_MODEL, MAX_HEADS, MAX_LAYERS, MAX_VOCAB
+from lengen_core.evaluate import EVAL_MEMORY_BYTES
+from lengen_core.sequence import MAX_SEQUENCE_LENGTH
+
+ROOT = Path(__file__).resolve().parents[2]
+SLACK_BYTES = 32 << 20  # the allocator's and torch's own bookkeeping beside the tensors
+MEASURE = """
+import json, sys
+import torch
+from lengen_core.serving.runtime import limit_heap_growth
+limit_heap_growth()  # as the app and the command line do
+torch.set_num_threads(1)
+from bench.common import peak_rss_bytes, rss_bytes
+from lengen_core.config import RunConfig, with_changes
+from lengen_core.sequence import evaluate_sequence
+from lengen_core.training import initial_model
+layers, heads, d_model, vocab, length = (int(a) for a in sys.argv[1:6])
+config = with_changes(RunConfig(), task="shift", vocab_size=vocab, d_model=d_model, n_heads=heads, n_layers=layers,
+                      max_positions=length)
+model = initial_model(config).eval()
+baseline = rss_bytes()
+report = evaluate_sequence(model, config, [length], samples=1)[0]
+print(json.dumps({"growth": peak_rss_bytes() - baseline, "accuracy": report.accuracy}))
+"""
+
+
+def measure(layers: int) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    arguments = [str(layers), str(MAX_HEADS), str(MAX_D_MODEL), str(MAX_VOCAB), str(MAX_SEQUENCE_LENGTH)]
+    done = subprocess.run([sys.executable, "-c", MEASURE, *arguments], check=False, cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=1_800)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="peak memory is read from /proc")
+@pytest.mark.parametrize("layers", [2, pytest.param(MAX_LAYERS, marks=pytest.mark.slow)])
+def test_the_largest_forward_pass_evaluation_stays_within_the_target(layers: int):
+    """Before the spans and the observer's views: +300 MB at 2 layers (docs/evaluation-memory.md)."""
+    figures = measure(layers)
+    growth = figures["growth"]
+    assert 0 < growth <= EVAL_MEMORY_BYTES + SLACK_BYTES, f"{growth / 2**20:.0f} MB"
+    assert 0 <= figures["accuracy"] <= 1
