@@ -135,6 +135,9 @@ def request(pool: TrainingPool, config: RunConfig) -> None:
         except (QueueFull, OwnerBusy) as error:
             st.error(f"The server is busy: {error}.")
             return
+        except ConfigError as error:  # over this server's budgets, or a continuation that changes the model
+            st.error(f"Cannot train this configuration: {plain(str(error))}")
+            return
         except StoreError as error:  # read-only, full or over-quota store: found before any training
             LOG.warning("a training was refused because the store cannot take it: %s", error)  # paths stay here
             st.error("This server cannot store a run of this config (its run store is read-only, full, or this run "
