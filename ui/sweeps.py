@@ -290,7 +290,8 @@ def margin_caption(cells: pd.DataFrame) -> str:
             rho = both["m_out"].astype(float).rank().corr(both["predicted_horizon"].astype(float).rank())
             parts.append(f"{encoding}: rank correlation of m_out with the predicted horizon {rho:.2f} over {len(both)} runs")
         else:
-            parts.append(f"{encoding}: {len(group)} runs, {len(both)} with a fitted m_out (too few to correlate)")
+            parts.append(f"{encoding}: {len(group)} run{'s' * (len(group) != 1)}, {len(both)} with a fitted m_out "
+                         "(too few to correlate)")
     return ("; ".join(parts) + ". m_out is the far keys' average weight; the horizon is decided by the heaviest few, "
             "so the two need not agree run by run.") if parts else "No run has a predicted horizon."
 
