@@ -43,6 +43,8 @@ from lengen_core.watch import LiveView, live_view, view_due
 State = Literal["queued", "running", "done", "failed", "cancelled"]
 MAX_QUEUE = 200
 RUNS_PER_OWNER_ENV = "LENGEN_RUNS_PER_BROWSER"
+PAUSE_SECONDS_ENV = "LENGEN_PAUSE_SECONDS"
+DEFAULT_PAUSE_SECONDS = 900  # a training paused for 15 minutes in all gives its worker back (its steps are kept)
 DEFAULT_RUNS_PER_OWNER = 30  # trainings one browser may start on this server (answers from the store are free)
 
 
@@ -85,6 +87,7 @@ class _Job:
     owner: str | None = None  # who asked (a browser), for the one-training-per-requester rule
     limit_seconds: float = float("inf")  # wall-clock limit once running
     timed_out: bool = False  # stopped at the wall-clock limit (its steps so far are kept)
+    paused_out: bool = False  # stopped after pause_seconds paused in all (its steps so far are kept)
     gate: StepGate = field(default_factory=StepGate)  # pause / step / resume (a mirror of the child's when isolated)
     commands: list[tuple[str, int]] = field(default_factory=list)  # for the child, not sent yet
     started: float | None = None  # time.monotonic() when it started running
@@ -105,9 +108,12 @@ class TrainingPool:
         train_seconds: float | None = None,
         runs_per_owner: int | None = None,
         warm_delay: float = 0.0,
+        pause_seconds: float | None = None,
     ) -> None:
         self.store = store
         self.train_seconds = train_seconds
+        # a paused training keeps its worker: paused this long in all, it is stopped and its steps kept
+        self.pause_seconds = pause_seconds or env_whole_number(PAUSE_SECONDS_ENV, DEFAULT_PAUSE_SECONDS)
         self.warm_delay = warm_delay  # seconds before the first training process starts, if no job comes sooner
         self.runs_per_owner = runs_per_owner or env_whole_number(RUNS_PER_OWNER_ENV, DEFAULT_RUNS_PER_OWNER)
         self._owner_runs: dict[str, int] = {}  # trainings started per owner since the server started  # the wall-clock limit of one training; None: the budget's (LENGEN_TRAIN_SECONDS)
@@ -197,9 +203,7 @@ class TrainingPool:
                 error=job.error,
                 paused=job.state == "running" and job.gate.paused,
                 view=job.view,
-                note=(f"stopped at this server's wall-clock limit of {job.limit_seconds:.0f} s per training "
-                      f"({TRAIN_SECONDS_ENV}); the {job.progress.step if job.progress else 0} steps done were kept"
-                      if job.timed_out else None),
+                note=_stop_note(job, self.pause_seconds),
             )
 
     def status_after_first_step(self, ticket: int, timeout: float) -> JobStatus:
@@ -245,13 +249,37 @@ class TrainingPool:
             self._progressed.notify_all()  # a training in a worker thread waits on it while paused
 
     def _paused_clock(self, job: _Job, was_paused: bool) -> None:
-        """Count the time the job spends paused, so it is not charged to the wall-clock limit (under the lock)."""
+        """Count the time the job spends paused, so it is not charged to the wall-clock limit, and time
+        the pause against `pause_seconds` (under the lock)."""
         now = time.monotonic()
         if job.gate.paused and not was_paused:
             job.paused_since = now
+            self._pause_timer(job, self.pause_seconds - job.paused_seconds)
         elif was_paused and not job.gate.paused and job.paused_since is not None:
             job.paused_seconds += now - job.paused_since
             job.paused_since = None
+
+    def _pause_timer(self, job: _Job, seconds: float) -> None:
+        timer = threading.Timer(max(0.0, seconds), self._pause_expire, args=(job,))
+        timer.daemon = True
+        timer.start()
+
+    def _pause_expire(self, job: _Job) -> None:
+        """A paused job's pause allowance may be spent: if so, stop it keeping its steps (a queued one is
+        dropped), so a paused training cannot hold a worker for ever; if not (it was resumed and paused
+        again since), look again when it would be."""
+        with self._lock:
+            if job.state not in ("queued", "running") or job.stop.is_set() or job.paused_since is None:
+                return
+            paused = job.paused_seconds + time.monotonic() - job.paused_since
+            if paused < self.pause_seconds:
+                self._pause_timer(job, self.pause_seconds - paused)
+                return
+            job.paused_out = job.keep_partial = True
+            job.stop.set()
+            self._progressed.notify_all()  # the paused training wakes to stop
+            if job.state == "queued":
+                self._drop(job)
 
     def release(self, ticket: int) -> None:
         """The requester is gone: cancel the job if no other requester holds it."""
@@ -437,3 +465,14 @@ class TrainingPool:
         if job.stop.is_set() and not self._keep(job):
             return "cancelled", None
         return "done", save_run(self.store, run)
+
+
+def _stop_note(job: _Job, pause_seconds: float) -> str | None:
+    """Why the server stopped a job, and what it kept (None: it did not)."""
+    kept = f"the {job.progress.step if job.progress else 0} steps done were kept"
+    if job.timed_out:
+        return f"stopped at this server's wall-clock limit of {job.limit_seconds:.0f} s per training ({TRAIN_SECONDS_ENV}); {kept}"
+    if job.paused_out:
+        return (f"stopped after {pause_seconds:.0f} s paused in all, this server's limit for a paused training "
+                f"({PAUSE_SECONDS_ENV}: a paused training holds a worker); {kept}")
+    return None

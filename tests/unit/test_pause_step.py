@@ -128,3 +128,29 @@ def test_time_spent_paused_is_not_charged_to_the_wall_clock_limit(tmp_path):
         assert "wall-clock limit of 1 s" in pool.status(ticket).note
     finally:
         pool.close()
+
+
+def test_a_training_paused_past_the_servers_limit_is_stopped_and_keeps_its_steps(tmp_path):
+    """A paused training holds a worker: after `pause_seconds` paused in all (LENGEN_PAUSE_SECONDS) the
+    pool stops it, keeps the steps done and says why; time running does not count, nor a pause resumed."""
+    pool = TrainingPool(RunStore(tmp_path), max_concurrent=1, device="cpu", pause_seconds=1.5)
+    try:
+        wanted = config(41, steps=400)
+        ticket = pool.submit(wanted)
+        wait_for(lambda: steps_done(pool, ticket) >= 1)
+        pool.pause(ticket)
+        time.sleep(0.8)  # paused 0.8 s of the 1.5 allowed, then resumed: still running
+        pool.resume(ticket)
+        before = steps_done(pool, ticket)
+        wait_for(lambda: steps_done(pool, ticket) > before)
+        assert pool.status(ticket).state == "running"
+        pool.pause(ticket)
+        kept = settled(pool, ticket, seconds=0.2)
+        wait_for(lambda: pool.status(ticket).state not in ("queued", "running"), timeout=30)
+        status = pool.status(ticket)
+        assert status.state == "done" and status.stopped
+        assert "paused in all" in status.note and "LENGEN_PAUSE_SECONDS" in status.note
+        assert f"the {kept} steps done were kept" in status.note
+        assert RunStore(tmp_path).load(status.stored_run_id).config.train.steps == kept
+    finally:
+        pool.close()
