@@ -48,6 +48,11 @@ MAX_RULE_SCALE = 1 << 20  # a chosen scale beyond this has no length the lab can
 MAX_SSMAX_S = 100.0
 
 
+def _number(value: float) -> str:
+    """1 → '1', 1048576 → '1,048,576', 0.5 → '0.5'."""
+    return f"{int(value):,}" if float(value).is_integer() else f"{value:g}"
+
+
 class RuleError(ConfigError):
     """A rule that does not exist, a parameter out of range, or a rule undefined for a run."""
 
@@ -73,11 +78,17 @@ class InferenceRule:
         value = self.param
         if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) \
                 or not self.param_low <= value <= self.param_high:
-            low = "above 0" if self.param_low == 0 else f"{self.param_low:g}"
-            raise RuleError(f"{self.name}'s {self.param_name} {value!r} is out of range: allowed {low} to "
-                            f"{self.param_high:g}")
+            raise RuleError(f"{self.name}'s {self.param_name} {value!r} is out of range: allowed "
+                            f"{self.allowed()}")
         if self.param_low == 0 and value == 0:
             raise RuleError(f"{self.name}'s {self.param_name} must be above 0")
+
+    @classmethod
+    def allowed(cls) -> str:
+        """The parameter's range in words: '1 to 1,048,576', 'above 0, up to 100'."""
+        if cls.param_low == 0:
+            return f"above 0, up to {_number(cls.param_high)}"
+        return f"{_number(cls.param_low)} to {_number(cls.param_high)}"
 
     @property
     def label(self) -> str:

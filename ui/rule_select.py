@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import streamlit as st
 
 from lengen_core.config import RunConfig
-from lengen_core.rules import RULES, InferenceRule, RuleError, make_rule, parse_rule
+from lengen_core.rules import RULES, InferenceRule, RuleError, make_rule, parse_rule, rule_with_parameter
 from ui.state import new_link_values, plain, show_view
 
 LINK_NAME = "rules"
@@ -73,23 +73,10 @@ def _from_link(key: str, names: Sequence[str], offered: Sequence[str], first: Ru
             st.session_state[f"{key}-{name}"] = "" if rule.param is None else f"{rule.param:g}"
 
 
-def _with_parameter(name: str, text: str) -> InferenceRule:
-    """The rule `name` with the parameter typed in its box (blank: its default)."""
-    text = text.strip()
-    if not text:
-        return make_rule(name)
-    try:
-        value = float(text)
-    except ValueError:
-        raise RuleError(f"{name}'s {RULES[name].param_name} {text[:40]!r} is not a number") from None
-    return make_rule(name, value)
-
-
 def _parameter_help(name: str) -> str:
     rule = RULES[name]
-    low = "above 0" if rule.param_low == 0 else f"{rule.param_low:g}"
     default = "1 / ln L_train" if name == "ssmax" else "L / L_train at each test length L"
-    return f"{rule.summary}. Blank: {default}. A number from {low} to {rule.param_high:g} fixes it at every length."
+    return f"{rule.summary}. Blank: {default}. A number ({rule.allowed()}) fixes it at every length."
 
 
 def _explain_undefined(undefined: list[str], configs: dict[str, RunConfig], offered: list[str]) -> None:
@@ -129,7 +116,7 @@ def rule_selector(key: str, configs: dict[str, RunConfig], names: Sequence[str] 
         text = column.text_input(f"{name} {RULES[name].param_name}", key=f"{key}-{name}", placeholder="blank: default",
                                  help=_parameter_help(name))
         try:
-            parsed[name] = _with_parameter(name, text)
+            parsed[name] = rule_with_parameter(name, text)
         except RuleError as error:
             column.warning(plain(f"{error}. {name} is left out until this is fixed (blank: its default)."),
                            icon=":material/error:")
