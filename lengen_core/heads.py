@@ -26,7 +26,7 @@ import torch
 from lengen_core.carrier import effective_rank, toeplitz_fraction
 from lengen_core.config import RunConfig
 from lengen_core.evaluate import sequence_tokens
-from lengen_core.sequence import TOKENS_PER_BATCH, tokens_per_batch  # noqa: F401 (the budget prices TOKENS_PER_BATCH)
+from lengen_core.sequence import tokens_per_batch
 
 CARRIER_WEIGHT = 0.5
 PIN_SHARE = 0.5

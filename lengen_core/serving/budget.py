@@ -293,10 +293,10 @@ def check_attention_map(config: RunConfig, length: int, layer: int = 0, samples:
 
 def check_head_analysis(config: RunConfig, samples: int = 256) -> Cost:
     """`lengen_core.heads.analyse_heads`: `samples` sequences at L_train, a quarter of them at 4 × L_train."""
-    from lengen_core.heads import TOKENS_PER_BATCH
+    from lengen_core.sequence import tokens_per_batch
 
     L = config.task.train_length
-    cost = evaluation_cost(config, [L, 4 * L], samples, TOKENS_PER_BATCH)
+    cost = evaluation_cost(config, [L, 4 * L], samples, tokens_per_batch(config))  # the batches it runs
     return check(Cost("this per-head analysis", cost.memory_bytes, cost.seconds, cost.knobs))
 
 

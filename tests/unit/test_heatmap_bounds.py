@@ -99,11 +99,12 @@ def test_the_largest_transformer_at_the_longest_length_stays_within_its_memory_b
 def test_head_statistics_accumulated_block_by_block_match_the_full_patterns():
     """analyse_heads sums as the forward pass goes (one batch of sequences at a time); the same
     numbers as reading every layer's full attention of all sequences at once (the old way)."""
-    from lengen_core.heads import TOKENS_PER_BATCH, analyse_heads
+    from lengen_core.heads import analyse_heads
+    from lengen_core.sequence import tokens_per_batch
 
     config = with_changes(SMALL, train_length=24, offset=5)
     model = initial_model(config).eval()
-    samples = 2 * (TOKENS_PER_BATCH // 24) + 3  # three batches, the last a short one
+    samples = 2 * (tokens_per_batch(config) // 24) + 3  # three batches, the last a short one
     reports = analyse_heads(model, config, samples=samples)
     tokens = sequence_tokens(11, 24, samples, config.task.vocab_size)
     with torch.no_grad():
