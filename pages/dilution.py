@@ -1,7 +1,5 @@
 """Dilution: accuracy and target mass against length, the prediction from the weights, the fitted law (C1, C6, C7)."""
 
-import numpy as np
-import pandas as pd
 import streamlit as st
 
 from lengen_core.config import ConfigError
@@ -9,7 +7,7 @@ from lengen_core.fit import LAW_TOLERANCE
 from ui import accuracy_captions, charts, readouts, rules_view
 from ui.glossary import lead
 from ui.horizon import show_horizon
-from ui.runs import allowed_lengths, evaluation, fitted_law, prediction
+from ui.runs import allowed_lengths, dilution_data
 from ui.state import show_view, view_number
 from ui.widgets import chart, csv_name, refusal, require_single_head, run_summary, selected_run
 
@@ -41,23 +39,12 @@ lengths = allowed_lengths(run.run_id, sorted({task.offset + 1, *(task.train_leng
 lengths = tuple(n for n in lengths if n <= longest)
 
 try:  # the prediction first: it is checked before the evaluation's work, not after
-    predictions = prediction(run.run_id, lengths)
-    reports = evaluation(run.run_id, lengths, samples)
+    data = dilution_data(run.run_id, lengths, samples)
 except ConfigError as error:  # over this server's budget (lengen_core.serving.budget)
     refusal("Not evaluated here", error)
     st.stop()
-table = pd.DataFrame({
-    "length": lengths, "samples": [r.samples for r in reports], "accuracy": [r.accuracy for r in reports],
-    "accuracy_low": [r.accuracy_low for r in reports], "accuracy_high": [r.accuracy_high for r in reports],
-    "target_mass": [r.target_mass for r in reports], "target_mass_sem": [r.target_mass_sem for r in reports],
-    "predicted_accuracy": [p.accuracy for p in predictions], "predicted_mass": [p.target_mass for p in predictions],
-})
-result = fitted_law(run.run_id, lengths, samples)
-fit, fit_table = result.fit, None
-if fit is not None:  # drawn only where it was fitted: from the training length to the longest measured length
-    grid = np.unique(np.geomspace(task.train_length, fit.longest, 64).astype(int))
-    fit_table = pd.DataFrame({"length": grid, "fitted_mass": fit.target_mass(grid)})
-    table["fitted_mass"] = fit.drawn_at(lengths)
+reports, table, result, fit_table = data.reports, data.table, data.result, data.fit_table
+fit = result.fit
 
 last = reports[-1]
 a, b, c = st.columns(3)

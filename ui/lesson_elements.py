@@ -39,7 +39,7 @@ from ui.presets import (
     START_SAMPLES,
     dilution_lengths,
 )
-from ui.runs import allowed_lengths, carrier, evaluation, fitted_law, heatmap, load_run, prediction, stores
+from ui.runs import allowed_lengths, carrier, dilution_data, evaluation, heatmap, load_run, stores
 from ui.state import select_run
 from ui.train_form import request, show_message, train_form
 from ui.widgets import chart, refusal, run_summary
@@ -132,23 +132,10 @@ def carrier_chart(step: Step, presenting: bool) -> None:
 def _dilution(step: Step):
     """The Dilution page's table at its default samples, up to the step's `longest`, and the fitted law."""
     run = _run(step)
-    task = run.config.task
     lengths = tuple(allowed_lengths(run.run_id, list(dilution_lengths(run.config, min(step.option("longest"),
                                                                                          DILUTION_LONGEST)))))
-    predictions = prediction(run.run_id, lengths)
-    reports = evaluation(run.run_id, lengths, DILUTION_SAMPLES)
-    table = pd.DataFrame({
-        "length": lengths, "samples": [r.samples for r in reports], "accuracy": [r.accuracy for r in reports],
-        "accuracy_low": [r.accuracy_low for r in reports], "accuracy_high": [r.accuracy_high for r in reports],
-        "target_mass": [r.target_mass for r in reports], "target_mass_sem": [r.target_mass_sem for r in reports],
-        "predicted_accuracy": [p.accuracy for p in predictions], "predicted_mass": [p.target_mass for p in predictions],
-    })
-    result = fitted_law(run.run_id, lengths, DILUTION_SAMPLES)
-    fit_table = None
-    if result.fit is not None:  # drawn where it was fitted: the training length to the longest measured length
-        grid = np.unique(np.geomspace(task.train_length, result.fit.longest, 64).astype(int))
-        fit_table = pd.DataFrame({"length": grid, "fitted_mass": result.fit.target_mass(grid)})
-        table["fitted_mass"] = result.fit.drawn_at(lengths)
+    data = dilution_data(run.run_id, lengths, DILUTION_SAMPLES)
+    table, fit_table, result = data.table, data.fit_table, data.result
     return run, lengths, table, fit_table, result
 
 

@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Self, TypeVar
 
+import numpy as np
+import pandas as pd
 import streamlit as st
 from streamlit.runtime.scriptrunner import add_script_run_ctx
 
@@ -231,6 +234,36 @@ def _evaluation_at(run_id: str, length: int, samples: int) -> LengthReport:
 def fitted_law(run_id: str, lengths: tuple[int, ...], samples: int = 256, progress: Progress | None = None) -> FitResult:
     """The law fitted to `evaluation(run_id, lengths, samples)`, gated by the run's verdict."""
     return law_of(run_id, lengths, evaluation(run_id, lengths, samples, progress))
+
+
+@dataclass(frozen=True)
+class DilutionData:
+    """What the Dilution page draws (and a lesson's dilution steps): the measured and predicted rows, the
+    law fitted to them, and the fitted p on a grid where it was fitted (None without a law)."""
+
+    reports: list[LengthReport]
+    table: pd.DataFrame  # a row per length: measured, predicted, and `fitted_mass` where there is a law
+    result: FitResult
+    fit_table: pd.DataFrame | None  # length, fitted_mass: the training length to the longest fitted length
+
+
+def dilution_data(run_id: str, lengths: tuple[int, ...], samples: int) -> DilutionData:
+    """The prediction first (checked before the evaluation's work, not after), the evaluation, the law."""
+    predictions = prediction(run_id, lengths)
+    reports = evaluation(run_id, lengths, samples)
+    table = pd.DataFrame({
+        "length": lengths, "samples": [r.samples for r in reports], "accuracy": [r.accuracy for r in reports],
+        "accuracy_low": [r.accuracy_low for r in reports], "accuracy_high": [r.accuracy_high for r in reports],
+        "target_mass": [r.target_mass for r in reports], "target_mass_sem": [r.target_mass_sem for r in reports],
+        "predicted_accuracy": [p.accuracy for p in predictions], "predicted_mass": [p.target_mass for p in predictions],
+    })
+    result = law_of(run_id, lengths, reports)
+    fit_table = None
+    if result.fit is not None:  # drawn only where it was fitted: from the training length to the longest measured length
+        grid = np.unique(np.geomspace(load_run(run_id).config.task.train_length, result.fit.longest, 64).astype(int))
+        fit_table = pd.DataFrame({"length": grid, "fitted_mass": result.fit.target_mass(grid)})
+        table["fitted_mass"] = result.fit.drawn_at(lengths)
+    return DilutionData(reports, table, result, fit_table)
 
 
 def law_of(run_id: str, lengths: tuple[int, ...], reports: list[LengthReport],
