@@ -56,8 +56,10 @@ def horizon_caption(measured: Horizon | None, predicted: Horizon | None, train_l
     return " ".join(parts)
 
 
-def show_horizon(run: Run, lengths: Sequence[int], accuracies: Sequence[float], samples: int) -> None:
-    """Two metrics (measured, predicted), a caption from this run's numbers and the Train longer link."""
+def show_horizon(run: Run, lengths: Sequence[int], accuracies: Sequence[float], samples: int,
+                 controls: bool = True) -> None:
+    """Two metrics (measured, predicted), a caption from this run's numbers and, with `controls`, the
+    Train longer link (a lesson in presenter mode shows no control its step does not use)."""
     L = run.config.task.train_length
     measured = measured_horizon(lengths, accuracies, L)
     try:
@@ -78,10 +80,10 @@ def show_horizon(run: Run, lengths: Sequence[int], accuracies: Sequence[float], 
              delta_color="off", delta_arrow="off",
              help=f"The largest length up to {2**20:,} (or the end of a learned table) whose accuracy predicted from "
                   f"the weights is ≥ {HORIZON_ACCURACY:g}, found by bisection to the token.")
-    longer = continuation(run.config)
-    with c:
-        st.page_link(TRAIN_PAGE, label="Train longer", icon=":material/fitness_center:",
-                     query_params=config_to_query(longer),
-                     help=f"Open the Train form for a new run that starts from this run's weights and trains "
-                          f"{longer.train.steps:,} more steps, past 100% training accuracy.")
+    if controls:
+        longer = continuation(run.config)
+        c.page_link(TRAIN_PAGE, label="Train longer", icon=":material/fitness_center:",
+                    query_params=config_to_query(longer),
+                    help=f"Open the Train form for a new run that starts from this run's weights and trains "
+                         f"{longer.train.steps:,} more steps, past 100% training accuracy.")
     st.caption(horizon_caption(measured, predicted, L, samples))

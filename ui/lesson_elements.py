@@ -158,9 +158,10 @@ def inverse_mass_chart(step: Step, presenting: bool) -> None:
 
 
 def horizon(step: Step, presenting: bool) -> None:
-    """The measured and predicted horizon (with Train longer), under the accuracy it is read from."""
+    """The measured and predicted horizon (with Train longer, but in presenter mode), under the accuracy it
+    is read from."""
     run, lengths, table, _, _ = _dilution(step)
-    show_horizon(run, lengths, list(table["accuracy"]), DILUTION_SAMPLES)
+    show_horizon(run, lengths, list(table["accuracy"]), DILUTION_SAMPLES, controls=not presenting)
     _draw(charts.dilution(  # the accuracy the horizon is read from, without the law
         table, None, 1 / run.config.task.vocab_size),
         readouts.dilution_caption(run.config.model.encoding, run.config.model.attention, lengths, table["accuracy"],

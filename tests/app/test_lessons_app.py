@@ -129,3 +129,17 @@ seed = 0
     assert not app.exception, [e.value for e in app.exception]
     assert app.session_state["run_id"] == PRESETS["RoPE"].run_id()
     assert app.title[0].value == "Accuracy against length: the dilution law"
+
+
+def test_presenter_mode_drops_the_horizon_steps_train_longer_link():
+    """A control the step does not use is not shown to a class: the horizon element's Train longer link
+    is there in a lesson opened plainly and gone in presenter mode, the horizon itself drawn in both."""
+    name = "what-sets-the-horizon"
+    number = next(i for i, step in enumerate(LESSONS[name].steps, 1) if step.element == "horizon")
+    plain = open_link({"lesson": name, "step": str(number)})
+    shown = open_link({"lesson": name, "step": str(number), "present": "1"})
+    for app in (plain, shown):
+        assert not app.exception
+        assert [m.label for m in app.metric][:2] == ["Horizon, measured", "Horizon, predicted"]
+    assert [link.label for link in plain.get("page_link")] == ["Train longer"]
+    assert not shown.get("page_link")
