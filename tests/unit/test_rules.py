@@ -216,3 +216,30 @@ def test_each_rule_is_predicted_within_the_bound_on_other_configs(changes, train
     gaps = _agreement(run, _defined(run.config))
     assert max(gaps.values()) <= BOUND, gaps
     assert not math.isnan(max(gaps.values()))
+
+
+@pytest.mark.parametrize("encoding", ["sinusoidal", "alibi"])
+def test_pi_reads_a_sinusoidal_table_and_an_alibi_bias_at_the_interpolated_positions(encoding: str) -> None:
+    """The other encodings PI is defined for: the sinusoidal table is read at p·L_train/L and ALiBi's
+    bias at the interpolated distances; the last-query evaluation and its prediction run under it."""
+    from lengen_core.encodings import sinusoidal_table
+    from lengen_core.training import initial_model
+
+    config = with_changes(RunConfig(), encoding=encoding)
+    model = initial_model(config)
+    L = config.task.train_length
+    length, s = 4 * L, 4.0
+    view = under_rule(model, make_rule("pi"), length)
+    positions = torch.arange(length)
+    if encoding == "sinusoidal":
+        expected = sinusoidal_table(positions.to(torch.float64) / s, config.model.d_model)
+        assert torch.allclose(view.encoding.embed(positions), expected, atol=1e-6)
+        assert not torch.allclose(view.encoding.embed(positions), model.encoding.embed(positions))
+    else:
+        last = torch.tensor([length - 1])
+        assert torch.allclose(view.encoding.bias(last, positions), model.encoding.bias(last, positions) / s, atol=1e-5)
+    measured = evaluate(model, config, [L, length], samples=32, rule=make_rule("pi"))
+    predicted = predict(model, config, [L, length], rule=make_rule("pi"))
+    assert measured[0] == dataclasses.replace(evaluate(model, config, [L], samples=32)[0], seconds=measured[0].seconds,
+                                              rule="pi")  # within the training length: the model as trained
+    assert all(0.0 <= p.accuracy <= 1.0 and 0.0 <= p.target_mass <= 1.0 for p in predicted)
