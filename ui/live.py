@@ -115,11 +115,15 @@ def watch(view: LiveView, run_id: str) -> None:
     heatmap = view.heatmap
     L, k = heatmap.train_length, heatmap.offset
     left, right = st.columns(2)
+    what = "s(Δ)" + (" read from the weights" if view.analytic else ", measured from recorded logits,")
+    if view.head is not None:  # a transformer: the head that attends most to t − k, found anew at each view
+        layer, head = view.head
+        what = (f"s(Δ) of head L{layer}H{head}, the head putting most weight on t − k now "
+                f"({view.target_weight:.2f} on average), measured from recorded logits,")
     with left:
         st.plotly_chart(charts.carrier_curve(view.offsets, view.carrier, L, k), width="stretch", key="live-carrier")
         st.caption(f"**What to look for, at step {view.step}:** " + mechanism_captions.alignment_caption(
-            "s(Δ)" + (" read from the weights" if view.analytic else ", measured from recorded logits,"),
-            view.carrier, L, k, rope_softmax=False, learned=None) + ".")
+            what, view.carrier, L, k, rope_softmax=False, learned=None) + ".")
     with right:
         st.plotly_chart(charts.attention_map(heatmap.weights, heatmap.pool, heatmap.length, L), width="stretch",
                         key="live-heatmap")

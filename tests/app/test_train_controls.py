@@ -57,3 +57,35 @@ def test_pause_step_and_resume_from_the_train_page():
         assert not pool.status(ticket).paused
     finally:
         pool.stop(ticket)
+
+
+def test_a_paused_transformer_shows_its_carrier_head():
+    """A transformer has no carrier from the weights: the live view names the head putting most weight on
+    t − k and draws its measured s(Δ) and its map, at the step where the run paused."""
+    from ui.pool import training_pool
+
+    app = AppTest.from_file(APP, default_timeout=300)
+    app.run()
+    app.switch_page("pages/train.py").run()
+    inputs = {n.label: n for n in app.number_input}
+    inputs["Layers"].set_value(2)
+    inputs["Heads"].set_value(2)
+    inputs["Seed"].set_value(43)
+    app.run()
+    next(b for b in app.button if b.label == "Train").click().run()
+    ticket = app.session_state["training_ticket"]
+    pool = training_pool()
+    try:
+        wait_for(lambda: pool.status(ticket).progress is not None)
+        app.run()
+        app.button(key="pause-training").click().run()
+        wait_for(lambda: (view := pool.status(ticket).view) is not None and view.step == pool.status(ticket).progress.step)
+        view = pool.status(ticket).view
+        app.run()
+        assert not app.exception, [e.value for e in app.exception]
+        layer, head = view.head
+        captions = " ".join(c.value for c in app.caption)
+        assert f"s(Δ) of head L{layer}H{head}, the head putting most weight on t − k now" in captions
+        assert f"At step {view.step}:" in captions
+    finally:
+        pool.stop(ticket)

@@ -1,5 +1,6 @@
 """The live view of a training (lengen_core.watch): the same carrier the Carrier page reads from the same
-weights, the Attention page's map, none for a transformer, and views every VIEW_EVERY steps and at a pause."""
+weights, the Attention page's map, a transformer's carrier head as the Transformer page finds it, and views
+every VIEW_EVERY steps and at a pause."""
 
 from __future__ import annotations
 
@@ -24,14 +25,35 @@ def test_the_live_carrier_and_map_are_the_pages_for_the_same_weights():
     assert int(np.argmax(view.carrier[: run.config.task.train_length])) == run.config.task.offset
 
 
-def test_a_learned_table_is_measured_over_its_training_range_and_a_transformer_has_no_view():
+def test_a_learned_table_is_measured_over_its_training_range():
     run = preset_store().load(PRESETS["Learned (APE)"].run_id(), "cpu")
     run.model.train()
     view = live_view(run.model, run.config, step=3)
     assert not view.analytic and view.carrier.shape == (run.config.task.train_length,)
+    assert view.head is None
     assert run.model.training  # left as the training had it
-    transformer = preset_store().load(PRESETS["Transformer RoPE"].run_id(), "cpu")
-    assert live_view(transformer.model, transformer.config, step=3) is None
+
+
+def test_a_transformers_view_is_its_carrier_head_as_the_transformer_page_finds_it():
+    """The head putting most weight on t − k (HEAD_SAMPLES sequences): its measured s(Δ) and its map at 4×.
+    On the RoPE transformer preset that head peaks at k and its map's last query reads t − k."""
+    from lengen_core.heads import analyse_heads
+    from lengen_core.watch import HEAD_SAMPLES
+
+    run = preset_store().load(PRESETS["Transformer RoPE"].run_id(), "cpu")
+    run.model.train()
+    state = torch.get_rng_state()
+    view = live_view(run.model, run.config, step=5)
+    assert torch.equal(torch.get_rng_state(), state) and run.model.training
+    reports = analyse_heads(run.model.eval(), run.config, samples=HEAD_SAMPLES)
+    best = max(reports, key=lambda report: report.target_weight)
+    assert view.head == (best.layer, best.head) and view.target_weight == best.target_weight
+    np.testing.assert_array_equal(view.carrier, best.carrier)
+    L, k = run.config.task.train_length, run.config.task.offset
+    assert not view.analytic and view.carrier.shape == (L,) and int(np.argmax(view.carrier)) == k
+    expected = attention_heatmap(run.model, run.config, 4 * L, max_cells=64, layer=best.layer, head=best.head)
+    np.testing.assert_array_equal(view.heatmap.weights, expected.weights)
+    assert int(view.heatmap.argmax_keys[-1]) == 4 * L - 1 - k
 
 
 def test_views_come_every_few_steps_and_once_where_a_paused_run_stopped():
