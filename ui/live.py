@@ -92,22 +92,41 @@ def _live(pool: TrainingPool, drawn_waiting: bool) -> None:
 
 
 def controls(pool: TrainingPool, ticket: int, status: JobStatus) -> None:
-    """Pause or resume; while paused, one step or ten at a time (exactly that many); Stop."""
-    running = status.state == "running"
+    """Pause or resume; while paused, one step or ten at a time (exactly that many); Stop. A training shared
+    with other requests for the same run (a class on one link) is driven by the one that asked first: the
+    others watch it, and their Leave lets go of it without stopping it for the rest."""
+    running, drives = status.state == "running", status.drives
+    shared = "" if drives else (f" This training is shared with {status.holders - 1} other request"
+                                f"{'s' * (status.holders != 2)} for the same run: the one that asked first drives it.")
     pause, one, ten, stop = st.columns(4)
     if status.paused:
         pause.button("Resume", icon=":material/play_arrow:", on_click=pool.resume, args=(ticket,), key="resume-training",
-                     width="stretch", help="Go on training from here, as if it had never paused.")
+                     width="stretch", disabled=not drives, help="Go on training from here, as if it had never paused." + shared)
     else:
         pause.button("Pause", icon=":material/pause:", on_click=pool.pause, args=(ticket,), key="pause-training",
-                     width="stretch", disabled=not running, help="Hold the training before its next step.")
+                     width="stretch", disabled=not (running and drives), help="Hold the training before its next step." + shared)
     one.button("Step", icon=":material/skip_next:", on_click=pool.advance, args=(ticket, 1), key="step-training",
-               width="stretch", disabled=not status.paused, help="While paused: exactly one more step, then pause.")
+               width="stretch", disabled=not (status.paused and drives),
+               help="While paused: exactly one more step, then pause." + shared)
     ten.button("10 steps", icon=":material/fast_forward:", on_click=pool.advance, args=(ticket, 10),
-               key="step10-training", width="stretch", disabled=not status.paused,
-               help="While paused: exactly ten more steps, then pause.")
-    stop.button("Stop", on_click=pool.stop, args=(ticket,), key="stop-training", width="stretch",
-                help="Stop now; the run so far is saved with steps set to the steps done (a waiting request is dropped).")
+               key="step10-training", width="stretch", disabled=not (status.paused and drives),
+               help="While paused: exactly ten more steps, then pause." + shared)
+    if drives:
+        stop.button("Stop", on_click=pool.stop, args=(ticket,), key="stop-training", width="stretch",
+                    help="Stop now; the run so far is saved with steps set to the steps done (a waiting request is dropped).")
+    else:
+        stop.button("Leave", on_click=_leave, args=(ticket,), key="leave-training", width="stretch",
+                    help="Stop watching it here; it goes on for the others, and its run is stored when it ends." + shared)
+    if not drives:
+        st.caption(shared.strip())
+
+
+def _leave(ticket: int) -> None:
+    let_go(ticket)
+    st.session_state.pop(TICKET_KEY, None)
+    left = ("You left the shared training; it goes on for the others. Press Train on the same settings to watch "
+            "it again, or to open its run once it is stored.")
+    st.session_state[MESSAGE_KEY] = ("info", left)
 
 
 def watch(view: LiveView, run_id: str) -> None:

@@ -10,6 +10,9 @@ A running job can be paused, advanced by exactly n steps (then paused again) and
 (`lengen_core.serving.stepping.StepGate`): the training is an iterator, so a pause only means its
 next step waits, and a resumed run reaches the very weights an uninterrupted one does. A paused job
 keeps its worker, and the time it spends paused does not count against the wall-clock limit.
+Requests for the same run share one job (a class on one lesson link): only its driver, the earliest
+ticket still holding it, pauses, steps, resumes or stops it; another holder's Stop only lets go of its
+own ticket, and the training goes on for the rest.
 
 Each request holds a ticket; a job runs while any ticket on it is held, and is cancelled (queued:
 dropped; running: stopped at the next step, nothing saved) when the last ticket is released. Worker
@@ -48,6 +51,10 @@ DEFAULT_PAUSE_SECONDS = 900  # a training paused for 15 minutes in all gives its
 DEFAULT_RUNS_PER_OWNER = 30  # trainings one browser may start on this server (answers from the store are free)
 
 
+class SharedTraining(RuntimeError):
+    """A pause, step or resume from a holder of a shared training who is not its driver."""
+
+
 class QueueFull(RuntimeError):
     """Too many trainings are waiting; the message says how many and what to do."""
 
@@ -69,6 +76,8 @@ class JobStatus:
     error: str | None
     note: str | None = None  # e.g. stopped at the wall-clock limit, what was kept
     paused: bool = False  # running, and waiting for resume or a step (StepGate)
+    holders: int = 1  # requests sharing this training (the same run asked for by several browsers)
+    drives: bool = True  # this ticket may pause, step, resume and stop it: the earliest holder (`TrainingPool.stop`)
     view: LiveView | None = None  # the carrier and an attention map at a recent step (lengen_core.watch)
 
 
@@ -202,6 +211,8 @@ class TrainingPool:
                 stopped=job.stop.is_set(),
                 error=job.error,
                 paused=job.state == "running" and job.gate.paused,
+                holders=len(job.tickets),
+                drives=self._drives(job, ticket),
                 view=job.view,
                 note=_stop_note(job, self.pause_seconds),
             )
@@ -216,15 +227,27 @@ class TrainingPool:
                 self._progressed.wait(left)
         return self.status(ticket)
 
+    @staticmethod
+    def _drives(job: _Job, ticket: int) -> bool:
+        """Several browsers asking for the same run share one training (a class on one lesson link): the
+        earliest ticket still holding it drives it (pause, step, resume, stop); when it leaves, the next."""
+        return not job.tickets or ticket == min(job.tickets)
+
     def stop(self, ticket: int) -> None:
-        """Stop now and keep the steps trained so far (as a run whose steps are the steps done)."""
+        """Stop now and keep the steps trained so far (as a run whose steps are the steps done). From a
+        holder of a shared training that does not drive it: that holder leaves (`release`), and the
+        training goes on for the others."""
         with self._lock:
             job = self._job(ticket)
-            job.keep_partial = True
-            job.stop.set()
-            self._progressed.notify_all()  # a paused training wakes to stop
-            if job.state == "queued":
-                self._drop(job)
+            drives = self._drives(job, ticket)
+            if drives:
+                job.keep_partial = True
+                job.stop.set()
+                self._progressed.notify_all()  # a paused training wakes to stop
+                if job.state == "queued":
+                    self._drop(job)
+        if not drives:
+            self.release(ticket)
 
     def pause(self, ticket: int) -> None:
         """Hold the job before its next step (a queued job starts paused)."""
@@ -242,6 +265,10 @@ class TrainingPool:
             job = self._job(ticket)
             if job.state not in ("queued", "running"):
                 return  # it has ended: nothing to hold
+            if not self._drives(job, ticket):
+                others = len(job.tickets) - 1
+                raise SharedTraining(f"this training is shared with {others} other request{'s' * (others != 1)} for "
+                                     "the same run; the one that asked first pauses, steps and resumes it")
             was_paused = job.gate.paused
             job.gate.apply(command)
             job.commands.append(command)

@@ -89,3 +89,38 @@ def test_a_paused_transformer_shows_its_carrier_head():
         assert f"At step {view.step}:" in captions
     finally:
         pool.stop(ticket)
+
+
+def test_a_second_browser_on_the_same_run_watches_and_can_leave_without_stopping_it():
+    """Two sessions press Train on the same settings (a class on one link): one training; the second sees it
+    live with the controls disabled and a Leave button that lets go of it while it goes on for the first."""
+    from ui.pool import training_pool
+
+    def train_page() -> AppTest:
+        app = AppTest.from_file(APP, default_timeout=300)
+        app.run()
+        app.switch_page("pages/train.py").run()
+        {n.label: n for n in app.number_input}["Seed"].set_value(61)
+        app.run()
+        next(b for b in app.button if b.label == "Train").click().run()
+        return app
+
+    first = train_page()
+    second = train_page()
+    pool = training_pool()
+    tickets = first.session_state["training_ticket"], second.session_state["training_ticket"]
+    try:
+        assert pool.status(tickets[0]).run_id == pool.status(tickets[1]).run_id  # one training, two holders
+        wait_for(lambda: pool.status(tickets[0]).progress is not None)
+        second.run()
+        assert not second.exception, [e.value for e in second.exception]
+        assert second.button(key="pause-training").disabled and second.button(key="step-training").disabled
+        assert "shared with 1 other request for the same run" in " ".join(c.value for c in second.caption)
+        second.button(key="leave-training").click().run()
+        assert "training_ticket" not in second.session_state
+        assert "You left the shared training" in " ".join(i.value for i in second.info)
+        assert pool.status(tickets[0]).state == "running" and pool.status(tickets[0]).holders == 1
+        first.run()
+        assert not first.button(key="pause-training").disabled
+    finally:
+        pool.stop(tickets[0])

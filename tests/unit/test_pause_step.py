@@ -154,3 +154,38 @@ def test_a_training_paused_past_the_servers_limit_is_stopped_and_keeps_its_steps
         assert RunStore(tmp_path).load(status.stored_run_id).config.train.steps == kept
     finally:
         pool.close()
+
+
+def test_a_shared_training_is_driven_by_the_request_that_came_first(tmp_path):
+    """A class on one link asks for the same run: one training, which the first request pauses, steps and
+    stops; another holder cannot pause it, and its Stop only lets go of its own ticket."""
+    from lengen_core.serving.jobs import SharedTraining
+
+    pool = TrainingPool(RunStore(tmp_path), max_concurrent=1, device="cpu")
+    try:
+        wanted = config(51, steps=400)
+        first, second, third = (pool.submit(wanted, owner=f"browser-{i}") for i in range(3))
+        wait_for(lambda: steps_done(pool, first) >= 1)
+        assert [pool.status(t).drives for t in (first, second, third)] == [True, False, False]
+        assert pool.status(second).holders == 3
+        with pytest.raises(SharedTraining, match="shared with 2 other requests for the same run"):
+            pool.pause(second)
+        assert not pool.status(first).paused
+        pool.stop(second)  # leaves: the training goes on for the others
+        before = steps_done(pool, first)
+        wait_for(lambda: steps_done(pool, first) > before)
+        assert pool.status(first).state == "running" and pool.status(third).holders == 2
+        with pytest.raises(KeyError):
+            pool.status(second)
+        pool.pause(first)
+        wait_for(lambda: pool.status(third).paused)
+        pool.release(first)  # the driver leaves: the next holder drives
+        assert pool.status(third).drives and pool.status(third).holders == 1
+        pool.advance(third, 1)
+        kept = settled(pool, third, seconds=0.2)
+        pool.stop(third)
+        wait_for(lambda: pool.status(third).state not in ("queued", "running"), timeout=30)
+        assert pool.status(third).state == "done"
+        assert RunStore(tmp_path).load(pool.status(third).stored_run_id).config.train.steps == kept
+    finally:
+        pool.close()
