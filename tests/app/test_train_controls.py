@@ -18,15 +18,23 @@ def wait_for(predicate, timeout: float = 120.0) -> None:
         time.sleep(0.05)
 
 
-def test_pause_step_and_resume_from_the_train_page():
-    from ui.pool import training_pool
-
+def trained_from_the_train_page(**numbers: int) -> AppTest:
+    """A session on the Train page that set these number inputs (by label) and pressed Train."""
     app = AppTest.from_file(APP, default_timeout=300)
     app.run()
     app.switch_page("pages/train.py").run()
-    {n.label: n for n in app.number_input}["Seed"].set_value(41)
+    inputs = {n.label: n for n in app.number_input}
+    for label, value in numbers.items():
+        inputs[label].set_value(value)
     app.run()
     next(b for b in app.button if b.label == "Train").click().run()
+    return app
+
+
+def test_pause_step_and_resume_from_the_train_page():
+    from ui.pool import training_pool
+
+    app = trained_from_the_train_page(Seed=41)
     ticket = app.session_state["training_ticket"]
     pool = training_pool()
     try:
@@ -64,15 +72,7 @@ def test_a_paused_transformer_shows_its_carrier_head():
     t − k and draws its measured s(Δ) and its map, at the step where the run paused."""
     from ui.pool import training_pool
 
-    app = AppTest.from_file(APP, default_timeout=300)
-    app.run()
-    app.switch_page("pages/train.py").run()
-    inputs = {n.label: n for n in app.number_input}
-    inputs["Layers"].set_value(2)
-    inputs["Heads"].set_value(2)
-    inputs["Seed"].set_value(43)
-    app.run()
-    next(b for b in app.button if b.label == "Train").click().run()
+    app = trained_from_the_train_page(Layers=2, Heads=2, Seed=43)
     ticket = app.session_state["training_ticket"]
     pool = training_pool()
     try:
@@ -96,17 +96,8 @@ def test_a_second_browser_on_the_same_run_watches_and_can_leave_without_stopping
     live with the controls disabled and a Leave button that lets go of it while it goes on for the first."""
     from ui.pool import training_pool
 
-    def train_page() -> AppTest:
-        app = AppTest.from_file(APP, default_timeout=300)
-        app.run()
-        app.switch_page("pages/train.py").run()
-        {n.label: n for n in app.number_input}["Seed"].set_value(61)
-        app.run()
-        next(b for b in app.button if b.label == "Train").click().run()
-        return app
-
-    first = train_page()
-    second = train_page()
+    first = trained_from_the_train_page(Seed=61)
+    second = trained_from_the_train_page(Seed=61)
     pool = training_pool()
     tickets = first.session_state["training_ticket"], second.session_state["training_ticket"]
     try:
