@@ -304,15 +304,22 @@ def command_evaluate(args: argparse.Namespace, store: RunStore) -> dict[str, Any
         measured = measured_horizon(lengths, [r["accuracy"] for r in rows], config.task.train_length)
         horizon.update(measured_horizon=None if measured is None else measured.length,
                        measured_horizon_below=None if measured is None else measured.below)
+        # under a rule every length asked costs a sweep of its own: the search looks up to the longest length
+        # evaluated, as the app does (as trained, one sweep serves them all: up to 2^20)
+        ceiling = horizon_ceiling(run.model) if rule.trivial else min(max(lengths), horizon_ceiling(run.model))
         try:
-            check_horizon(config, horizon_ceiling(run.model), rule)  # over budget: the rest of the answer still stands
+            check_horizon(config, ceiling, rule)  # over budget: the rest of the answer still stands
         except BudgetError as error:
             horizon["predicted_horizon_note"] = f"not computed here: {' '.join(str(error).split())}"
         else:  # each later step priced
-            reach = predicted_horizon(run.model, config, afford=prediction_fits(config, rule=rule), rule=rule)
+            reach = predicted_horizon(run.model, config, ceiling=ceiling, afford=prediction_fits(config, rule=rule),
+                                      rule=rule)
             horizon.update(predicted_horizon=reach.length, predicted_horizon_below=reach.below)
             if not reach.resolved:
                 horizon["predicted_horizon_note"] = f"bracket only: {reach.text}"
+            elif not rule.trivial:
+                horizon["predicted_horizon_note"] = (f"under {rule.label}, looked for up to the longest length "
+                                                     f"evaluated, {ceiling:,}")
     return {"run_id": run.run_id, "rule": rule.label, "task": config.task.task, "chance": 1 / config.task.vocab_size,
             "verdict": run.verdict.to_dict(), "lengths": rows, "fit": fitted, "fit_status": result.status,
             "fit_reason": result.reason, "horizon_accuracy": HORIZON_ACCURACY, **horizon, **_device(run)}
