@@ -96,6 +96,9 @@ def test_the_command_line_prints_the_rows_with_the_rule() -> None:
     assert result["rule"] == "ntk:4"
     assert [row["rule"] for row in result["lengths"]] == ["ntk:4", "ntk:4"]
     assert [row["length"] for row in result["lengths"]] == [16, 64]
+    # under a rule the predicted horizon is looked for up to the longest length evaluated, and says so
+    assert result["predicted_horizon_note"] == "under ntk:4, looked for up to the longest length evaluated, 64"
+    assert result["predicted_horizon"] <= 64
 
 
 def test_pi_maps_every_position_of_a_longer_sequence_into_the_trained_range() -> None:
