@@ -32,9 +32,10 @@ page = st.navigation([
     st.Page("pages/theory.py", title="Theory", icon=":material/functions:"),
 ], position="hidden" if presenting() else "sidebar")  # presenter mode: no page list either
 checked_at_start()  # every lesson file is checked once, when the server starts (ui.lesson_view)
-if page.url_path != lessons.url_path and LESSON in st.query_params:  # /?lesson=NAME&step=N opens the lesson
+on_lessons = page.title == lessons.title  # (titles are unique; the url paths stay st.navigation's own)
+if not on_lessons and LESSON in st.query_params:  # /?lesson=NAME&step=N opens the lesson
     st.switch_page(lessons, query_params=st.query_params.to_dict())
-if page.url_path == lessons.url_path:  # a lesson picks its own runs: no run picker, and the link is the lesson's
+if on_lessons:  # a lesson picks its own runs: no run picker, and the link is the lesson's
     if presenting():
         present_style()
 else:

@@ -239,6 +239,12 @@ LEADS = {
         f"learned the single head's rule ({term('carrier head')}) or got {term('pinned')}, and how accuracy holds "
         f"past the {term('training length')}."
     ),
+    "lessons": (
+        f"A lesson walks a class through the lab a step at a time, each step one chart from the other pages, such "
+        f"as the {term('carrier')} or the {term('dilution law')}, with a question and its answer a click away. "
+        f"Open it on a projector from its link in presenter mode, and give the students the locked link: they train "
+        f"the same run on the shared pool and watch its {term('carrier')} form at the {term('offset', 'offset k')}."
+    ),
     "theory": (
         f"This page works out why a {term('RoPE')} score depends only on the distance between query and key, why "
         f"that makes the {term('carrier')} a simple, low-rank rule and where the {term('dilution law')} comes from, "

@@ -118,8 +118,7 @@ def lessons_page() -> None:
     """The index, or the step a link names; a link to a lesson that is not here says which are."""
     lessons, problems = load_lessons()
     name = st.query_params.get(LESSON)
-    if name is None:
-        st.title("Lessons")
+    if name is None:  # the page drew the title and its lead
         st.markdown("Guided walks through the lab, a step at a time, each with a question for the class. "
                     f"A lesson is a file in `assets/lessons/`; {len(ELEMENTS)} elements of the pages can be used.")
         index(lessons, problems)
