@@ -42,8 +42,9 @@ def test_the_shipped_numbers_are_the_computed_ones(label):
         table = shipped["evaluations"][str(samples)]
         for n in lengths:
             fresh = dataclasses.asdict(evaluate(run.model, config, [n], samples=samples)[0])
-            assert {k: v for k, v in table[str(n)].items() if k != "seconds"} == pytest.approx(
-                {k: v for k, v in fresh.items() if k != "seconds"}, rel=1e-6, abs=1e-9)  # another CPU: last bits
+            assert table[str(n)]["rule"] == fresh["rule"] == "none"  # read as trained
+            assert {k: v for k, v in table[str(n)].items() if k not in ("seconds", "rule")} == pytest.approx(
+                {k: v for k, v in fresh.items() if k not in ("seconds", "rule")}, rel=1e-6, abs=1e-9)  # another CPU
     lengths = [n for n in dilution_lengths(config) if str(n) in dilution]
     assert set(shipped["predictions"]) == {str(n) for n in lengths}
     for prediction in predict(run.model, config, lengths[:3]):
@@ -83,5 +84,6 @@ def test_the_constructed_head_ships_its_evaluations():
     shipped = precomputed(config.run_id())["evaluations"][str(START_SAMPLES)]
     assert {int(n) for n in shipped} == set(START_LENGTHS)
     fresh = evaluate(initial_model(config), config, [START_LENGTHS[-1]], samples=START_SAMPLES)[0]
-    assert {k: v for k, v in shipped[str(START_LENGTHS[-1])].items() if k != "seconds"} == pytest.approx(
-        {k: v for k, v in dataclasses.asdict(fresh).items() if k != "seconds"}, rel=1e-6, abs=1e-9)
+    assert shipped[str(START_LENGTHS[-1])]["rule"] == fresh.rule == "none"
+    assert {k: v for k, v in shipped[str(START_LENGTHS[-1])].items() if k not in ("seconds", "rule")} == pytest.approx(
+        {k: v for k, v in dataclasses.asdict(fresh).items() if k not in ("seconds", "rule")}, rel=1e-6, abs=1e-9)
