@@ -19,11 +19,13 @@ import pandas as pd
 from lengen_core.serving.sweep import SweepGrid, sweep_dir
 
 ROOT = Path(__file__).resolve().parents[2]
-# Three tiny cells, one worker: each learns in seconds on one thread, so Ctrl-C lands while one runs.
+# Three tiny cells, one worker, each training all its 400 steps (no early stop: in CI two cells that
+# stopped early once finished before the Ctrl-C landed), so Ctrl-C lands while one runs.
 OPTIONS = ["--encodings", "rope", "--offsets", "1,2,3", "--seeds", "0", "--lengths", "16,32", "--samples", "64",
-           "--set", "steps=400", "--set", "d_model=32", "--set", "qk_init=1.0", "--workers", "1"]
+           "--set", "steps=400", "--set", "d_model=32", "--set", "qk_init=1.0", "--set", "keep_training=true",
+           "--workers", "1"]
 GRID = SweepGrid(offsets=(1, 2, 3), seeds=(0,), lengths=(16, 32), samples=64,
-                 base=(("steps", 400), ("d_model", 32), ("qk_init", 1.0)))
+                 base=(("steps", 400), ("d_model", 32), ("qk_init", 1.0), ("keep_training", True)))
 FIGURES = ["offset", "run_id", "length", "accuracy", "target_mass", "m_out", "argmax_offset", "predicted_horizon"]
 
 
