@@ -20,6 +20,7 @@ from ui.state import plain, select_run
 
 LOG = logging.getLogger(__name__)
 PREFILLED_KEY = "_train_prefilled"
+VALUES_KEY = "_train_values"  # the form's values, kept where Streamlit never cleans up (widget keys it does)
 FORM = {  # setting -> widget key; the widgets start from a link's config when one is waiting
     "task": "train-task", "encoding": "train-encoding", "attention": "train-attention", "offset": "train-offset",
     "train_length": "train-length", "length_mode": "train-length-mode", "vocab_size": "train-vocab",
@@ -79,12 +80,17 @@ def train_form(base: RunConfig, shown: Collection[str] | None = None, locked: Co
     Returns the config to train when Train is pressed, else None; a bad config is a message here."""
     flat = _flat(base)
     if st.session_state.get(PREFILLED_KEY) != base:
-        for name, key in FORM.items():
-            st.session_state[key] = flat[name]
+        st.session_state[VALUES_KEY] = dict(flat)
         st.session_state[PREFILLED_KEY] = base
+    kept = st.session_state.setdefault(VALUES_KEY, dict(flat))
     for name in locked:  # a students' link: what the lesson fixes stays as the lesson set it
         if name in FORM:
-            st.session_state[FORM[name]] = flat[name]
+            kept[name] = flat[name]
+    # Streamlit deletes a widget's state on any run that does not draw it (another page), and the widget
+    # then comes back at its minimum: every run restores the widgets from the kept values.
+    for name, key in FORM.items():
+        if key not in st.session_state or name in locked:
+            st.session_state[key] = kept[name]
     drawn = [name for name in FORM if shown is None or name in shown]
     with st.container(border=True):  # no form: the estimate below follows every change
         columns = st.columns(3) if shown is None else st.columns(max(1, min(3, len(drawn))))
@@ -94,6 +100,7 @@ def train_form(base: RunConfig, shown: Collection[str] | None = None, locked: Co
                 _widget(column, name, name in locked)
         estimate = st.empty()
         submitted = st.button("Train", type="primary", help="Start training, or open the stored run.")
+    kept.update({name: st.session_state[FORM[name]] for name in drawn})
     try:
         config = with_changes(base, **{name: st.session_state[FORM[name]] if name in drawn else flat[name]
                                        for name in FORM})

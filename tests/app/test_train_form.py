@@ -30,3 +30,30 @@ def test_the_form_sets_the_query_key_init_scale():
     status = training_pool().status(ticket)
     assert status.run_id == with_changes(RunConfig.legacy_defaults(), steps=7).run_id()
     training_pool().stop(ticket)
+
+
+def _form_values(app: AppTest) -> dict:
+    widgets = [*app.number_input, *app.selectbox, *app.radio]
+    return {w.key: w.value for w in widgets if w.key and w.key.startswith("train-")}
+
+
+def test_the_form_keeps_its_values_across_every_page():
+    """Streamlit drops a widget's state on any run that does not draw it: the form must not come back
+    at its minimums (offset 1, steps 0) after a visit to another page."""
+    app = AppTest.from_file(APP, default_timeout=300)
+    app.run()
+    app.switch_page("pages/train.py").run()
+    inputs = {n.label: n for n in app.number_input}
+    inputs["Offset k"].set_value(5)
+    inputs["Steps"].set_value(123)
+    inputs["Vocabulary V"].set_value(24)
+    next(s for s in app.selectbox if s.label == "Positional encoding").set_value("learned")
+    app.run()
+    chosen = _form_values(app)
+    assert chosen["train-offset"] == 5 and chosen["train-encoding"] == "learned"
+    for page in ("start", "attention", "carrier", "dilution", "compare", "sweeps", "transformer", "theory"):
+        app.switch_page(f"pages/{page}.py").run()
+        assert not app.exception, (page, [e.value for e in app.exception])
+        app.switch_page("pages/train.py").run()
+        assert _form_values(app) == chosen, page
+        assert not any("Not a valid configuration" in w.value for w in app.warning), page
