@@ -5,9 +5,9 @@ import sys
 
 import streamlit as st
 
-import ui.pool
+import ui.training.pool
 from lengen_core.serving.runtime import limit_heap_growth
-from ui.lesson_view import LESSON, LESSON_PAGE, checked_at_start, present_style, presenting
+from ui.lessons.view import LESSON, LESSON_PAGE, checked_at_start, present_style, presenting
 from ui.state import run_sidebar
 from ui.widgets import readable_layout
 
@@ -31,7 +31,7 @@ page = st.navigation([
     st.Page("pages/transformer.py", title="Transformer", icon=":material/stacks:"),
     st.Page("pages/theory.py", title="Theory", icon=":material/functions:"),
 ], position="hidden" if presenting() else "sidebar")  # presenter mode: no page list either
-checked_at_start()  # every lesson file is checked once, when the server starts (ui.lesson_view)
+checked_at_start()  # every lesson file is checked once, when the server starts (ui.lessons.view)
 on_lessons = page.title == lessons.title  # (titles are unique; the url paths stay st.navigation's own)
 if not on_lessons and LESSON in st.query_params:  # /?lesson=NAME&step=N opens the lesson
     st.switch_page(lessons, query_params=st.query_params.to_dict())
@@ -41,4 +41,4 @@ if on_lessons:  # a lesson picks its own runs: no run picker, and the link is th
 else:
     run_sidebar()  # the selected run, shown and switchable on every page
 page.run()
-ui.pool.training_pool()  # the training processes start after the first page is drawn, and warm up
+ui.training.pool.training_pool()  # the training processes start after the first page is drawn, and warm up

@@ -33,8 +33,8 @@ from pathlib import Path
 
 import torch
 
+from lengen_core.analysis.evaluate import evaluate
 from lengen_core.config import RunConfig, with_changes
-from lengen_core.evaluate import evaluate
 from lengen_core.serving.runtime import device_name
 from lengen_core.serving.store import RunStore
 from lengen_core.training import initial_model, resolve_device, train

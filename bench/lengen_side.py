@@ -27,9 +27,9 @@ import torch
 
 from bench.common import PEER_PYTHON, ROOT, median, python_env
 from bench.probe import save_model
+from lengen_core.analysis.dilution import predict
+from lengen_core.analysis.evaluate import evaluate
 from lengen_core.config import RunConfig, with_changes
-from lengen_core.dilution import predict
-from lengen_core.evaluate import evaluate
 from lengen_core.training import Training
 
 

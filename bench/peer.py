@@ -6,7 +6,7 @@ prints one JSON object on stdout. The model is a `HookedTransformer` with one la
 attention only, d_model = d_head = 64, n_ctx 4096, and no normalisation (lengen's minimal head has
 none; LayerNorm would only slow the peer). Training: the same batches as lengen (lengen's own
 `sample_batch` with the same data seed), Adam at the same learning rate, cross-entropy at the last
-position only. Evaluation: the same 256 sequences per length as `lengen_core.evaluate` (its
+position only. Evaluation: the same 256 sequences per length as `lengen_core.analysis.evaluate` (its
 `sequence_tokens`), one full forward with `run_with_cache` reading the attention pattern at the
 last query; the full T×T pattern is built, which is how the peer works.
 
@@ -33,8 +33,8 @@ import torch.nn.functional as F
 import transformer_lens
 from transformer_lens import HookedTransformer, HookedTransformerConfig
 
+from lengen_core.analysis.evaluate import sequence_tokens
 from lengen_core.config import TaskConfig
-from lengen_core.evaluate import sequence_tokens
 from lengen_core.tasks import sample_batch
 from lengen_core.training import DATA_SEED_OFFSET
 

@@ -23,9 +23,9 @@ from pathlib import Path
 import torch
 
 from bench.common import peak_rss_bytes, rss_bytes
+from lengen_core.analysis.evaluate import evaluate
 from lengen_core.config import RunConfig, with_changes
-from lengen_core.evaluate import evaluate
-from lengen_core.model import build_model
+from lengen_core.models.head import build_model
 
 
 def save_model(model: torch.nn.Module, config: RunConfig, directory: Path) -> Path:

@@ -237,8 +237,8 @@ class RunConfig:
         ):
             raise ConfigError("init constructed builds a learned-position head that implements the relative rule: "
                               "it needs encoding learned, attention softmax, layers 0 and the retrieval task")
-        if self.train.init == "constructed":  # enough position pairs after the token features (lengen_core.construct)
-            from lengen_core.construct import check_constructible  # imports this module: imported on use
+        if self.train.init == "constructed":  # enough position pairs after the token features (lengen_core.models.construct)
+            from lengen_core.models.construct import check_constructible  # imports this module: imported on use
 
             check_constructible(self.task.vocab_size, self.model.d_model, self.model.max_positions,
                                 self.model.rope_base)

@@ -14,7 +14,7 @@ What it can tell apart. From a random start (`init random`), whether rows past t
 ever get a gradient: in training no batch is longer than L_train, so the rows ≥ L_train are never
 gathered and their gradient is exactly zero at every step (the property test holds this for random
 configs); with no weight decay Adam leaves them exactly at their initial values. From the
-constructed head (`init constructed`, lengen_core.construct), whether training keeps the relative
+constructed head (`init constructed`, lengen_core.models.construct), whether training keeps the relative
 rule (accuracy past the training length stays) or moves to a solution that only fits the training
 range. What it cannot tell: the gradient here is the loss's; weight decay (an optimiser term, not a
 gradient of the loss) still shrinks the untrained rows towards zero, which no rule is learned from.
@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from lengen_core.analysis.evaluate import LengthReport, check_lengths, evaluate
 from lengen_core.config import RunConfig
-from lengen_core.evaluate import LengthReport, check_lengths, evaluate
 from lengen_core.training import Training
 
 TRACE_SEED = 12_345  # the evaluations' sequences: the pages' default evaluation seed

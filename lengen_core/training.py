@@ -28,16 +28,16 @@ from typing import TYPE_CHECKING
 import torch
 import torch.nn.functional as F
 
+from lengen_core.analysis.verdict import Verdict, judge
 from lengen_core.config import RunConfig
-from lengen_core.construct import construct
-from lengen_core.model import build_model
+from lengen_core.models.construct import construct
+from lengen_core.models.head import build_model
 from lengen_core.tasks import query_start, sample_batch
-from lengen_core.verdict import Verdict, judge
 
 PROBE_SHARE = 0.25  # live probes may take at most this share of a training's step time (Training)
 
 if TYPE_CHECKING:
-    from lengen_core.horizon import Probe
+    from lengen_core.analysis.horizon import Probe
 
 DATA_SEED_OFFSET = 1_000_003  # keeps the data stream apart from the weight stream of the same seed
 
@@ -107,7 +107,7 @@ class Run:
     train_accuracy: float
     stopped_early: bool
     history: dict[str, list[float]] = field(default_factory=dict)
-    verdict: Verdict | None = None  # judged when trained (lengen_core.verdict); None only before that
+    verdict: Verdict | None = None  # judged when trained (lengen_core.analysis.verdict); None only before that
     trained_on: str = ""  # the device it was trained on ("" = `device`); `device` is where the model is now
 
     @property
@@ -121,7 +121,7 @@ class Run:
 
 def initial_model(config: RunConfig) -> torch.nn.Module:
     """The weights a training of `config` starts from: its seed's random initialisation, or for init
-    constructed the hand-built relative-rule head (lengen_core.construct). The untrained baseline of a run."""
+    constructed the hand-built relative-rule head (lengen_core.models.construct). The untrained baseline of a run."""
     model = build_model(config, torch.Generator().manual_seed(config.train.seed))
     return construct(model, config) if config.train.init == "constructed" else model
 
@@ -131,7 +131,7 @@ class Training:
                  probe_every: int = 0, probe_share: float = PROBE_SHARE) -> None:
         """`start`: the weights to start from instead of the seed's initialisation, for a run that
         continues another (`config.train.continues`: the caller reads that run's weights).
-        `probe_every`: the fewest steps between live probes (lengen_core.horizon.live_probe; 0: none),
+        `probe_every`: the fewest steps between live probes (lengen_core.analysis.horizon.live_probe; 0: none),
         recorded in the history as probe_step, horizon, m_out and probe_seconds. They read the weights
         and change nothing. A due probe runs only while the probes' time stays within `probe_share` of
         the steps' time so far (`_probe_affordable`), so a probe is never due at step 1 and a large
@@ -207,7 +207,7 @@ class Training:
 
     def _probe_affordable(self, finished: bool) -> bool:
         """A probe now: `probe_every` steps after the last one (or the last step), and the probes'
-        time with this one's expected time (the last one's, or lengen_core.horizon.probe_seconds_estimate
+        time with this one's expected time (the last one's, or lengen_core.analysis.horizon.probe_seconds_estimate
         for the first) within `probe_share` of the steps' time so far."""
         if not self.probe_every:
             return False
@@ -215,13 +215,15 @@ class Training:
         if self.steps_done - last < self.probe_every and not (finished and self.steps_done > last):
             return False
         if self._next_probe_seconds is None:
-            from lengen_core.horizon import probe_seconds_estimate  # horizon → dilution → training: imported on use
+            from lengen_core.analysis.horizon import (
+                probe_seconds_estimate,  # horizon → dilution → training: imported on use
+            )
 
             self._next_probe_seconds = probe_seconds_estimate(self.config)
         return self.probe_seconds + self._next_probe_seconds <= self.probe_share * self.seconds
 
     def _probe(self) -> Probe:
-        from lengen_core.horizon import live_probe  # horizon → dilution → carrier → training: imported on use
+        from lengen_core.analysis.horizon import live_probe  # horizon → dilution → carrier → training: imported on use
 
         self.model.eval()
         start = self.clock()

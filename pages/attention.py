@@ -4,11 +4,13 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from lengen_core.analysis.heatmap import MAX_HEATMAP_LENGTH, Heatmap
 from lengen_core.config import ConfigError
-from lengen_core.heatmap import MAX_HEATMAP_LENGTH, Heatmap
 from lengen_core.serving.share import view_ints
-from ui import attention_captions, charts, rule_maps
+from ui.captions import attention as attention_captions
+from ui.charts import common as charts
 from ui.glossary import lead
+from ui.rules import maps as rule_maps
 from ui.runs import allowed_lengths, heatmap
 from ui.state import show_view, view_number, view_setting
 from ui.widgets import chart, head_picker, refusal, run_summary, selected_run

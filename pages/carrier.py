@@ -3,10 +3,12 @@
 import pandas as pd
 import streamlit as st
 
-from lengen_core.carrier import ALIGNMENT_MARGIN
+from lengen_core.analysis.carrier import ALIGNMENT_MARGIN
 from lengen_core.config import ConfigError
-from ui import charts, readouts, rule_maps
+from ui.captions import readouts
+from ui.charts import common as charts
 from ui.glossary import lead
+from ui.rules import maps as rule_maps
 from ui.runs import carrier
 from ui.state import show_view, view_number
 from ui.widgets import chart, refusal, require_single_head, run_summary, selected_run

@@ -4,10 +4,13 @@ import pandas as pd
 import streamlit as st
 
 from lengen_core.config import ConfigError
-from ui import accuracy_captions, compare_charts, mechanism_captions, rules_view
 from ui.analyses import comparisons
+from ui.captions import accuracy as accuracy_captions
+from ui.captions import mechanism as mechanism_captions
+from ui.charts import compare as compare_charts
 from ui.glossary import lead
 from ui.presets import single_head_presets
+from ui.rules import view as rules_view
 from ui.runs import load_run, run_labels, run_options
 from ui.state import show_view, view_flag, view_number, view_runs
 from ui.widgets import chart, refusal

@@ -2,11 +2,14 @@
 
 import streamlit as st
 
+from lengen_core.analysis.fit import LAW_TOLERANCE
 from lengen_core.config import ConfigError
-from lengen_core.fit import LAW_TOLERANCE
-from ui import accuracy_captions, charts, readouts, rules_view
+from ui.captions import accuracy as accuracy_captions
+from ui.captions import readouts
+from ui.charts import common as charts
 from ui.glossary import lead
-from ui.horizon import show_horizon
+from ui.reach import show_horizon
+from ui.rules import view as rules_view
 from ui.runs import allowed_lengths, dilution_data
 from ui.state import show_view, view_number
 from ui.widgets import chart, csv_name, refusal, require_single_head, run_summary, selected_run

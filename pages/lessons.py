@@ -3,7 +3,7 @@
 import streamlit as st
 
 from ui.glossary import lead
-from ui.lesson_view import LESSON, lessons_page
+from ui.lessons.view import LESSON, lessons_page
 
 if LESSON not in st.query_params:  # the index; a lesson's step draws its own title
     st.title("Lessons")

@@ -4,7 +4,8 @@ import pandas as pd
 import streamlit as st
 
 from lengen_core.config import ConfigError
-from ui import accuracy_captions, compare_charts
+from ui.captions import accuracy as accuracy_captions
+from ui.charts import compare as compare_charts
 from ui.glossary import lead
 from ui.presets import PRESETS, single_head_presets, transformer_presets
 from ui.runs import evaluation, load_run

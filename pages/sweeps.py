@@ -6,9 +6,9 @@ import streamlit as st
 from lengen_core.config import SETTINGS, ConfigError
 from lengen_core.serving.budget import duration
 from lengen_core.serving.sweep import SweepError, SweepGrid, check_sweep
-from ui import sweeps
+from ui import sweep_panels as sweeps
 from ui.glossary import lead
-from ui.pool import browser_id
+from ui.training.pool import browser_id
 from ui.widgets import refusal
 
 st.title("Sweeps: many runs, one law")

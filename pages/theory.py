@@ -5,11 +5,13 @@ the glossary every page links its terms to, and the lab's science document (docs
 import pandas as pd
 import streamlit as st
 
-from ui import mechanism_captions, optimisation, theory_charts
 from ui.analyses import equivariance
+from ui.captions import mechanism as mechanism_captions
 from ui.glossary import GLOSSARY_ANCHOR, glossary, lead
 from ui.presets import science_document
 from ui.state import show_view, view_number
+from ui.theory import charts as theory_charts
+from ui.theory import gradients as optimisation
 from ui.widgets import chart, run_summary, selected_run
 
 TOLERANCE = 1e-3

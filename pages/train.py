@@ -4,10 +4,10 @@ import streamlit as st
 
 from lengen_core.config import RunConfig
 from ui.glossary import lead
-from ui.live import TICKET_KEY, live_training, stored_training
-from ui.pool import training_device_name, training_pool
 from ui.state import linked_config
-from ui.train_form import request, show_message, train_form
+from ui.training.form import request, show_message, train_form
+from ui.training.live import TICKET_KEY, live_training, stored_training
+from ui.training.pool import training_device_name, training_pool
 from ui.widgets import selected_run
 
 base = linked_config() or RunConfig()

@@ -5,8 +5,13 @@ import pandas as pd
 import streamlit as st
 
 from lengen_core.config import ConfigError
-from ui import accuracy_captions, attention_captions, charts, compare_charts, mechanism_captions, transformer_charts
 from ui.analyses import head_attention, heads, length_multiples, sequence_evaluation
+from ui.captions import accuracy as accuracy_captions
+from ui.captions import attention as attention_captions
+from ui.captions import mechanism as mechanism_captions
+from ui.charts import common as charts
+from ui.charts import compare as compare_charts
+from ui.charts import transformer as transformer_charts
 from ui.glossary import lead
 from ui.presets import transformer_presets
 from ui.runs import load_run

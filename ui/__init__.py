@@ -1,4 +1,6 @@
-"""The only Streamlit-aware helpers: state and links, cached wrappers, charts, the shared training pool, presets.
+"""The app's helpers between the pages and the core, in folders by idea: captions/ and charts/ (plain data in,
+a sentence or a figure out; no Streamlit), rules/, lessons/, training/ and theory/; at the top, the run
+picker and links (state), cached analyses (runs, analyses), presets, widgets, downloads and the glossary.
 
 Importing this package also settles how the server routes. app.py is the router (`st.navigation`),
 but a `pages/` folder beside it makes Streamlit start each server in its older multipage mode,

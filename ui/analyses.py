@@ -15,11 +15,11 @@ from dataclasses import dataclass
 import numpy as np
 import streamlit as st
 
-from lengen_core.evaluate import LengthError, check_lengths, check_sweep
-from lengen_core.fit import NOT_APPLICABLE, FitResult
-from lengen_core.heads import HeadReport, analyse_heads
-from lengen_core.heatmap import MAX_HEAD_MAP_CELLS, head_map
-from lengen_core.sequence import MAX_SEQUENCE_LENGTH, SequenceReport, evaluate_sequence
+from lengen_core.analysis.evaluate import LengthError, check_lengths, check_sweep
+from lengen_core.analysis.fit import NOT_APPLICABLE, FitResult
+from lengen_core.analysis.heads import HeadReport, analyse_heads
+from lengen_core.analysis.heatmap import MAX_HEAD_MAP_CELLS, head_map
+from lengen_core.analysis.sequence import MAX_SEQUENCE_LENGTH, SequenceReport, evaluate_sequence
 from lengen_core.serving.budget import (
     check_attention_map,
     check_carrier,
@@ -27,7 +27,6 @@ from lengen_core.serving.budget import (
     check_prediction,
     check_sequence_evaluation,
 )
-from ui.equivariance import ShiftCheck, check_equivariance
 from ui.runs import (
     Progress,
     allowed_lengths,
@@ -38,6 +37,7 @@ from ui.runs import (
     load_run,
     prediction,
 )
+from ui.theory.equivariance import ShiftCheck, check_equivariance
 
 CARRIER_SEARCH = 1 << 16  # the Carrier page's default, so the two pages share the cached carrier
 
@@ -73,7 +73,7 @@ def heads(run_id: str) -> list[HeadReport]:
 def head_attention(run_id: str, length: int, layer: int, head: int, samples: int = 16) -> np.ndarray:
     """Mean |attention weight| of one head over random sequences: (T, T), queries × keys, at full
     resolution (the page's lengths are at most 4 × 512 tokens). Only that head is kept, a sequence
-    at a time, and the layers above it are not run (lengen_core.heatmap.head_map): memory is one
+    at a time, and the layers above it are not run (lengen_core.analysis.heatmap.head_map): memory is one
     T × T matrix and one forward pass, whatever the model."""
     run = load_run(run_id)
     check_attention_map(run.config, length, layer, samples)

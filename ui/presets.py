@@ -1,6 +1,6 @@
 """Preset runs shipped in `assets/presets/` (the run store's layout), so the app has charts offline.
 
-Rebuild them with `python -m ui.build_presets`: fixed seeds, default config, so anyone can check
+Rebuild them with `python -m scripts.build_presets`: fixed seeds, default config, so anyone can check
 that a rebuilt preset has the same run id (the id is a hash of the config and seed).
 """
 
@@ -40,12 +40,12 @@ PRESETS: dict[str, RunConfig] = {
 DEFAULT_PRESET = "RoPE"
 
 
-PRECOMPUTED = PRESET_ROOT / "precomputed"  # <run id>.json: what the first visits compute, shipped (ui.build_presets)
+PRECOMPUTED = PRESET_ROOT / "precomputed"  # <run id>.json: what the first visits compute, shipped (scripts.build_presets)
 TRACES = PRECOMPUTED / "traces"  # <run id>-every<N>.json: the optimisation experiment's trainings, shipped
 START_LENGTHS, START_SAMPLES = tuple(16 << p for p in range(9)), 128  # the Start page's picture
 DILUTION_LONGEST, DILUTION_SAMPLES = 1 << 16, 256  # the Dilution page's default view
 
-# The Theory page's optimisation experiment (C1, ui.optimisation), on the Learned (APE) preset's config: the
+# The Theory page's optimisation experiment (C1, ui.theory.gradients), on the Learned (APE) preset's config: the
 # preset's own training replayed with each position row's gradient recorded (every GRADIENT_EVERY steps), and a
 # training of DRIFT_STEPS steps from the constructed head (every DRIFT_EVERY), accuracy at L_train and 4× on the
 # way over TRACE_SAMPLES sequences. Both ship with the presets (`shipped_trace`), so a first visit trains nothing.
@@ -90,7 +90,7 @@ def _trace_file(config: RunConfig, every: int) -> TrainingTrace | None:
 
 def shipped_trace(config: RunConfig, every: int, lengths: tuple[int, ...], samples: int) -> TrainingTrace | None:
     """The optimisation experiment's trace of `config` recorded every `every` steps, shipped with the presets
-    (ui.build_presets), when it was made with these evaluation `lengths` and `samples`; else None."""
+    (scripts.build_presets), when it was made with these evaluation `lengths` and `samples`; else None."""
     trace = _trace_file(config, every)
     if trace is None or trace.config != config or trace.lengths != tuple(lengths):
         return None

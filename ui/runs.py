@@ -22,14 +22,14 @@ import pandas as pd
 import streamlit as st
 from streamlit.runtime.scriptrunner import add_script_run_ctx
 
-from lengen_core.carrier import Carrier, extract_carrier
+from lengen_core.analysis.carrier import Carrier, extract_carrier
+from lengen_core.analysis.dilution import Prediction, predict
+from lengen_core.analysis.evaluate import LengthError, LengthReport, check_lengths, check_sweep, evaluate
+from lengen_core.analysis.fit import FitResult, fit_dilution
+from lengen_core.analysis.heatmap import Heatmap, attention_heatmap
+from lengen_core.analysis.horizon import Horizon, horizon_ceiling
+from lengen_core.analysis.horizon import predicted_horizon as find_horizon
 from lengen_core.config import RunConfig
-from lengen_core.dilution import Prediction, predict
-from lengen_core.evaluate import LengthError, LengthReport, check_lengths, check_sweep, evaluate
-from lengen_core.fit import FitResult, fit_dilution
-from lengen_core.heatmap import Heatmap, attention_heatmap
-from lengen_core.horizon import Horizon, horizon_ceiling
-from lengen_core.horizon import predicted_horizon as find_horizon
 from lengen_core.serving.budget import (
     check_attention_map,
     check_carrier,
@@ -225,7 +225,7 @@ def evaluation(run_id: str, lengths: tuple[int, ...], samples: int = 256,
 @st.cache_data(show_spinner=False, max_entries=1024)  # the bar says what is going on
 def _evaluation_at(run_id: str, length: int, samples: int) -> LengthReport:
     shipped = precomputed(run_id).get("evaluations", {}).get(str(samples), {}).get(str(length))
-    if shipped is not None:  # a preset's, computed by the same call when it was built (ui.build_presets)
+    if shipped is not None:  # a preset's, computed by the same call when it was built (scripts.build_presets)
         return LengthReport(**shipped)
     run = load_run(run_id)
     return evaluate(run.model, run.config, [length], samples=samples)[0]
@@ -295,7 +295,7 @@ def _fit(run_id: str, lengths: tuple[int, ...], masses: tuple[float, ...], sems:
 @st.cache_data(show_spinner="Predicting from the weights…", max_entries=64)
 def prediction(run_id: str, lengths: tuple[int, ...]) -> list[Prediction]:
     shipped = precomputed(run_id).get("predictions", {})
-    if all(str(n) in shipped for n in lengths):  # a preset's, shipped (ui.build_presets)
+    if all(str(n) in shipped for n in lengths):  # a preset's, shipped (scripts.build_presets)
         return [Prediction(**shipped[str(n)]) for n in lengths]
     run = load_run(run_id)
     check_prediction(run.config, lengths)  # this server's budgets (lengen_core.serving.budget)
@@ -304,7 +304,7 @@ def prediction(run_id: str, lengths: tuple[int, ...]) -> list[Prediction]:
 
 @st.cache_data(show_spinner="Finding the horizon from the weights…", max_entries=64)
 def predicted_horizon(run_id: str) -> Horizon:
-    """The run's predicted horizon (lengen_core.horizon), a preset's shipped (ui.build_presets)."""
+    """The run's predicted horizon (lengen_core.analysis.horizon), a preset's shipped (scripts.build_presets)."""
     shipped = precomputed(run_id).get("horizon")
     if shipped is not None:
         return Horizon(**shipped)

@@ -221,7 +221,7 @@ def view_setting(key: str, name: str, read: Callable[[dict[str, list[str]]], Any
 
 def new_link_values(name: str) -> list[str] | None:
     """The values of `name` in a new link, remembered as applied; None when the URL holds none or only
-    what this session wrote. For settings read by a widget of their own (`ui.rule_select`)."""
+    what this session wrote. For settings read by a widget of their own (`ui.rules.select`)."""
     params = _query()
     if not _is_new(params, {name}):
         return None

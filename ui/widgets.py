@@ -8,7 +8,7 @@ import streamlit as st
 
 from lengen_core.serving.store import StoreError
 from lengen_core.training import Run
-from ui import captions
+from ui.captions import common as captions
 from ui.runs import load_run
 from ui.state import plain, selected_run_id, show_view, view_option
 

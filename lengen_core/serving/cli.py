@@ -9,7 +9,7 @@ given, so it stays testable and the rest of the core never prints.
 Every command that computes takes `--device` (auto by default: CUDA, then MPS, then the CPU,
 `lengen_core.training.resolve_device`): `train`, `construct` and `continue` train there; `evaluate`,
 `carrier` and `heads` load the stored run onto it and compute there. `evaluate --rule NAME
-[--rule-param X]` reads the run under an inference rule (lengen_core.rules), each row saying which. Each answer's `device` says
+[--rule-param X]` reads the run under an inference rule (lengen_core.analysis.rules), each row saying which. Each answer's `device` says
 which device that was (for a training, the device the run was trained on, also when a stored run
 is reused), and `device_name` says it in words (the GPU's name on CUDA).
 """
@@ -23,7 +23,14 @@ import sys
 from collections.abc import Sequence
 from typing import Any, TextIO, get_args
 
-from lengen_core.carrier import ALIGNMENT_MARGIN, extract_carrier
+from lengen_core.analysis.carrier import ALIGNMENT_MARGIN, extract_carrier
+from lengen_core.analysis.dilution import predict
+from lengen_core.analysis.evaluate import evaluate
+from lengen_core.analysis.fit import LAW_TOLERANCE, NOT_APPLICABLE, fit_dilution
+from lengen_core.analysis.heads import analyse_heads
+from lengen_core.analysis.horizon import HORIZON_ACCURACY, horizon_ceiling, measured_horizon, predicted_horizon
+from lengen_core.analysis.rules import RULES, InferenceRule, make_rule, under_rule
+from lengen_core.analysis.sequence import evaluate_sequence
 from lengen_core.config import (
     MAX_EVAL_LENGTH,
     SETTINGS,
@@ -33,14 +40,7 @@ from lengen_core.config import (
     Setting,
     with_changes,
 )
-from lengen_core.dilution import predict
-from lengen_core.encodings import LengthError
-from lengen_core.evaluate import evaluate
-from lengen_core.fit import LAW_TOLERANCE, NOT_APPLICABLE, fit_dilution
-from lengen_core.heads import analyse_heads
-from lengen_core.horizon import HORIZON_ACCURACY, horizon_ceiling, measured_horizon, predicted_horizon
-from lengen_core.rules import RULES, InferenceRule, make_rule, under_rule
-from lengen_core.sequence import evaluate_sequence
+from lengen_core.models.encodings import LengthError
 from lengen_core.serving.budget import (
     BudgetError,
     check_carrier,

@@ -32,8 +32,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from lengen_core.analysis.horizon import probe_interval
+from lengen_core.analysis.watch import LiveView, live_view, view_due
 from lengen_core.config import RunConfig
-from lengen_core.horizon import probe_interval
 from lengen_core.serving.budget import TRAIN_SECONDS_ENV, Budgets, check, training_cost
 from lengen_core.serving.lineage import parent_run, starting_weights
 from lengen_core.serving.runtime import env_whole_number, usable_cpus
@@ -41,7 +42,6 @@ from lengen_core.serving.stepping import StepGate
 from lengen_core.serving.store import RunStore
 from lengen_core.serving.training_process import TrainingProcess, save_run
 from lengen_core.training import Progress, Training
-from lengen_core.watch import LiveView, live_view, view_due
 
 State = Literal["queued", "running", "done", "failed", "cancelled"]
 MAX_QUEUE = 200
@@ -78,7 +78,7 @@ class JobStatus:
     paused: bool = False  # running, and waiting for resume or a step (StepGate)
     holders: int = 1  # requests sharing this training (the same run asked for by several browsers)
     drives: bool = True  # this ticket may pause, step, resume and stop it: the earliest holder (`TrainingPool.stop`)
-    view: LiveView | None = None  # the carrier and an attention map at a recent step (lengen_core.watch)
+    view: LiveView | None = None  # the carrier and an attention map at a recent step (lengen_core.analysis.watch)
 
 
 @dataclass

@@ -4,7 +4,7 @@
                                               added since it was written reads as its legacy value)
                          weights.safetensors  the model's state_dict (safetensors: loading runs no code)
                          metrics.json         what happened in training and the verdict on it
-                                              (lengen_core.verdict), a format number, the time saved
+                                              (lengen_core.analysis.verdict), a format number, the time saved
 
 `<root>` is `$LENGEN_HOME`, else `~/.lengen`. The presets shipped with the lab are a store of their
 own, read-only (`preset_store()`, `assets/presets/` beside the package): it can be read like any
@@ -36,10 +36,10 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
+from lengen_core.analysis.verdict import Verdict, judge
 from lengen_core.config import RunConfig
 from lengen_core.serving.runtime import env_whole_number
 from lengen_core.training import Run, initial_model, resolve_device
-from lengen_core.verdict import Verdict, judge
 
 FORMAT = 1  # of metrics.json; bump when the layout changes so old readers refuse new runs clearly
 TEMP_PREFIX = ".tmp-"

@@ -49,7 +49,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from lengen_core.collapse import Collapse
+from lengen_core.analysis.collapse import Collapse
 from lengen_core.config import ConfigError, RunConfig, with_changes
 
 Backend = Literal["local", "ray"]
@@ -91,8 +91,8 @@ class SweepGrid:
             object.__setattr__(self, name, values)
         object.__setattr__(self, "lengths", tuple(sorted(self.lengths)))
         object.__setattr__(self, "base", tuple(sorted(dict(self.base).items())))  # a dict, or pairs in any order
+        from lengen_core.analysis.evaluate import MAX_EVAL_SAMPLES
         from lengen_core.config import MAX_EVAL_LENGTH
-        from lengen_core.evaluate import MAX_EVAL_SAMPLES
 
         if any(isinstance(n, bool) or not isinstance(n, int) or not 2 <= n <= MAX_EVAL_LENGTH for n in self.lengths):
             raise SweepError(f"evaluation lengths must be whole numbers from 2 to {MAX_EVAL_LENGTH:,}")
@@ -191,10 +191,10 @@ def measure_run(run, lengths: Sequence[int], samples: int) -> dict[str, Any]:
     """The verdict, the evaluation rows at `lengths` (those the run allows), the fit's m_out, the
     carrier's argmax offset and margin, and the predicted horizon (single head only); each cost is
     checked against the budgets first."""
-    from lengen_core.carrier import extract_carrier
-    from lengen_core.evaluate import LengthError, check_lengths, evaluate
-    from lengen_core.fit import fit_dilution
-    from lengen_core.horizon import horizon_ceiling, measured_horizon, predicted_horizon
+    from lengen_core.analysis.carrier import extract_carrier
+    from lengen_core.analysis.evaluate import LengthError, check_lengths, evaluate
+    from lengen_core.analysis.fit import fit_dilution
+    from lengen_core.analysis.horizon import horizon_ceiling, measured_horizon, predicted_horizon
     from lengen_core.serving import budget
 
     config, model = run.config, run.model
@@ -213,7 +213,7 @@ def measure_run(run, lengths: Sequence[int], samples: int) -> dict[str, Any]:
         budget.check_single_head_evaluation(config, allowed, samples)
         reports = evaluate(model, config, allowed, samples=samples)
     else:
-        from lengen_core.sequence import evaluate_sequence
+        from lengen_core.analysis.sequence import evaluate_sequence
 
         budget.check_sequence_evaluation(config, allowed, samples)
         reports = evaluate_sequence(model, config, allowed, samples=samples)
@@ -224,7 +224,7 @@ def measure_run(run, lengths: Sequence[int], samples: int) -> dict[str, Any]:
         return record
     L = config.task.train_length
     budget.check_prediction(config, sorted({L, *allowed}))
-    from lengen_core.dilution import predict
+    from lengen_core.analysis.dilution import predict
 
     predicted = {p.length: p.target_mass for p in predict(model, config, sorted({L, *allowed}))}
     result = fit_dilution(allowed, [r.target_mass for r in reports], [r.target_mass_sem for r in reports], L,
@@ -520,7 +520,7 @@ def _gather_ray(ray, refs: dict, pending: list, finished, cancel: threading.Even
 def sweep_collapse(cells: Sequence[dict[str, Any]]) -> tuple[Collapse | None, str]:
     """The collapse of the learned RoPE cells with a fitted m_out (their lengths ≥ L_train), and a sentence
     on what went in; None when no such cell has points."""
-    from lengen_core.collapse import collapse
+    from lengen_core.analysis.collapse import collapse
 
     rows = [(length["length"], length["accuracy"], cell["m_out"], cell["vocab_size"])
             for cell in cells
@@ -535,7 +535,7 @@ def sweep_collapse(cells: Sequence[dict[str, Any]]) -> tuple[Collapse | None, st
 
 def collapse_summary(cells: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The JSON form: the variable, rms from the master curve A_V(scale·x) with its fitted scale, rms_unscaled
-    from A_V(x), and the two spreads (lengen_core.collapse), or why there is none."""
+    from A_V(x), and the two spreads (lengen_core.analysis.collapse), or why there is none."""
     result, note = sweep_collapse(cells)
     if result is None:
         return {"variable": None, "rms": None, "scale": None, "rms_unscaled": None, "spread_scaled": None,
@@ -567,7 +567,7 @@ def sweep_seconds(grid: SweepGrid) -> float:
             total += budget.prediction_cost(config, sorted({L, *grid.lengths})).seconds
             total += budget.carrier_cost(config, 4 * L, samples=256).seconds
         else:
-            from lengen_core.sequence import tokens_per_batch
+            from lengen_core.analysis.sequence import tokens_per_batch
 
             total += budget.evaluation_cost(config, grid.lengths, grid.samples, tokens_per_batch(config)).seconds
     return total

@@ -7,7 +7,7 @@ the child's side of the pipe (`serve_child`).
 Messages on the pipe: the parent sends ("train", config), ("pause", _), ("resume", _), ("advance", n)
 (n steps, then pause: `lengen_core.serving.jobs.StepGate`), ("stop", _), then ("save" | "discard", _)
 when asked, and ("exit", _); the child answers ("progress", Progress) per step, ("view", LiveView)
-now and then (`lengen_core.watch`: every few steps, and where a paused training stopped), then ("stopped", _)
+now and then (`lengen_core.analysis.watch`: every few steps, and where a paused training stopped), then ("stopped", _)
 (a stop arrived: save or discard?), ("cancelled", _), ("done", run id) or ("failed", message). A
 paused child waits on the pipe, taking no step, until a command arrives.
 """
@@ -29,15 +29,15 @@ from typing import Literal
 
 import torch
 
+from lengen_core.analysis.horizon import probe_interval
+from lengen_core.analysis.watch import LiveView, live_view, view_due
 from lengen_core.config import RunConfig, with_changes
-from lengen_core.horizon import probe_interval
 from lengen_core.serving.budget import MEMORY_ENV, Budgets
 from lengen_core.serving.lineage import starting_weights
 from lengen_core.serving.runtime import limit_heap_growth
 from lengen_core.serving.stepping import StepGate
 from lengen_core.serving.store import RunStore
 from lengen_core.training import Progress, Run, Training
-from lengen_core.watch import LiveView, live_view, view_due
 
 Outcome = Literal["done", "cancelled"]
 

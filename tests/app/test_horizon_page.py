@@ -13,9 +13,9 @@ from lengen_core.serving.lineage import continuation
 from lengen_core.serving.share import config_to_query
 from lengen_core.serving.store import RunStore, preset_store
 from lengen_core.training import train
-from ui.pool import training_pool
 from ui.presets import preset_ids
 from ui.runs import predicted_horizon
+from ui.training.pool import training_pool
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 ROPE = preset_ids()["RoPE"]

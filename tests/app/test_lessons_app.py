@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from ui.lessons import ELEMENTS, load_lessons
+from ui.lessons.files import ELEMENTS, load_lessons
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 LESSONS, _ = load_lessons()
@@ -78,7 +78,7 @@ def test_a_malformed_lesson_file_is_a_message_naming_file_step_and_what_is_allow
     (tmp_path / "good.toml").write_text(good, encoding="utf-8")
     (tmp_path / "broken.toml").write_text(good.replace('element = "carrier-chart"', 'element = "carrier"'),
                                           encoding="utf-8")
-    monkeypatch.setattr("ui.lessons.LESSON_ROOT", tmp_path)
+    monkeypatch.setattr("ui.lessons.files.LESSON_ROOT", tmp_path)
     app = open_link({"lesson": "broken"})
     assert not app.exception, [e.value for e in app.exception]
     message = texts(app).replace("\\", "")
@@ -122,7 +122,7 @@ answer = "A."
 [steps.config]
 seed = 0
 """, encoding="utf-8")
-    monkeypatch.setattr("ui.lessons.LESSON_ROOT", tmp_path)
+    monkeypatch.setattr("ui.lessons.files.LESSON_ROOT", tmp_path)
     app = open_link({"lesson": "again", "step": "1"})
     assert app.button(key="lesson-open-run").label == "Open the trained run on the Dilution page"
     app.button(key="lesson-open-run").click().run()

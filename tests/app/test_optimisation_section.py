@@ -17,8 +17,8 @@ from streamlit.testing.v1 import AppTest
 
 from lengen_core.optimisation import trace_training
 from lengen_core.serving.budget import MEMORY_ENV
-from ui import optimisation
 from ui.presets import OPTIMISATION_TRACES, START_LENGTHS, START_SAMPLES, shipped_trace
+from ui.theory import gradients as optimisation
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 LOOK_FOR = "**What to look for:** "

@@ -11,8 +11,8 @@ from streamlit.testing.v1 import AppTest
 
 from lengen_core.config import RunConfig, with_changes
 from lengen_core.serving.store import RunStore
-from ui.pool import training_pool
 from ui.presets import DEFAULT_PRESET, preset_ids
+from ui.training.pool import training_pool
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 PAGES = ["pages/start.py", "pages/train.py", "pages/attention.py", "pages/carrier.py", "pages/dilution.py"]

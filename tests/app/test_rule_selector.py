@@ -10,8 +10,8 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
-from lengen_core.rules import RULES
-from ui.captions import share
+from lengen_core.analysis.rules import RULES
+from ui.captions.common import share
 from ui.presets import PRESETS, preset_ids
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")

@@ -15,8 +15,8 @@ from lengen_core.serving.jobs import TrainingPool
 from lengen_core.serving.share import config_to_query
 from lengen_core.serving.store import RunStore
 from lengen_core.training import Training
-from ui.pool import SessionWatcher
 from ui.presets import DEFAULT_PRESET, PRESETS, preset_ids
+from ui.training.pool import SessionWatcher
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 
@@ -143,7 +143,7 @@ def busy_pool(monkeypatch, tmp_path, request) -> Iterator[TrainingPool]:
     BlockedTraining.gate.clear()
     max_queue = getattr(request, "param", 200)
     pool = TrainingPool(RunStore(tmp_path), max_concurrent=1, device="cpu", max_queue=max_queue, trainer=BlockedTraining)
-    monkeypatch.setattr("ui.pool.training_pool", lambda: pool)
+    monkeypatch.setattr("ui.training.pool.training_pool", lambda: pool)
     yield pool
     BlockedTraining.gate.set()
     pool.close()

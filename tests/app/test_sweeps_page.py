@@ -12,7 +12,7 @@ import pandas as pd
 from streamlit.testing.v1 import AppTest
 
 from lengen_core.serving.sweep import collapse_summary
-from ui import sweeps
+from ui import sweep_panels as sweeps
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 

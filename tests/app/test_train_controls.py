@@ -32,7 +32,7 @@ def trained_from_the_train_page(**numbers: int) -> AppTest:
 
 
 def test_pause_step_and_resume_from_the_train_page():
-    from ui.pool import training_pool
+    from ui.training.pool import training_pool
 
     app = trained_from_the_train_page(Seed=41)
     ticket = app.session_state["training_ticket"]
@@ -70,7 +70,7 @@ def test_pause_step_and_resume_from_the_train_page():
 def test_a_paused_transformer_shows_its_carrier_head():
     """A transformer has no carrier from the weights: the live view names the head putting most weight on
     t − k and draws its measured s(Δ) and its map, at the step where the run paused."""
-    from ui.pool import training_pool
+    from ui.training.pool import training_pool
 
     app = trained_from_the_train_page(Layers=2, Heads=2, Seed=43)
     ticket = app.session_state["training_ticket"]
@@ -94,7 +94,7 @@ def test_a_paused_transformer_shows_its_carrier_head():
 def test_a_second_browser_on_the_same_run_watches_and_can_leave_without_stopping_it():
     """Two sessions press Train on the same settings (a class on one link): one training; the second sees it
     live with the controls disabled and a Leave button that lets go of it while it goes on for the first."""
-    from ui.pool import training_pool
+    from ui.training.pool import training_pool
 
     first = trained_from_the_train_page(Seed=61)
     second = trained_from_the_train_page(Seed=61)

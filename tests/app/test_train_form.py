@@ -25,7 +25,7 @@ def test_the_form_sets_the_query_key_init_scale():
     assert not app.exception, [e.value for e in app.exception]
     app.button[0].click().run()  # the pool takes it; the ticket names the run the form describes
     ticket = app.session_state["training_ticket"]
-    from ui.pool import training_pool
+    from ui.training.pool import training_pool
 
     status = training_pool().status(ticket)
     assert status.run_id == with_changes(RunConfig.legacy_defaults(), steps=7).run_id()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ui.lessons import load_lessons
+from ui.lessons.files import load_lessons
 
 pytestmark = pytest.mark.e2e
 playwright = pytest.importorskip("playwright.sync_api")

@@ -10,7 +10,7 @@ from test_screenshots import SHOTS, VIEWPORTS, check_and_shoot, settle
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 playwright = pytest.importorskip("playwright.sync_api")
 
-TITLES = {  # chart file name -> words of its title (ui.optimisation_charts)
+TITLES = {  # chart file name -> words of its title (ui.theory.gradient_charts)
     "reach": "The same learned table, built or trained",
     "gradients": "Gradient norm of each position row",
     "drift": "Accuracy at 4× the training length",
@@ -30,7 +30,7 @@ def test_the_optimisation_experiment_is_drawn_and_readable(browser, server: str,
     settle(tab)
     tab.locator('[data-testid="stSidebarNav"]').get_by_role("link", name="Theory").click()
     tab.get_by_role("heading", name="Can learned positions express the rule").wait_for(timeout=120_000)
-    settle(tab, timeout_ms=400_000)  # nothing is trained: the experiment ships with the presets (ui.build_presets)
+    settle(tab, timeout_ms=400_000)  # nothing is trained: the experiment ships with the presets (scripts.build_presets)
     for name, title in TITLES.items():
         chart = tab.locator('[data-testid="stPlotlyChart"]', has=tab.locator(".gtitle", has_text=title))
         chart.scroll_into_view_if_needed()

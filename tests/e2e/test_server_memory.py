@@ -26,8 +26,8 @@ import pytest
 from serving import serve_checkout
 from test_browser import CHART, SHOTS, settle
 
+from lengen_core.analysis.heatmap import MAX_HEATMAP_LENGTH
 from lengen_core.config import MAX_D_MODEL, MAX_HEADS, MAX_LAYERS, RunConfig, with_changes
-from lengen_core.heatmap import MAX_HEATMAP_LENGTH
 from lengen_core.serving.budget import MEMORY_ENV, Budgets, attention_map_cost
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]

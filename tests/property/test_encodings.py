@@ -21,7 +21,6 @@ from example_counts import fewer_examples
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from lengen_core import encodings
 from lengen_core.config import (
     MAX_TRAIN_LENGTH,
     AttentionName,
@@ -33,8 +32,9 @@ from lengen_core.config import (
     TrainConfig,
     with_changes,
 )
-from lengen_core.encodings import ALiBi, alibi_slopes, reduced_angles, rope_frequencies, rope_rotate
-from lengen_core.model import build_model
+from lengen_core.models import encodings
+from lengen_core.models.encodings import ALiBi, alibi_slopes, reduced_angles, rope_frequencies, rope_rotate
+from lengen_core.models.head import build_model
 
 ENCODINGS = get_args(EncodingName)
 ATTENTIONS = get_args(AttentionName)

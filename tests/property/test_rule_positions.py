@@ -1,4 +1,4 @@
-"""Inference rules on random lengths (lengen_core.rules): Position Interpolation maps every test
+"""Inference rules on random lengths (lengen_core.analysis.rules): Position Interpolation maps every test
 position into the trained range, NTK at scale 1 is the encoding as trained bit for bit, and the
 logit rules leave every query that sees no more keys than in training as it was."""
 
@@ -10,9 +10,9 @@ from example_counts import fewer_examples
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from lengen_core.analysis.rules import RuledEncoding, RuleError, make_rule
 from lengen_core.config import MAX_EVAL_LENGTH, MAX_TRAIN_LENGTH, RunConfig, with_changes
-from lengen_core.encodings import build_encoding
-from lengen_core.rules import RuledEncoding, RuleError, make_rule
+from lengen_core.models.encodings import build_encoding
 
 train_lengths = st.integers(2, MAX_TRAIN_LENGTH)
 

@@ -27,10 +27,11 @@ from example_counts import fewer_examples
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from lengen_core import attention, sequence, transformer
+from lengen_core.analysis import sequence
+from lengen_core.analysis.evaluate import evaluate, sequence_tokens
+from lengen_core.analysis.sequence import SequenceReport, evaluate_sequence
 from lengen_core.config import AttentionName, EncodingName, RunConfig, with_changes
-from lengen_core.evaluate import evaluate, sequence_tokens
-from lengen_core.sequence import SequenceReport, evaluate_sequence
+from lengen_core.models import attention, transformer
 from lengen_core.tasks import query_start, targets_of
 from lengen_core.training import Run, train
 

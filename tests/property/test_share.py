@@ -16,7 +16,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from lengen_core.config import ConfigError, RunConfig, with_changes
-from lengen_core.model import build_model
+from lengen_core.models.head import build_model
 from lengen_core.serving.share import (
     CONFIG_KEYS,
     EXTRA_KEYS,

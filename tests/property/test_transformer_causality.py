@@ -15,8 +15,8 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from lengen_core.config import AttentionName, EncodingName, RunConfig, with_changes
-from lengen_core.model import build_model
-from lengen_core.transformer import Transformer
+from lengen_core.models.head import build_model
+from lengen_core.models.transformer import Transformer
 
 ENCODINGS = get_args(EncodingName)
 ATTENTIONS = get_args(AttentionName)

@@ -116,9 +116,9 @@ MEASURE = textwrap.dedent(
     limit_heap_growth()
     def peak():  # this process's own high-water mark (ru_maxrss keeps the parent's across exec on Linux)
         return int(re.search(r"VmHWM:\\s+(\\d+) kB", open("/proc/self/status").read()).group(1)) * 1024
-    from lengen_core.carrier import extract_carrier
+    from lengen_core.analysis.carrier import extract_carrier
     from lengen_core.config import RunConfig, with_changes
-    from lengen_core.dilution import predict
+    from lengen_core.analysis.dilution import predict
     from lengen_core.training import initial_model
     kind, vocab, width, encoding, longest = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
     config = with_changes(RunConfig(), vocab_size=vocab, d_model=width, encoding=encoding)

@@ -19,7 +19,7 @@ import pytest
 from bench.__main__ import QUICK
 from bench.common import TARGETS
 from bench.lengen_side import bench_config
-from lengen_core.evaluate import evaluate
+from lengen_core.analysis.evaluate import evaluate
 from lengen_core.training import train
 
 ROOT = Path(__file__).resolve().parents[2]

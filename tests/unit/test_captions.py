@@ -6,11 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from lengen_core.analysis.fit import NOT_APPLICABLE, DilutionFit, FitResult
+from lengen_core.analysis.heads import HeadReport
+from lengen_core.analysis.verdict import Verdict
 from lengen_core.config import RunConfig, with_changes
-from lengen_core.fit import NOT_APPLICABLE, DilutionFit, FitResult
-from lengen_core.heads import HeadReport
-from lengen_core.verdict import Verdict
-from ui import accuracy_captions, attention_captions, captions, mechanism_captions
+from ui.captions import accuracy as accuracy_captions
+from ui.captions import attention as attention_captions
+from ui.captions import common as captions
+from ui.captions import mechanism as mechanism_captions
 
 LENGTHS = (16, 32, 64, 128, 256)
 CHANCE = 1 / 16

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from lengen_core.carrier import (
+from lengen_core.analysis.carrier import (
     ALIGNMENT_MARGIN,
     CarrierBlocks,
     carrier_values,
@@ -23,8 +23,8 @@ from lengen_core.carrier import (
     token_carriers,
     token_coefficients,
 )
-from lengen_core.encodings import rope_frequencies, rope_rotate
-from lengen_core.evaluate import sequence_tokens
+from lengen_core.analysis.evaluate import sequence_tokens
+from lengen_core.models.encodings import rope_frequencies, rope_rotate
 
 LEGACY = dict(d_model=64, qk_init=1.0)  # the default before the recipe (docs/horizon.md)
 

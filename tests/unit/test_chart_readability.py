@@ -12,10 +12,14 @@ import pandas as pd
 import plotly.graph_objects as go
 import pytest
 
-from lengen_core.evaluate import wilson_interval
-from lengen_core.fit import DilutionFit, FitResult
-from lengen_core.sequence import SequenceReport
-from ui import accuracy_captions, charts, compare_charts, theory_charts, transformer_charts
+from lengen_core.analysis.evaluate import wilson_interval
+from lengen_core.analysis.fit import DilutionFit, FitResult
+from lengen_core.analysis.sequence import SequenceReport
+from ui.captions import accuracy as accuracy_captions
+from ui.charts import common as charts
+from ui.charts import compare as compare_charts
+from ui.charts import transformer as transformer_charts
+from ui.theory import charts as theory_charts
 from ui.widgets import csv_name
 
 LENGTHS = np.array([16, 32, 64, 128, 256, 512, 1024])

@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 import torch
 
+from lengen_core.analysis.dilution import predict
+from lengen_core.analysis.evaluate import sequence_tokens
+from lengen_core.analysis.heads import PIN_SHARE, analyse_heads
 from lengen_core.config import MAX_EVAL_LENGTH, MAX_STEPS, RunConfig
-from lengen_core.dilution import predict
-from lengen_core.evaluate import sequence_tokens
-from lengen_core.heads import PIN_SHARE, analyse_heads
 from lengen_core.serving import cli
 from lengen_core.serving.store import PRESET_ROOT, RunStore, StoreError, preset_store
 from lengen_core.tasks import targets_of

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from lengen_core.carrier import ALIGNMENT_MARGIN
-from lengen_core.fit import LAW_TOLERANCE, WEIGHTED_LAW
+from lengen_core.analysis.carrier import ALIGNMENT_MARGIN
+from lengen_core.analysis.fit import LAW_TOLERANCE, WEIGHTED_LAW
 from lengen_core.serving import cli
 
 CONVERGED = ("--device", "cpu")  # the default 1,500-step budget with early stop: a trained head

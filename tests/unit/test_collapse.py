@@ -1,11 +1,11 @@
-"""The data collapse (lengen_core.collapse): the vote model's master curve and the two spreads."""
+"""The data collapse (lengen_core.analysis.collapse): the vote model's master curve and the two spreads."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from lengen_core.collapse import _decreasing_fit, collapse, scaled_length, vote_accuracy
+from lengen_core.analysis.collapse import _decreasing_fit, collapse, scaled_length, vote_accuracy
 
 
 def test_the_master_curve_runs_from_certain_to_chance():
@@ -62,7 +62,7 @@ def test_the_preset_sweeps_rope_runs_collapse_onto_the_master_curve():
     """The shipped preset sweep (3 seeds × offsets 1, 3, 5, 7, RoPE): closer to the master curve, and to the
     best decreasing curve in the scaled length, than to the best curve in raw length."""
     from lengen_core.serving.sweep import collapse_summary
-    from ui.sweeps import preset_result
+    from ui.sweep_panels import preset_result
 
     summary = collapse_summary(preset_result().cells)
     assert summary["points"] == 12 * 13  # 12 learned RoPE runs, 13 lengths each from L_train

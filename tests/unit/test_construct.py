@@ -1,4 +1,4 @@
-"""The constructed learned-position head (lengen_core.construct, C1's expressivity half): its logits
+"""The constructed learned-position head (lengen_core.models.construct, C1's expressivity half): its logits
 are the carrier of its docstring, it retrieves offset k far past the training length, while the same
 config trained from a random start is at chance there; configs it cannot be built for are refused
 before any work, by the config and the command line alike."""
@@ -12,11 +12,11 @@ import pytest
 import torch
 from test_cli import assert_user_error, ok_json, run_cli
 
+from lengen_core.analysis.evaluate import evaluate, wilson_interval
+from lengen_core.analysis.verdict import CHANCE_TOLERANCE
 from lengen_core.config import ConfigError, RunConfig, with_changes
-from lengen_core.construct import MIN_GAP, amplitude, carrier_gap, frequencies
-from lengen_core.evaluate import evaluate, wilson_interval
+from lengen_core.models.construct import MIN_GAP, amplitude, carrier_gap, frequencies
 from lengen_core.training import Run, initial_model, train
-from lengen_core.verdict import CHANCE_TOLERANCE
 
 LEARNED = with_changes(RunConfig(), encoding="learned")  # the `learned` fixture's config
 CONSTRUCTED = with_changes(LEARNED, init="constructed", steps=0)

@@ -12,15 +12,15 @@ import numpy as np
 import pytest
 import torch
 
-import lengen_core.carrier as carrier_module
-import ui.pool
-from lengen_core.carrier import mean_logit_matrix
+import lengen_core.analysis.carrier as carrier_module
+import ui.training.pool
+from lengen_core.analysis.carrier import mean_logit_matrix
 from lengen_core.config import RunConfig, with_changes
 from lengen_core.serving import cli
 from lengen_core.serving.runtime import CUBLAS_ENV, DEVICE_ENV, deterministic_cublas, device_name, device_setting
 from lengen_core.training import resolve_device, train
-from ui.equivariance import pair_logits
 from ui.runs import analysis_device
+from ui.theory.equivariance import pair_logits
 
 
 @pytest.fixture
@@ -60,21 +60,21 @@ def test_the_app_trains_on_the_setting_and_names_it(no_setting: pytest.MonkeyPat
             made.update(options)
             self.device = options["device"]
 
-    no_setting.setattr(ui.pool, "TrainingPool", Pool)
-    ui.pool.training_pool.clear()
+    no_setting.setattr(ui.training.pool, "TrainingPool", Pool)
+    ui.training.pool.training_pool.clear()
     try:
-        assert ui.pool.training_pool().device == str(resolve_device("auto")) and made["isolate"]  # resolved
-        ui.pool.training_pool.clear()
+        assert ui.training.pool.training_pool().device == str(resolve_device("auto")) and made["isolate"]  # resolved
+        ui.training.pool.training_pool.clear()
         no_setting.setenv(DEVICE_ENV, "cpu")
-        assert ui.pool.training_pool().device == "cpu"
-        assert ui.pool.training_device_name() == "cpu"
+        assert ui.training.pool.training_pool().device == "cpu"
+        assert ui.training.pool.training_device_name() == "cpu"
         if not torch.cuda.is_available():  # a device the machine lacks stops the pool, naming the setting
-            ui.pool.training_pool.clear()
+            ui.training.pool.training_pool.clear()
             no_setting.setenv(DEVICE_ENV, "cuda")
             with pytest.raises(ValueError, match="set by LENGEN_DEVICE"):
-                ui.pool.training_pool()
+                ui.training.pool.training_pool()
     finally:
-        ui.pool.training_pool.clear()
+        ui.training.pool.training_pool.clear()
 
 
 def test_a_device_in_words(monkeypatch: pytest.MonkeyPatch) -> None:

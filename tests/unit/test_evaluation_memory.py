@@ -1,4 +1,4 @@
-"""The single-head evaluation's memory is bounded by design (lengen_core/evaluate.py, docs/evaluation-memory.md).
+"""The single-head evaluation's memory is bounded by design (lengen_core/analysis/evaluate.py, docs/evaluation-memory.md).
 
 `chunk_sizes` cuts keys, and samples when it must, so that the estimated chunk memory stays within
 `EVAL_MEMORY_BYTES` for every vocabulary, d_model and sample count the limits allow; a V = 64,
@@ -17,8 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from lengen_core.config import MAX_D_MODEL, MAX_EVAL_SAMPLES, MAX_VOCAB, RunConfig, with_changes
-from lengen_core.evaluate import (
+from lengen_core.analysis.evaluate import (
     EVAL_MEMORY_BYTES,
     MIN_KEY_CHUNK,
     _TokenStream,
@@ -27,6 +26,7 @@ from lengen_core.evaluate import (
     last_query_outputs,
     to_device,
 )
+from lengen_core.config import MAX_D_MODEL, MAX_EVAL_SAMPLES, MAX_VOCAB, RunConfig, with_changes
 from lengen_core.serving.budget import BASE_BYTES, single_head_evaluation_cost
 from lengen_core.training import initial_model
 

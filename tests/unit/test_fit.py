@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lengen_core.evaluate import evaluate
-from lengen_core.fit import LAW_TOLERANCE, MIN_POINTS, fit_dilution, weighted_key_count
+from lengen_core.analysis.evaluate import evaluate
+from lengen_core.analysis.fit import LAW_TOLERANCE, MIN_POINTS, fit_dilution, weighted_key_count
 
 L_TRAIN = 16
 V = 16

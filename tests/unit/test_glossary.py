@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from lengen_core import carrier, evaluate, fit, verdict
+from lengen_core.analysis import carrier, evaluate, fit, verdict
 from lengen_core.config import RunConfig, with_changes
 from lengen_core.training import initial_model
-from ui import equivariance, glossary, runs
+from ui import glossary, runs
+from ui.theory import equivariance
 
 PAGES = sorted((Path(__file__).resolve().parents[2] / "pages").glob("*.py"))
 LINK = re.compile(r"\[([^\]]+)\]\(([^)]+)\)")

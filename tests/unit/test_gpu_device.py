@@ -22,17 +22,17 @@ import pytest
 import torch
 
 from bench.device_check import weights_digest
-from lengen_core.carrier import extract_carrier
+from lengen_core.analysis.carrier import extract_carrier
+from lengen_core.analysis.dilution import predict
+from lengen_core.analysis.evaluate import evaluate
+from lengen_core.analysis.heads import analyse_heads
+from lengen_core.analysis.heatmap import attention_heatmap, head_map
+from lengen_core.analysis.sequence import evaluate_sequence
 from lengen_core.config import RunConfig, with_changes
-from lengen_core.dilution import predict
-from lengen_core.evaluate import evaluate
-from lengen_core.heads import analyse_heads
-from lengen_core.heatmap import attention_heatmap, head_map
-from lengen_core.sequence import evaluate_sequence
 from lengen_core.serving.jobs import TrainingPool
 from lengen_core.serving.store import RunStore, preset_store
 from lengen_core.training import Training, resolve_device, train
-from ui.equivariance import check_equivariance
+from ui.theory.equivariance import check_equivariance
 
 ROOT = Path(__file__).resolve().parents[2]
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
@@ -51,7 +51,7 @@ def on_device(model: torch.nn.Module, device: str) -> bool:
 
 LOAD_WITHOUT_CUDA = """
 import json, sys, torch
-from lengen_core.evaluate import evaluate
+from lengen_core.analysis.evaluate import evaluate
 from lengen_core.serving.store import RunStore
 from bench.device_check import weights_digest
 run = RunStore(sys.argv[1]).load(sys.argv[2], "auto")

@@ -15,10 +15,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from lengen_core.analysis.evaluate import sequence_tokens
+from lengen_core.analysis.heatmap import MAX_HEATMAP_LENGTH, attention_heatmap, head_map
 from lengen_core.config import MAX_D_MODEL, MAX_HEADS, MAX_LAYERS, RunConfig, with_changes
-from lengen_core.encodings import LengthError
-from lengen_core.evaluate import sequence_tokens
-from lengen_core.heatmap import MAX_HEATMAP_LENGTH, attention_heatmap, head_map
+from lengen_core.models.encodings import LengthError
 from lengen_core.training import initial_model
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,7 +65,7 @@ MEASURE = textwrap.dedent(
     import re, sys, torch
     from lengen_core.serving.runtime import limit_heap_growth
     from lengen_core.config import RunConfig, with_changes
-    from lengen_core.heatmap import attention_heatmap
+    from lengen_core.analysis.heatmap import attention_heatmap
     from lengen_core.training import initial_model
     limit_heap_growth()
     def peak():  # this process's own high-water mark (ru_maxrss keeps the parent's across exec on Linux)
@@ -99,8 +99,8 @@ def test_the_largest_transformer_at_the_longest_length_stays_within_its_memory_b
 def test_head_statistics_accumulated_block_by_block_match_the_full_patterns():
     """analyse_heads sums as the forward pass goes (one batch of sequences at a time); the same
     numbers as reading every layer's full attention of all sequences at once (the old way)."""
-    from lengen_core.heads import analyse_heads
-    from lengen_core.sequence import tokens_per_batch
+    from lengen_core.analysis.heads import analyse_heads
+    from lengen_core.analysis.sequence import tokens_per_batch
 
     config = with_changes(SMALL, train_length=24, offset=5)
     model = initial_model(config).eval()

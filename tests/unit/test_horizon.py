@@ -5,10 +5,16 @@ from __future__ import annotations
 
 import pytest
 
+from lengen_core.analysis.dilution import predict
+from lengen_core.analysis.evaluate import evaluate
+from lengen_core.analysis.horizon import (
+    HORIZON_ACCURACY,
+    horizon_ceiling,
+    measured_horizon,
+    predicted_horizon,
+    search_horizon,
+)
 from lengen_core.config import MAX_EVAL_LENGTH, MAX_SWEEP_LENGTHS
-from lengen_core.dilution import predict
-from lengen_core.evaluate import evaluate
-from lengen_core.horizon import HORIZON_ACCURACY, horizon_ceiling, measured_horizon, predicted_horizon, search_horizon
 
 
 class Falling:

@@ -1,4 +1,4 @@
-"""Smoke test of the horizon study (bench/horizon.py, issue 14): its training loop is lengen's, its
+"""Smoke test of the horizon study (studies/horizon.py, issue 14): its training loop is lengen's, its
 model options do what they say, its fast evaluation agrees with a forward pass, and one tiny run
 reports a horizon that is real."""
 
@@ -7,7 +7,10 @@ from __future__ import annotations
 import torch
 from test_prediction_panel import PANEL, SEED_11  # tests/unit is on the path (pytest's rootdir-less prepend mode)
 
-from bench.horizon import (
+from lengen_core.analysis.evaluate import sequence_tokens
+from lengen_core.config import RunConfig, with_changes
+from lengen_core.training import Training
+from studies.horizon import (
     TARGET_PANEL,
     HorizonHead,
     Variant,
@@ -18,9 +21,6 @@ from bench.horizon import (
     target_runs,
     train_variant,
 )
-from lengen_core.config import RunConfig, with_changes
-from lengen_core.evaluate import sequence_tokens
-from lengen_core.training import Training
 
 TINY = with_changes(RunConfig(), vocab_size=8, offset=2, train_length=8, d_model=32, steps=400, patience=20)
 

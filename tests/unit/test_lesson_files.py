@@ -1,5 +1,5 @@
 """Lesson files: every shipped lesson loads, and every mistake a teacher can make in one is a message that
-names the file, the step, what is wrong and what is allowed (ui.lessons)."""
+names the file, the step, what is wrong and what is allowed (ui.lessons.files)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from lengen_core.config import RunConfig, with_changes
-from ui.lessons import ELEMENTS, LESSON_ROOT, LessonError, load_lessons, parse_lesson
+from ui.lessons.files import ELEMENTS, LESSON_ROOT, LessonError, load_lessons, parse_lesson
 from ui.presets import PRESETS
 
 GOOD_STEP = """
@@ -46,7 +46,7 @@ def test_every_shipped_lesson_loads_with_the_runs_it_names():
 
 
 def test_the_renderers_are_the_registry():
-    from ui.lesson_elements import RENDERERS
+    from ui.lessons.elements import RENDERERS
 
     assert set(RENDERERS) == set(ELEMENTS)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ui.live import live_curve
+from ui.training.live import live_curve
 
 
 def history(steps: list[int]) -> dict[str, list[float]]:

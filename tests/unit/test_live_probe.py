@@ -9,10 +9,10 @@ import math
 import pytest
 import torch
 
-from lengen_core import horizon
+from lengen_core.analysis import horizon
+from lengen_core.analysis.dilution import predict
+from lengen_core.analysis.horizon import PROBE_STEPS, Probe, live_probe, predicted_horizon, probe_interval
 from lengen_core.config import RunConfig, with_changes
-from lengen_core.dilution import predict
-from lengen_core.horizon import PROBE_STEPS, Probe, live_probe, predicted_horizon, probe_interval
 from lengen_core.serving import budget
 from lengen_core.training import PROBE_SHARE, Training
 

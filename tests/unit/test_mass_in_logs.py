@@ -1,4 +1,4 @@
-"""The predicted target mass in logs (lengen_core.dilution._predicted_mass): the same number as the
+"""The predicted target mass in logs (lengen_core.analysis.dilution._predicted_mass): the same number as the
 plain ratio wherever nothing underflows, and a number, not 0/0, for a run whose logits spread over
 more than float range (a learned table trained far past 100%: NaN at its own training length before)."""
 
@@ -8,10 +8,10 @@ import math
 
 import pytest
 
-from lengen_core import dilution
+from lengen_core.analysis import dilution
+from lengen_core.analysis.dilution import predict
+from lengen_core.analysis.evaluate import evaluate
 from lengen_core.config import RunConfig, with_changes
-from lengen_core.dilution import predict
-from lengen_core.evaluate import evaluate
 from lengen_core.training import train
 
 

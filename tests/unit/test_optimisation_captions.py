@@ -1,4 +1,4 @@
-"""The optimisation experiment's captions (ui.optimisation_charts) follow the numbers they are given:
+"""The optimisation experiment's captions (ui.theory.gradient_charts) follow the numbers they are given:
 each says C1 is borne out only when the data bear it out, and says "does NOT" otherwise; its charts'
 hovers give rounded numbers."""
 
@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lengen_core.evaluate import wilson_interval
-from ui import optimisation_charts as charts
+from lengen_core.analysis.evaluate import wilson_interval
+from ui.theory import gradient_charts as charts
 
 L, K, V, N = 16, 3, 16, 4_096
 CHANCE = 1 / V

@@ -1,6 +1,6 @@
 """Pause, single-step and resume a live training (lengen_core.serving.stepping.StepGate and the pool's
 commands): each step press advances the step count by exactly its steps, nothing moves while paused,
-a paused run shows its carrier and attention map where it stopped (lengen_core.watch), and a resumed
+a paused run shows its carrier and attention map where it stopped (lengen_core.analysis.watch), and a resumed
 run, watched on the way, ends with the very weights an uninterrupted run of the same seed has (CPU)."""
 
 from __future__ import annotations

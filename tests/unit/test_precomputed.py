@@ -7,8 +7,8 @@ import dataclasses
 
 import pytest
 
-from lengen_core.dilution import predict
-from lengen_core.evaluate import evaluate
+from lengen_core.analysis.dilution import predict
+from lengen_core.analysis.evaluate import evaluate
 from lengen_core.optimisation import trace_training
 from lengen_core.serving.store import preset_store
 from lengen_core.training import initial_model
@@ -68,7 +68,7 @@ def test_a_run_that_is_not_a_preset_has_nothing_shipped():
 @pytest.mark.parametrize("config, every", OPTIMISATION_TRACES, ids=lambda v: getattr(v, "run_id", lambda: str(v))())
 def test_the_shipped_optimisation_traces_are_the_computed_ones(config, every):
     shipped = shipped_trace(config, every, TRACE_LENGTHS, TRACE_SAMPLES)
-    assert shipped is not None, f"{config.run_id()} every {every}: run python -m ui.build_presets --precompute"
+    assert shipped is not None, f"{config.run_id()} every {every}: run python -m scripts.build_presets --precompute"
     fresh = trace_training(config, every, TRACE_LENGTHS, TRACE_SAMPLES)
     assert shipped.gradient_steps == fresh.gradient_steps and shipped.evaluation_steps == fresh.evaluation_steps
     assert shipped.losses == pytest.approx(fresh.losses, rel=1e-5, abs=1e-9)  # another CPU: last bits

@@ -18,13 +18,13 @@ import math
 import pytest
 import torch
 
-from lengen_core import dilution
-from lengen_core.argmax_count import dominant_shares, standard_draws
+from lengen_core.analysis import dilution
+from lengen_core.analysis.argmax_count import dominant_shares, standard_draws
+from lengen_core.analysis.dilution import _key_statistics, _predicted_accuracy, _readout_moments, predict
+from lengen_core.analysis.evaluate import evaluate
+from lengen_core.analysis.fit import fit_dilution
 from lengen_core.config import RunConfig, with_changes
-from lengen_core.dilution import _key_statistics, _predicted_accuracy, _readout_moments, predict
-from lengen_core.evaluate import evaluate
-from lengen_core.fit import fit_dilution
-from lengen_core.model import build_model
+from lengen_core.models.head import build_model
 
 MULTIPLES = (1, 2, 4, 8, 16, 32, 64)
 PANEL_BOUND = 0.05  # |predicted − measured accuracy| at every length of every run

@@ -1,4 +1,4 @@
-"""The fast prediction (lengen_core.dilution) against the plain computations it replaces.
+"""The fast prediction (lengen_core.analysis.dilution) against the plain computations it replaces.
 
 `predict` sweeps 2^20 keys in float32 blocks with the RoPE rotation taken in float64, derives the
 square and mass sums from the cross sums, keeps each query token's dominant keys as a running top-M
@@ -15,9 +15,9 @@ import math
 import pytest
 import torch
 
-from lengen_core.argmax_count import argmax_hits, dominant_shares, standard_draws
-from lengen_core.carrier import token_carriers
-from lengen_core.dilution import DOMINANT_KEYS, LOGIT_HEADROOM, _key_statistics, _predicted_accuracy, predict
+from lengen_core.analysis.argmax_count import argmax_hits, dominant_shares, standard_draws
+from lengen_core.analysis.carrier import token_carriers
+from lengen_core.analysis.dilution import DOMINANT_KEYS, LOGIT_HEADROOM, _key_statistics, _predicted_accuracy, predict
 
 FIELDS = ("vote_sum", "vote_square_sum", "vote_cross_sum", "positional_readout", "positional_cross", "positional_outer",
           "dominant_vote", "dominant_positional", "mass_mean", "target_vote", "target_mass", "target_positional",

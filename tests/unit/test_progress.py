@@ -8,9 +8,9 @@ import time
 
 import pytest
 
+from lengen_core.analysis.evaluate import LengthError, evaluate
+from lengen_core.analysis.sequence import evaluate_sequence
 from lengen_core.config import RunConfig, with_changes
-from lengen_core.evaluate import LengthError, evaluate
-from lengen_core.sequence import evaluate_sequence
 from lengen_core.serving.store import RunStore
 from lengen_core.training import initial_model, train
 from ui.runs import Progress, evaluation, length_by_length

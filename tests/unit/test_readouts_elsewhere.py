@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from lengen_core.carrier import extract_carrier
+from lengen_core.analysis.carrier import extract_carrier
+from lengen_core.analysis.evaluate import evaluate
+from lengen_core.analysis.fit import fit_dilution
 from lengen_core.config import RunConfig, with_changes
-from lengen_core.evaluate import evaluate
-from lengen_core.fit import fit_dilution
 from lengen_core.training import train
 
 ELSEWHERE = with_changes(RunConfig(), offset=5, train_length=20, vocab_size=12, seed=4)

@@ -1,5 +1,5 @@
 """The recipe that shows RoPE at its best (docs/horizon.md): d_model 128 with W_Q and W_K drawn 10×
-smaller (`qk_init` 0.1), the default config since it was measured. Measured by bench/horizon.py against the issue's bar, held here as a claim:
+smaller (`qk_init` 0.1), the default config since it was measured. Measured by studies/horizon.py against the issue's bar, held here as a claim:
 on the default task, ≥ 0.95 accuracy at 16× the training length on seeds 0–2, and ≥ 0.9 at 4× on
 every RoPE config of the prediction panel, at that test's seeds and stopping rule."""
 
@@ -10,8 +10,8 @@ import math
 import pytest
 import torch
 
+from lengen_core.analysis.evaluate import evaluate
 from lengen_core.config import RunConfig, with_changes
-from lengen_core.evaluate import evaluate
 from lengen_core.training import initial_model, train
 
 RECIPE = dict(d_model=128, qk_init=0.1)

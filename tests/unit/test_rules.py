@@ -1,4 +1,4 @@
-"""Inference rules (lengen_core.rules, docs/rules.md): what each changes, where it is defined, and
+"""Inference rules (lengen_core.analysis.rules, docs/rules.md): what each changes, where it is defined, and
 the prediction from the weights under each rule against the measurement.
 
 The claims run on the shipped presets (trained runs of the default config) and on two more trained
@@ -15,12 +15,12 @@ import math
 import pytest
 import torch
 
+from lengen_core.analysis.dilution import predict
+from lengen_core.analysis.evaluate import evaluate, last_query_outputs
+from lengen_core.analysis.heatmap import attention_heatmap
+from lengen_core.analysis.rules import RULES, RuleError, make_rule, parse_rule, under_rule
+from lengen_core.analysis.sequence import evaluate_sequence
 from lengen_core.config import RunConfig, with_changes
-from lengen_core.dilution import predict
-from lengen_core.evaluate import evaluate, last_query_outputs
-from lengen_core.heatmap import attention_heatmap
-from lengen_core.rules import RULES, RuleError, make_rule, parse_rule, under_rule
-from lengen_core.sequence import evaluate_sequence
 from lengen_core.serving import cli
 from lengen_core.serving.store import preset_store
 
@@ -154,7 +154,7 @@ def test_log_n_keeps_the_target_mass_at_8x_where_the_trained_run_loses_it(preset
 
 def test_pi_moves_the_carrier_peak_from_k_to_k_times_s(presets) -> None:
     """PI reads the key at offset Δ as Δ/s: the logit the model gives offset k now sits at k·s."""
-    from lengen_core.carrier import token_carriers
+    from lengen_core.analysis.carrier import token_carriers
 
     run = presets[ROPE]
     k, L = run.config.task.offset, run.config.task.train_length
@@ -225,7 +225,7 @@ def test_each_rule_is_predicted_within_the_bound_on_other_configs(changes, train
 def test_pi_reads_a_sinusoidal_table_and_an_alibi_bias_at_the_interpolated_positions(encoding: str) -> None:
     """The other encodings PI is defined for: the sinusoidal table is read at p·L_train/L and ALiBi's
     bias at the interpolated distances; the last-query evaluation and its prediction run under it."""
-    from lengen_core.encodings import sinusoidal_table
+    from lengen_core.models.encodings import sinusoidal_table
     from lengen_core.training import initial_model
 
     config = with_changes(RunConfig(), encoding=encoding)

@@ -9,12 +9,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lengen_core.carrier import extract_carrier
+from lengen_core.analysis.carrier import extract_carrier
+from lengen_core.analysis.dilution import predict
+from lengen_core.analysis.evaluate import evaluate
+from lengen_core.analysis.fit import LAW_TOLERANCE, fit_dilution
 from lengen_core.config import RunConfig, with_changes
-from lengen_core.dilution import predict
-from lengen_core.encodings import LengthError
-from lengen_core.evaluate import evaluate
-from lengen_core.fit import LAW_TOLERANCE, fit_dilution
+from lengen_core.models.encodings import LengthError
 from lengen_core.training import train
 
 DEFAULT = RunConfig()
@@ -142,8 +142,8 @@ def test_learned_positions_beyond_the_table_are_a_length_error(learned):
 
 
 def test_a_sweep_too_large_is_refused_before_any_work(rope):
+    from lengen_core.analysis.sequence import evaluate_sequence
     from lengen_core.config import MAX_SWEEP_LENGTHS, MAX_SWEEP_TOKENS
-    from lengen_core.sequence import evaluate_sequence
 
     many = list(range(OFFSET + 1, OFFSET + 2 + MAX_SWEEP_LENGTHS))
     with pytest.raises(LengthError, match=f"{len(many)} lengths in one request; the limit is {MAX_SWEEP_LENGTHS}"):

@@ -1,4 +1,4 @@
-"""The forward-pass evaluation (lengen_core.sequence, the transformer) stays within the evaluation's
+"""The forward-pass evaluation (lengen_core.analysis.sequence, the transformer) stays within the evaluation's
 memory target at the largest size the limits allow: d_model 512, 16 heads, V = 64, one sequence of
 MAX_SEQUENCE_LENGTH tokens (8 192) a batch. Measured as the growth of peak resident memory (VmHWM)
 over the loaded model, in a fresh process (docs/evaluation-memory.md).
@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from lengen_core.analysis.evaluate import EVAL_MEMORY_BYTES
+from lengen_core.analysis.sequence import MAX_SEQUENCE_LENGTH
 from lengen_core.config import MAX_D_MODEL, MAX_HEADS, MAX_LAYERS, MAX_VOCAB
-from lengen_core.evaluate import EVAL_MEMORY_BYTES
-from lengen_core.sequence import MAX_SEQUENCE_LENGTH
 
 ROOT = Path(__file__).resolve().parents[2]
 SLACK_BYTES = 32 << 20  # the allocator's and torch's own bookkeeping beside the tensors
@@ -30,7 +30,7 @@ limit_heap_growth()  # as the app and the command line do
 torch.set_num_threads(1)
 from bench.common import peak_rss_bytes, rss_bytes
 from lengen_core.config import RunConfig, with_changes
-from lengen_core.sequence import evaluate_sequence
+from lengen_core.analysis.sequence import evaluate_sequence
 from lengen_core.training import initial_model
 layers, heads, d_model, vocab, length = (int(a) for a in sys.argv[1:6])
 config = with_changes(RunConfig(), task="shift", vocab_size=vocab, d_model=d_model, n_heads=heads, n_layers=layers,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from lengen_core.analysis.evaluate import evaluate
 from lengen_core.config import RunConfig, with_changes
-from lengen_core.evaluate import evaluate
 from lengen_core.training import Progress, Training, resolve_device, train
 
 SHORT = with_changes(RunConfig(), steps=12)

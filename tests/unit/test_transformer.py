@@ -15,13 +15,13 @@ import numpy as np
 import pytest
 import torch
 
-from lengen_core.carrier import effective_rank, toeplitz_fraction
+from lengen_core.analysis.carrier import effective_rank, toeplitz_fraction
+from lengen_core.analysis.evaluate import sequence_tokens
+from lengen_core.analysis.heads import HeadReport, analyse_heads
+from lengen_core.analysis.sequence import SequenceReport, evaluate_sequence
 from lengen_core.config import RunConfig, with_changes
-from lengen_core.evaluate import sequence_tokens
-from lengen_core.heads import HeadReport, analyse_heads
-from lengen_core.model import MinimalHead, build_model
-from lengen_core.sequence import SequenceReport, evaluate_sequence
-from lengen_core.transformer import Transformer
+from lengen_core.models.head import MinimalHead, build_model
+from lengen_core.models.transformer import Transformer
 
 # Early stop after 50 steps at full accuracy rather than the default 200: the same heads and margins
 # (measured), at about half the training time.
@@ -157,7 +157,7 @@ def test_analyse_heads_reports_every_layer_and_head(rope, learned, rope_heads, l
             np.testing.assert_allclose(h.carrier, diagonal_means, rtol=1e-5, atol=1e-6)  # s(Δ), Δ = 0 … L - 1
             assert h.argmax_offset == int(np.argmax(h.carrier))
             # the Toeplitz fraction and the rank are those of this head's mean logit matrix, centred as
-            # lengen_core.carrier defines them (the metrics themselves are pinned in test_carrier.py)
+            # lengen_core.analysis.carrier defines them (the metrics themselves are pinned in test_carrier.py)
             assert h.toeplitz_fraction == pytest.approx(toeplitz_fraction(matrix), rel=1e-5)
             assert h.effective_rank == effective_rank(np.linalg.svd(matrix - matrix.mean(), compute_uv=False))
             assert h.target_weight == pytest.approx(figures["target_weight"], rel=1e-5)

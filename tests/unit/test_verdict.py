@@ -13,9 +13,9 @@ import json
 import pytest
 import torch
 
-from lengen_core.evaluate import evaluate
+from lengen_core.analysis.evaluate import evaluate
+from lengen_core.analysis.verdict import LEARNED_ACCURACY, VERDICT_ANSWERS, judge
 from lengen_core.serving.store import METRICS_FILE, RunStore
-from lengen_core.verdict import LEARNED_ACCURACY, VERDICT_ANSWERS, judge
 
 CHANCE = 1 / 16
 
@@ -56,7 +56,7 @@ def test_a_single_nope_or_alibi_head_never_learns_and_says_why(trained, encoding
 
 def test_the_verdict_counts_the_evaluation_it_names(rope_linear):
     """in_range_accuracy is exactly the accuracy evaluate measures on the verdict's fresh sequences."""
-    from lengen_core.verdict import VERDICT_SEED
+    from lengen_core.analysis.verdict import VERDICT_SEED
 
     (report,) = evaluate(rope_linear.model, rope_linear.config, [16], samples=VERDICT_ANSWERS, seed=VERDICT_SEED)
     assert rope_linear.verdict.in_range_accuracy == report.accuracy

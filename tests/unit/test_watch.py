@@ -1,4 +1,4 @@
-"""The live view of a training (lengen_core.watch): the same carrier the Carrier page reads from the same
+"""The live view of a training (lengen_core.analysis.watch): the same carrier the Carrier page reads from the same
 weights, the Attention page's map, a transformer's carrier head as the Transformer page finds it, and views
 every VIEW_EVERY steps and at a pause."""
 
@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from lengen_core.carrier import extract_carrier
-from lengen_core.heatmap import attention_heatmap
+from lengen_core.analysis.carrier import extract_carrier
+from lengen_core.analysis.heatmap import attention_heatmap
+from lengen_core.analysis.watch import VIEW_EVERY, live_view, view_due
 from lengen_core.serving.store import preset_store
-from lengen_core.watch import VIEW_EVERY, live_view, view_due
 from ui.presets import PRESETS
 
 
@@ -37,8 +37,8 @@ def test_a_learned_table_is_measured_over_its_training_range():
 def test_a_transformers_view_is_its_carrier_head_as_the_transformer_page_finds_it():
     """The head putting most weight on t − k (HEAD_SAMPLES sequences): its measured s(Δ) and its map at 4×.
     On the RoPE transformer preset that head peaks at k and its map's last query reads t − k."""
-    from lengen_core.heads import analyse_heads
-    from lengen_core.watch import HEAD_SAMPLES
+    from lengen_core.analysis.heads import analyse_heads
+    from lengen_core.analysis.watch import HEAD_SAMPLES
 
     run = preset_store().load(PRESETS["Transformer RoPE"].run_id(), "cpu")
     run.model.train()

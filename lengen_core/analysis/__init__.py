@@ -1,0 +1,1 @@
+"""What a trained run shows: evaluation at any length, the carrier, the dilution law and its prediction, the fit, the horizon, inference rules, verdicts and the per-head views. Reads models; never trains (the one exception, the optimisation experiment, lives beside training)."""

@@ -1,0 +1,433 @@
+"""Evaluation of the retrieval query at any length, in memory bounded by design (docs/science.md §5).
+
+Only the last query matters, so a sequence of length L costs one pass over its keys, chunk by
+chunk, with an online softmax (running max, running sum) — never an L×L matrix. Within a chunk the
+logit of the last query against a key depends only on (query token a, key token b, key position u),
+so the model's per-token tables give all V×V×c logits by one matrix product and each sample gathers
+its own (with fewer samples than tokens, the samples' own queries give an S×V×c table instead).
+
+Memory. The chunk's tensors are products of the samples, the keys in the chunk and a width (the
+key table V×c×d_model, the logit table V×V×c, the per-sample logits and indices S×c), so the chunk
+sizes are chosen from the product of all three: `chunk_sizes` keeps the estimated chunk memory
+(`chunk_bytes`) within `EVAL_MEMORY_BYTES`, for every V, d_model and sample count the limits allow.
+Keys are cut first; when even `MIN_KEY_CHUNK` keys of every sample would not fit, the samples are
+cut too, and each group of samples keeps its own accumulator (the results do not depend on the cut:
+each sample's sums are its own). docs/evaluation-memory.md has the rule and the measurements.
+
+Tokens come from `sequence_tokens`, in fixed blocks with a seed per (seed, length, block), so a
+sequence is the same whatever the chunk sizes and any slice of it can be regenerated on demand.
+Evaluation draws each block once on the CPU, in the narrowest integer type that holds the
+vocabulary (one byte for V ≤ 256), and sends it to the device from pinned memory without waiting
+where the device is CUDA; indices become int64 on the device, a chunk at a time.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+import math
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from lengen_core.analysis.rules import InferenceRule, under_rule
+from lengen_core.config import MAX_EVAL_LENGTH, MAX_EVAL_SAMPLES, MAX_SWEEP_LENGTHS, MAX_SWEEP_TOKENS, RunConfig
+from lengen_core.models.encodings import LengthError
+
+TOKEN_BLOCK = 4_096
+EVAL_MEMORY_BYTES = 256 << 20  # the target: estimated memory of one chunk's tensors (`chunk_bytes`)
+CHUNK_ELEMENTS = 1 << 22  # below the target, the largest per-chunk tensor stops growing here (16 MB in float32)
+MIN_KEY_CHUNK = 256  # fewer keys per chunk than this and the samples are cut instead
+FLOAT = 4  # bytes
+KEY_TABLE_COPIES = 3  # (V, c, C) tensors alive at once while the key table is rotated
+SAMPLE_KEY_BYTES = 48  # per sample and key: its logit, weight and temporaries, its token and gather index (int64)
+
+
+def token_dtype(vocab_size: int) -> torch.dtype:
+    """The narrowest integer type that holds every token (uint8 up to 256 tokens)."""
+    if vocab_size <= 256:
+        return torch.uint8
+    return torch.int16 if vocab_size <= 2**15 else torch.int32
+
+
+def token_block(seed: int, length: int, samples: int, vocab_size: int, block: int,
+                dtype: torch.dtype = torch.long) -> torch.Tensor:
+    """Block `block` (positions block·TOKEN_BLOCK …) of the `samples` evaluation sequences of `length`,
+    drawn from its own CPU generator: (S, ≤ TOKEN_BLOCK). The values do not depend on `dtype`."""
+    block_length = min(TOKEN_BLOCK, length - block * TOKEN_BLOCK)
+    stream = torch.Generator().manual_seed(((seed * 1_000_003 + length) * 65_537 + block) % 2**63)
+    return torch.randint(vocab_size, (samples, block_length), generator=stream, dtype=dtype)
+
+
+def sequence_tokens(
+    seed: int, length: int, samples: int, vocab_size: int, start: int = 0, stop: int | None = None,
+    dtype: torch.dtype = torch.long,
+) -> torch.Tensor:
+    """Tokens at positions start … stop-1 of the `samples` evaluation sequences of `length`: (S, stop-start)."""
+    stop = length if stop is None else stop
+    first, last = start // TOKEN_BLOCK, (stop - 1) // TOKEN_BLOCK
+    blocks = [token_block(seed, length, samples, vocab_size, block, dtype) for block in range(first, last + 1)]
+    tokens = blocks[0] if len(blocks) == 1 else torch.cat(blocks, dim=1)  # (S, covered)
+    return tokens[:, start - first * TOKEN_BLOCK : stop - first * TOKEN_BLOCK]
+
+
+def to_device(tokens: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """CPU tokens onto `device`: from pinned memory without waiting on CUDA, a plain copy elsewhere."""
+    device = torch.device(device)
+    if device.type == "cpu":
+        return tokens
+    if device.type == "cuda" and torch.cuda.is_available():
+        return tokens.pin_memory().to(device, non_blocking=True)
+    return tokens.to(device)
+
+
+@functools.cache
+def _malloc_trim():
+    """glibc's malloc_trim, or None where the C library has none (macOS, musl, Windows)."""
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError, TypeError):
+        return None
+
+
+def resident_bytes() -> int | None:
+    """This process's resident memory now, from /proc/self/statm (one small read); None without /proc."""
+    try:
+        with open("/proc/self/statm", "rb") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+class FreedMemory:
+    """Gives freed CPU memory back to the system when the process has kept too much of it.
+
+    glibc serves blocks below its mmap threshold from its heaps and raises that threshold to the
+    largest block freed (up to 32 MB), so a chunk's tables of a few to 32 MB each land in the heaps,
+    which fragment and keep their pages: measured, 290–390 MB of growth for a 102 MB chunk estimate
+    (V 64, d_model 512, 64 samples, 8 192 to 131 072 tokens), growing with the length. After a chunk,
+    `check` reads the resident memory and, when it has grown more than `allowance` since the start
+    (the target less the next chunk's estimate: held pages plus a chunk stay near the target), calls
+    malloc_trim, a few ms; the next chunk's pages are then faulted in again, so it is not done after
+    every chunk (that cost the default evaluation 15–25% of its time). Nothing off the CPU, or where
+    there is no /proc or no glibc."""
+
+    def __init__(self, device: torch.device, allowance: int) -> None:
+        active = torch.device(device).type == "cpu" and _malloc_trim() is not None
+        self.start = resident_bytes() if active else None
+        self.allowance = allowance
+
+    def check(self) -> None:
+        if self.start is None:
+            return
+        now = resident_bytes()
+        if now is not None and now > self.start + self.allowance:
+            _malloc_trim()(0)
+
+
+class _TokenStream:
+    """The evaluation tokens of one length, read left to right a chunk at a time: each block is drawn
+    once on the CPU in `token_dtype` and sent to the device; `take` returns int64 indices there."""
+
+    def __init__(self, seed: int, length: int, samples: int, vocab_size: int, device: torch.device) -> None:
+        self.key = (seed, length, samples, vocab_size)
+        self.dtype, self.device = token_dtype(vocab_size), device
+        self.blocks: dict[int, torch.Tensor] = {}
+
+    def take(self, start: int, stop: int) -> torch.Tensor:
+        """Tokens at positions start … stop-1 of every sample, on the device: (S, stop-start) int64."""
+        first, last = start // TOKEN_BLOCK, (stop - 1) // TOKEN_BLOCK
+        self.blocks = {block: tokens for block, tokens in self.blocks.items() if block >= first}
+        for block in range(first, last + 1):
+            if block not in self.blocks:
+                self.blocks[block] = to_device(token_block(*self.key, block, self.dtype), self.device)
+        parts = [self.blocks[block] for block in range(first, last + 1)]
+        tokens = parts[0] if len(parts) == 1 else torch.cat(parts, dim=1)
+        return tokens[:, start - first * TOKEN_BLOCK : stop - first * TOKEN_BLOCK].long()
+
+
+def chunk_bytes(vocab_size: int, d_model: int, samples: int, keys: int) -> int:
+    """Estimated memory of one chunk of `keys` keys and `samples` samples: the key table while it is
+    rotated (KEY_TABLE_COPIES × V·c·C), the logit table (min(V, samples)·V·c), the position tables
+    (c·C) and per sample and key SAMPLE_KEY_BYTES."""
+    V, C = vocab_size, d_model
+    per_key = FLOAT * (KEY_TABLE_COPIES * V * C + min(V, samples) * V + 3 * C) + SAMPLE_KEY_BYTES * samples
+    return keys * per_key
+
+
+def chunk_sizes(vocab_size: int, d_model: int, samples: int, target: int | None = None) -> tuple[int, int]:
+    """(samples per group, keys per chunk) whose `chunk_bytes` stays within `target` (EVAL_MEMORY_BYTES).
+
+    Keys are cut first: as many as fit with every sample, at most enough for the largest tensor to
+    reach CHUNK_ELEMENTS (larger chunks are no faster), and at least MIN_KEY_CHUNK. When that many do
+    not fit with every sample, the keys whose shared tables take half the target (at most
+    MIN_KEY_CHUNK): if every sample fits with that many keys, as many keys as fit; if not, that many
+    keys and the samples cut into groups that fit in the rest. Within 1 key and 1 sample nothing is
+    cut further (the limits keep that far below any target of a few MB)."""
+    target = EVAL_MEMORY_BYTES if target is None else target
+    V, C = vocab_size, d_model
+    fitting = target // chunk_bytes(V, C, samples, 1)
+    preferred = max(MIN_KEY_CHUNK, CHUNK_ELEMENTS // max(samples, V * min(V, samples), V * C))
+    if fitting >= MIN_KEY_CHUNK:
+        return samples, max(1, min(fitting, preferred))
+    shared = chunk_bytes(V, C, V, 1) - SAMPLE_KEY_BYTES * V  # per key, with the largest logit table
+    keys = max(1, min(MIN_KEY_CHUNK, target // 2 // shared))
+    if fitting >= keys:
+        return samples, fitting
+    group = (target // keys - shared) // SAMPLE_KEY_BYTES
+    return max(1, min(samples, group)), keys
+
+
+def check_lengths(config: RunConfig, model: torch.nn.Module, lengths: Sequence[int]) -> None:
+    """Every length must hold the answer (L > offset), stay within limits and the encoding's range."""
+    for length in lengths:
+        if isinstance(length, bool) or not isinstance(length, int):
+            raise LengthError(f"length {length!r} must be a whole number")
+        if length <= config.task.offset:
+            raise LengthError(f"length {length} must be larger than the offset {config.task.offset}")
+        if length > MAX_EVAL_LENGTH:
+            raise LengthError(f"length {length} is beyond the evaluation limit of {MAX_EVAL_LENGTH} tokens")
+        model.encoding.check_length(length)
+
+
+def check_sweep(lengths: Sequence[int], samples: int = 1) -> None:
+    """One request's size: at most `MAX_SWEEP_LENGTHS` lengths and `MAX_SWEEP_TOKENS` tokens in all."""
+    if len(lengths) > MAX_SWEEP_LENGTHS:
+        raise LengthError(f"{len(lengths)} lengths in one request; the limit is {MAX_SWEEP_LENGTHS}")
+    tokens = samples * sum(lengths)
+    if tokens > MAX_SWEEP_TOKENS:
+        raise LengthError(
+            f"{samples} samples at these lengths make {tokens:,} tokens in one request; the limit is "
+            f"{MAX_SWEEP_TOKENS:,} (samples × the sum of the lengths): use fewer samples or shorter lengths"
+        )
+
+
+def check_sampling(samples: int, seed: int) -> None:
+    """Sequences per length and the evaluation seed, within the limits."""
+    if isinstance(samples, bool) or not isinstance(samples, int) or not 1 <= samples <= MAX_EVAL_SAMPLES:
+        raise LengthError(f"samples {samples!r} is out of range: allowed 1 to {MAX_EVAL_SAMPLES}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**31:
+        raise LengthError(f"evaluation seed {seed!r} is out of range: allowed 0 to {2**31 - 1}")
+
+
+def wilson_interval(successes: int, trials: int, z: float = 1.96) -> tuple[float, float]:
+    if trials == 0:
+        return 0.0, 1.0
+    p = successes / trials
+    denominator = 1 + z * z / trials
+    centre = (p + z * z / (2 * trials)) / denominator
+    half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / denominator
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+class SoftmaxAccumulator:
+    """Online softmax over key chunks: rescale everything when the running max grows."""
+
+    def __init__(self, samples: int, vocab_size: int, device: torch.device) -> None:
+        self.max = torch.full((samples,), float("-inf"), device=device)
+        self.total = torch.zeros(samples, device=device)
+        self.votes = torch.zeros(samples, vocab_size, device=device)  # attention mass per key token
+        self.positional = torch.zeros(samples, vocab_size, device=device)  # Σ w_u · RP[u]
+
+    def add(self, logits: torch.Tensor, tokens: torch.Tensor, positional: torch.Tensor | None) -> None:
+        new_max = torch.maximum(self.max, logits.max(dim=1).values)  # (S,)
+        rescale = torch.exp(self.max - new_max)[:, None]  # (S, 1)
+        weights = torch.exp(logits - new_max[:, None])  # (S, c)
+        self.total = self.total * rescale[:, 0] + weights.sum(dim=1)
+        self.votes = self.votes * rescale
+        self.votes.scatter_add_(1, tokens, weights)
+        self.positional = self.positional * rescale
+        if positional is not None:
+            self.positional += weights @ positional  # (S, c) @ (c, V)
+        self.max = new_max
+
+    def weights_of(self, logits: torch.Tensor) -> torch.Tensor:
+        return torch.exp(logits - self.max) / self.total
+
+    def readout_weights(self) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.votes / self.total[:, None], self.positional / self.total[:, None]
+
+
+class LinearAccumulator:
+    """No normalisation: the weights are the logits; target mass is |w_target| / Σ|w|."""
+
+    def __init__(self, samples: int, vocab_size: int, device: torch.device) -> None:
+        self.total = torch.zeros(samples, device=device)  # Σ |w|
+        self.votes = torch.zeros(samples, vocab_size, device=device)
+        self.positional = torch.zeros(samples, vocab_size, device=device)
+
+    def add(self, logits: torch.Tensor, tokens: torch.Tensor, positional: torch.Tensor | None) -> None:
+        self.total += logits.abs().sum(dim=1)
+        self.votes.scatter_add_(1, tokens, logits)
+        if positional is not None:
+            self.positional += logits @ positional
+
+    def weights_of(self, logits: torch.Tensor) -> torch.Tensor:
+        return logits.abs() / self.total
+
+    def readout_weights(self) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.votes, self.positional
+
+
+ACCUMULATORS = {"softmax": SoftmaxAccumulator, "linear": LinearAccumulator}
+
+
+@dataclass(frozen=True)
+class QueryOutputs:
+    """Per-sample results of the last query at one length."""
+
+    readout: torch.Tensor  # (S, V) readout logits
+    targets: torch.Tensor  # (S,) correct answers
+    target_mass: torch.Tensor  # (S,)
+    argmax_key: torch.Tensor  # (S,) position of the most attended key
+
+
+def _chunk_logits(query: torch.Tensor, keys: torch.Tensor, query_tokens: torch.Tensor, tokens: torch.Tensor,
+                  table: torch.Tensor | None) -> torch.Tensor:
+    """Logits of each sample's last query against its keys in one chunk: (s, c).
+
+    query (V, C), already scaled by 1/√C, and keys (V, c, C) hold every token. `table` is the chunk's
+    V×V×c logit table of every (query token, key token), shared by the groups of samples (a matrix
+    product, then a gather); None when the group has fewer samples than tokens, which then takes an
+    s×V×c table of its own queries."""
+    positions = torch.arange(tokens.shape[1], device=tokens.device)[None, :]
+    if table is not None:
+        return table[query_tokens[:, None], tokens, positions]  # (s, c)
+    own = torch.einsum("sd,bcd->sbc", query[query_tokens], keys)  # (s, V, c)
+    rows = torch.arange(tokens.shape[0], device=tokens.device)[:, None]
+    return own[rows, tokens, positions]
+
+
+class _Group:
+    """The running results of one group of samples (rows `rows` of the evaluation)."""
+
+    def __init__(self, rows: slice, accumulator, device: torch.device) -> None:
+        samples = rows.stop - rows.start
+        self.rows, self.state = rows, accumulator
+        self.target_logit = torch.zeros(samples, device=device)
+        self.best = torch.full((samples,), float("-inf"), device=device)
+        self.best_key = torch.zeros(samples, dtype=torch.long, device=device)
+
+
+@torch.no_grad()
+def last_query_outputs(
+    model: torch.nn.Module, config: RunConfig, length: int, samples: int, seed: int, chunk: int | None = None,
+    sample_chunk: int | None = None,
+) -> QueryOutputs:
+    """The last query's readout, target mass and argmax key for each of the `samples` sequences.
+
+    `chunk` keys and `sample_chunk` samples at a time (default: `chunk_sizes`, within
+    EVAL_MEMORY_BYTES); the results are the same for any chunking, to float rounding. Time: the key
+    table (V·L·C), the logit tables (min(V, S)·V·L·C multiply-adds) and S·L per-sample steps."""
+    device = model.embed.device
+    V, offset, last = config.task.vocab_size, config.task.offset, length - 1
+    group_size, chunk_size = chunk_sizes(V, config.model.d_model, samples)
+    chunk = chunk_size if chunk is None else chunk
+    group_size = group_size if sample_chunk is None else sample_chunk
+    tail = to_device(sequence_tokens(seed, length, samples, V, last - offset, length, token_dtype(V)), device)
+    tail = tail.long()  # (S, offset+1)
+    query_tokens, targets = tail[:, -1], tail[:, 0]
+    query_position = torch.tensor([last], device=device)
+    query = model.query_table(last) / math.sqrt(config.model.d_model)  # (V, C), scaled once
+    factor = model.encoding.logit_scale(query_position)  # an inference rule's (lengen_core.analysis.rules), or None
+    if factor is not None:
+        query = query * factor[0]
+    accumulator = ACCUMULATORS[config.model.attention]
+    groups = [_Group(slice(first, min(first + group_size, samples)), accumulator(min(group_size, samples - first), V,
+                                                                                   device), device)
+              for first in range(0, samples, group_size)]
+    stream = _TokenStream(seed, length, samples, V, device)
+    estimate = chunk_bytes(V, config.model.d_model, min(group_size, samples), chunk)
+    freed = FreedMemory(device, max(EVAL_MEMORY_BYTES // 4, EVAL_MEMORY_BYTES - estimate))
+    for start in range(0, length, chunk):
+        stop = min(start + chunk, length)
+        positions = torch.arange(start, stop, device=device)
+        tokens = stream.take(start, stop)  # (S, c)
+        keys = model.key_table(positions)  # (V, c, C)
+        bias = model.encoding.bias(query_position, positions)  # (1, 1, c) or None
+        _, positional = model.readout_tables(positions)
+        shared = torch.einsum("ad,bcd->abc", query, keys) if group_size >= V else None  # (V, V, c)
+        for group in groups:
+            logits = _chunk_logits(query, keys, query_tokens[group.rows], tokens[group.rows], shared)  # (s, c)
+            if bias is not None:
+                logits = logits + (bias[0] if factor is None else factor[0] * bias[0])
+            group.state.add(logits, tokens[group.rows], positional)
+            chunk_best, chunk_arg = logits.max(dim=1)
+            better = chunk_best > group.best
+            group.best = torch.where(better, chunk_best, group.best)
+            group.best_key = torch.where(better, chunk_arg + start, group.best_key)
+            if start <= last - offset < stop:
+                group.target_logit = logits[:, last - offset - start]
+        del keys, shared, logits, tokens
+        freed.check()
+    token_part, _ = model.readout_tables(positions[:1])
+    readouts, masses = [], []
+    for group in groups:
+        votes, positional_sum = group.state.readout_weights()
+        readouts.append(votes @ token_part + positional_sum)
+        masses.append(group.state.weights_of(group.target_logit))
+    return QueryOutputs(
+        readout=torch.cat(readouts),
+        targets=targets,
+        target_mass=torch.cat(masses),
+        argmax_key=torch.cat([group.best_key for group in groups]),
+    )
+
+
+@dataclass(frozen=True)
+class LengthReport:
+    length: int
+    samples: int
+    accuracy: float
+    accuracy_low: float  # 95% Wilson interval
+    accuracy_high: float
+    target_mass: float  # mean attention weight on the key at the offset
+    target_mass_sem: float  # its standard error over the samples
+    argmax_key: int  # the most common argmax key of the query
+    argmax_share: float  # fraction of samples whose argmax key is `argmax_key`
+    seconds: float
+    rule: str = "none"  # the inference rule it was read under (lengen_core.analysis.rules), as links write it
+
+
+def evaluate(
+    model: torch.nn.Module,
+    config: RunConfig,
+    lengths: Sequence[int],
+    samples: int = 256,
+    seed: int = 12_345,
+    rule: InferenceRule | None = None,
+) -> list[LengthReport]:
+    """Accuracy, target mass and argmax key of the last query at each length, read under `rule`
+    (lengen_core.analysis.rules; None: as trained)."""
+    check_sampling(samples, seed)
+    check_lengths(config, model, lengths)
+    check_sweep(lengths, samples)
+    if rule is not None:
+        rule.check(config)
+    reports = []
+    for length in lengths:
+        start = time.perf_counter()
+        out = last_query_outputs(under_rule(model, rule, length), config, length, samples, seed)
+        correct = int((out.readout.argmax(dim=1) == out.targets).sum())
+        mode = int(out.argmax_key.mode().values)
+        low, high = wilson_interval(correct, samples)
+        reports.append(
+            LengthReport(
+                length=length,
+                samples=samples,
+                accuracy=correct / samples,
+                accuracy_low=low,
+                accuracy_high=high,
+                target_mass=float(out.target_mass.mean()),
+                target_mass_sem=float(out.target_mass.std() / math.sqrt(samples)) if samples > 1 else math.inf,
+                argmax_key=mode,
+                argmax_share=float((out.argmax_key == mode).float().mean()),
+                seconds=time.perf_counter() - start,
+                rule="none" if rule is None else rule.label,
+            )
+        )
+    return reports

@@ -1,0 +1,1 @@
+"""The models: positional encodings (strategies with the hooks they need), attention, the minimal single head, the transformer, and the constructed head. They import nothing of training, analysis or serving."""

@@ -1,0 +1,133 @@
+"""Train the preset runs and write them into `assets/presets/`: `python -m scripts.build_presets [--force]`;
+then what their first visits compute (`--precompute`): the Start page's evaluations and the Dilution
+page's default evaluations and predictions, by the same calls the app makes, into
+`assets/presets/precomputed/<run id>.json` (read by ui.runs instead of computing them again); and the
+Theory page's optimisation experiment (C1, ui.theory.gradients): the constructed head's evaluations (in
+`precomputed/<its run id>.json`) and its two trainings, traced (`precomputed/traces/<run id>-every<N>.json`,
+read by ui.presets.shipped_trace). `--sweep`: the Sweeps page's preset sweep (ui.sweep_panels.PRESET_GRID) into
+`assets/presets/sweeps/<sweep id>/` (its cells, not its runs)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+
+from lengen_core.analysis.dilution import predict
+from lengen_core.analysis.evaluate import LengthError, check_lengths, evaluate
+from lengen_core.analysis.horizon import predicted_horizon
+from lengen_core.optimisation import trace_training
+from lengen_core.serving.store import RunStore, preset_store
+from lengen_core.training import Run, initial_model, train
+from ui.presets import (
+    DILUTION_SAMPLES,
+    OPTIMISATION_CONSTRUCTED,
+    OPTIMISATION_TRACES,
+    PRECOMPUTED,
+    PRESET_ROOT,
+    PRESETS,
+    START_LENGTHS,
+    START_SAMPLES,
+    TRACE_LENGTHS,
+    TRACE_ROWS,
+    TRACE_SAMPLES,
+    TRACES,
+    dilution_lengths,
+    trace_path,
+)
+
+
+def _allowed(run: Run, length: int) -> bool:
+    try:
+        check_lengths(run.config, run.model, [length])
+    except LengthError:
+        return False
+    return True
+
+
+def precompute(run_id: str) -> dict:
+    """The evaluations, predictions and predicted horizon a first visit to Start and Dilution asks of this preset."""
+    run = preset_store().load(run_id)
+    config = run.config
+    wanted = {START_SAMPLES: START_LENGTHS} if config.single_head else {}
+    evaluations: dict[str, dict] = {}
+    predictions: dict[str, dict] = {}
+    if config.single_head:
+        lengths = tuple(n for n in dilution_lengths(config) if _allowed(run, n))  # as the page's allowed_lengths
+        wanted[DILUTION_SAMPLES] = tuple(sorted(set(wanted.get(DILUTION_SAMPLES, ())) | set(lengths)))
+        predictions = {str(p.length): dataclasses.asdict(p) for p in predict(run.model, config, list(lengths))}
+    for samples, lengths in wanted.items():
+        evaluations[str(samples)] = {str(n): dataclasses.asdict(evaluate(run.model, config, [n], samples=samples)[0])
+                                     for n in lengths if _allowed(run, n)}
+    horizon = dataclasses.asdict(predicted_horizon(run.model, config)) if config.single_head else None
+    return {"evaluations": evaluations, "predictions": predictions, "horizon": horizon}
+
+
+def precompute_optimisation() -> None:
+    """The optimisation experiment's numbers (ui.theory.gradients), by the calls the page makes without them."""
+    config = OPTIMISATION_CONSTRUCTED  # steps 0: its weights are the construction, nothing to train or store
+    reports = evaluate(initial_model(config), config, list(START_LENGTHS), samples=START_SAMPLES)
+    shipped = {"evaluations": {str(START_SAMPLES): {str(r.length): dataclasses.asdict(r) for r in reports}},
+               "predictions": {}, "horizon": None}
+    (PRECOMPUTED / f"{config.run_id()}.json").write_text(json.dumps(shipped))
+    print(f"constructed head {config.run_id()}: precomputed")
+    TRACES.mkdir(parents=True, exist_ok=True)
+    for config, every in OPTIMISATION_TRACES:
+        trace = trace_training(config, every, TRACE_LENGTHS, TRACE_SAMPLES)
+        trace_path(config, every).write_text(json.dumps(trace.to_dict(rows=TRACE_ROWS)))
+        print(f"trace of {config.run_id()} every {every} steps: {len(trace.losses)} steps")
+
+
+def build_sweep() -> None:
+    """The Sweeps page's preset sweep: run in a scratch store (the runs are not shipped), its folder copied
+    into the presets; one worker per core."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from lengen_core.serving.sweep import run_sweep, sweep_dir
+    from ui.sweep_panels import PRESET_GRID
+
+    with tempfile.TemporaryDirectory() as scratch:
+        result = run_sweep(PRESET_GRID, Path(scratch))
+        failed = [cell for cell in result.cells if "error" in cell]
+        if failed:
+            raise SystemExit(f"{len(failed)} cells of the preset sweep failed, e.g. {failed[0]['error']}")
+        target = sweep_dir(PRESET_ROOT, result.sweep_id)
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.copytree(sweep_dir(Path(scratch), result.sweep_id), target)
+    print(f"preset sweep {result.sweep_id}: {len(result.cells)} cells in {target}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--force", action="store_true", help="retrain presets that already exist")
+    parser.add_argument("--precompute", action="store_true", help="only write what the first visits compute")
+    parser.add_argument("--sweep", action="store_true", help="only rebuild the preset sweep (ui.sweep_panels.PRESET_GRID)")
+    args = parser.parse_args()
+    if args.sweep:
+        build_sweep()
+        return
+    if args.precompute:
+        PRECOMPUTED.mkdir(parents=True, exist_ok=True)
+        for label, config in PRESETS.items():
+            (PRECOMPUTED / f"{config.run_id()}.json").write_text(json.dumps(precompute(config.run_id())))
+            print(f"{label}: precomputed")
+        precompute_optimisation()
+        return
+    store = RunStore(root=PRESET_ROOT)
+    for label, config in PRESETS.items():
+        run_id = config.run_id()
+        if store.exists(run_id) and not args.force:
+            print(f"{label}: {run_id} already built")
+            continue
+        if store.exists(run_id):
+            store.delete(run_id)
+        run = train(config, device="cpu")  # CPU: the same weights on every machine that rebuilds them
+        store.save(run)  # a table shared by several layers is written once (the store's own dedup)
+        print(f"{label}: {run_id} trained in {run.train_seconds:.1f}s, {run.steps} steps, "
+              f"train accuracy {run.train_accuracy:.3f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,198 @@
+"""Captions for accuracy against length (Start, Compare, Transformer), target mass (Compare), accuracy by
+position (Transformer) and training (Train), each computed from the run's own numbers. No Streamlit.
+
+The accuracy charts claim (docs/science.md §1): RoPE with softmax attention stays near 1 past its
+training length (C1); a learned table (C1) and linear attention (C7) fall to chance there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from lengen_core.analysis.evaluate import wilson_interval
+from lengen_core.analysis.fit import LAW_TOLERANCE, FitResult
+from lengen_core.analysis.verdict import CHANCE_TOLERANCE, Verdict
+from lengen_core.config import RunConfig
+from ui.captions.common import (
+    NEAR_ONE,
+    accuracy_points,
+    chance_from,
+    did_not_learn,
+    first_length_below,
+    horizon,
+    share,
+    verdict_text,
+)
+
+PREDICTION_TOLERANCE = 0.1  # the predicted p "tracks" the measured p when within this at every length
+
+
+def expectation(encoding: str, attention: str) -> Literal["extrapolates", "chance"] | None:
+    """What the accuracy charts claim for a run of this kind (None: no claim)."""
+    if attention == "linear":
+        return "chance"  # C7
+    return {"rope": "extrapolates", "learned": "chance"}.get(encoding)  # C1
+
+
+def _kind(encoding: str, attention: str) -> str:
+    """'RoPE', 'learned-position', 'linear-attention': how a caption names the run it contradicts."""
+    if attention == "linear":
+        return "linear-attention"
+    return {"rope": "RoPE", "learned": "learned-position"}.get(encoding, encoding)
+
+
+def _times(length: int, train_length: int) -> str:
+    """64 → '4×' for L_train 16."""
+    return f"{length // train_length}×" if length % train_length == 0 else f"{length / train_length:.1f}×"
+
+
+@dataclass(frozen=True)
+class Curve:
+    """One run's accuracy against length, as a caption reads it."""
+
+    label: str
+    encoding: str
+    attention: str
+    train_length: int
+    chance: float
+    lengths: Sequence[int]
+    accuracy: Sequence[float]
+    accuracy_low: Sequence[float]  # 95% interval, lower end
+    learned: bool | None  # the run's verdict (None: not judged)
+    claim: str = "C1"  # the claim the chart tests for this run
+    every_position: bool = False  # accuracy over every position t ≥ k (shift task), inside training included
+
+
+def run_curve(label: str, config: RunConfig, verdict: Verdict | None, lengths: Sequence[int],
+              accuracy: Sequence[float], accuracy_low: Sequence[float], every_position: bool = False) -> Curve:
+    """A Curve from a run's config and verdict and its measured accuracies; `every_position`: they score
+    every position t ≥ k of the shift task, not the positions past training alone (no claim is read)."""
+    claim = "C7" if config.model.attention == "linear" else "C1"
+    return Curve(label, config.model.encoding, config.model.attention, config.task.train_length,
+                 1 / config.task.vocab_size, tuple(lengths), tuple(accuracy), tuple(accuracy_low),
+                 None if verdict is None else verdict.learned, claim + (", C8" if config.model.n_layers > 0 else ""),
+                 every_position)
+
+
+def curve_caption(curve: Curve, multiples: Sequence[int] = (1, 2, 4)) -> str:
+    """'**RoPE**: 1.00 at 1×, …; ≥ 0.90 up to 64 (4×), at chance from 2,048 (128×) on: it stays near 1 …'."""
+    L, name = curve.train_length, f"**{curve.label}**"
+    points = accuracy_points(curve.lengths, curve.accuracy, L, multiples)
+    top = horizon(curve.lengths, curve.accuracy)
+    floor = chance_from(curve.lengths, curve.accuracy_low, curve.chance, L)
+    half = first_length_below(curve.lengths, curve.accuracy, 0.5)
+    facts = [f"≥ {NEAR_ONE:.2f} up to {top:,} ({_times(top, L)})"] if top is not None else []
+    if half is not None and half != floor:
+        facts.append(f"below 0.5 from {half:,} ({_times(half, L)})")
+    facts.append(f"at chance from {floor:,} ({_times(floor, L)}) on" if floor is not None
+                 else f"above chance up to {curve.lengths[-1]:,}")
+    numbers = f"{points}; {', '.join(facts)}"
+    if curve.learned is False:
+        return f"{name} did not learn the task (a learned task needs ≥ {NEAR_ONE:.2f} at 1×), so it tests no claim: {numbers}."
+    past = [(n, a, low) for n, a, low in zip(curve.lengths, curve.accuracy, curve.accuracy_low, strict=True) if n > L]
+    expected, claim = expectation(curve.encoding, curve.attention), curve.claim
+    if curve.every_position:
+        return (f"{name}: {numbers} (over every position t ≥ k, those inside training included; the Transformer "
+                "page scores the positions past training alone).")
+    if expected is None or not past:
+        return f"{name}: {numbers}."
+    length, accuracy, low = past[0]
+    kind = _kind(curve.encoding, curve.attention)
+    if expected == "extrapolates":
+        if top is not None and top > L:
+            return f"{name}: {numbers}. It stays near 1 past its training length ({claim})."
+        return (f"{name}: {numbers}. This {kind} run does NOT stay near 1 past its training length: "
+                f"{share(accuracy)} at {length:,} ({_times(length, L)}), where {claim} says it should.")
+    if floor == length:
+        return f"{name}: {numbers}. It falls to chance at the first length past training ({claim})."
+    return (f"{name}: {numbers}. This {kind} run does NOT fall to chance past its training length: "
+            f"{share(accuracy)} at {length:,} ({_times(length, L)}), 95% interval from {share(low)}, "
+            f"against chance {share(curve.chance)}.")
+
+
+def curves_caption(curves: Sequence[Curve], multiples: Sequence[int] = (1, 2, 4), note: str = "") -> str:
+    """Each run's sentence, then chance (and `note`, e.g. what the bands are)."""
+    chance = min(c.chance for c in curves)
+    return " ".join([*(curve_caption(c, multiples) for c in curves), f"Chance 1/V = {share(chance)}.", note]).strip()
+
+
+def mass_caption(label: str, lengths: Sequence[int], measured: Sequence[float], predicted: Sequence[float] | None,
+                 fit: FitResult, train_length: int) -> str:
+    """'**RoPE**: p 0.89 at 1×, 0.86 at 2×, 0.045 at 256×; the law fits within 14% (m_out 5.27); the prediction …'."""
+    last = lengths[-1] // train_length if lengths[-1] % train_length == 0 else None
+    multiples = (1, 2) if last is None else tuple(dict.fromkeys((1, 2, last)))
+    parts = [f"p {accuracy_points(lengths, measured, train_length, multiples)}"]
+    if fit.fit is not None:
+        law = fit.fit
+        parts.append(f"the dilution law fits every point past training within {law.max_relative_error:.0%} "
+                     f"(m_out {law.m_out:.2f})" if law.holds else
+                     f"the dilution law does NOT describe it within {LAW_TOLERANCE:.0%}: it misses by "
+                     f"{law.max_relative_error:.0%} at {law.worst_length:,} (m_out {law.m_out:.2f})")
+    elif fit.status in ("not_learned", "at_chance"):
+        parts.append(f"no dilution law ({m_out_text(fit)})")
+    if predicted is not None:
+        gaps = [abs(p - m) for p, m in zip(predicted, measured, strict=True)]
+        worst = int(np.argmax(gaps))
+        if gaps[worst] <= PREDICTION_TOLERANCE:
+            parts.append(f"the prediction from the weights is within {gaps[worst]:.2g} of it at every length")
+        else:
+            parts.append(f"the prediction from the weights does NOT track it: {share(predicted[worst])} against "
+                         f"{share(measured[worst])} measured at {lengths[worst]:,}")
+    return f"**{label}**: {'; '.join(parts)}."
+
+
+def m_out_text(fit: FitResult, samples: int | None = None) -> str:
+    """'5.27 (5.22–5.32)' for a fitted law ('…; law off by 14%' past LAW_TOLERANCE), else why there is
+    none: 'not learned', 'at chance', …. With `samples`, what the figure came from, so two figures for
+    one run that differ say why: '5.27 (5.22–5.32), fitted 16–256 (5 lengths), 256 samples'."""
+    if fit.fit is not None:
+        law = fit.fit
+        text = f"{law.m_out:.2f} ({law.m_out_low:.2f}–{law.m_out_high:.2f})"
+        if samples is not None:
+            text += f", fitted {law.train_length:,}–{law.longest:,} ({law.points} lengths), {samples:,} samples"
+        return text + ("" if law.holds else f"; law off by {law.max_relative_error:.0%}")
+    return {"not_learned": "not learned", "at_chance": "at chance", "too_few_points": "too few lengths",
+            "not_applicable": "n/a (transformer)"}.get(fit.status, fit.status)
+
+
+def position_caption(positions: Sequence[int], accuracy: Sequence[float], length: int, train_length: int,
+                     chance: float, samples: int, encoding: str, learned: bool | None) -> str:
+    """At the longest length: accuracy inside training, just past it, and where it first drops below 0.5."""
+    starts, values = np.asarray(positions), np.asarray(accuracy, dtype=np.float64)
+    widths = np.diff(np.append(starts, length))  # positions per bin
+    inside, past = starts < train_length, (starts >= train_length) & (starts < 2 * train_length)
+    text = f"at L = {length:,}: {share(values[inside].mean())} on the positions inside training"
+    if not past.any():
+        return f"{text}.{did_not_learn(learned)}"
+    end = min(2 * train_length, length) - 1
+    answers = int(samples * widths[past].sum())
+    just_past = float(np.average(values[past], weights=widths[past]))
+    low, _ = wilson_interval(round(just_past * answers), answers)
+    below = first_length_below(list(starts[starts >= train_length]), list(values[starts >= train_length]), 0.5)
+    text += (f", {share(just_past)} on positions {train_length}–{end} just past the dashed line; "
+             + (f"below 0.5 from position {below:,}" if below is not None else f"never below 0.5 up to {length - 1:,}"))
+    if learned is False:
+        return f"{text}.{did_not_learn(learned)}"
+    if encoding == "rope":
+        if just_past >= NEAR_ONE:
+            return f"{text}: RoPE holds its accuracy past the training length (C8)."
+        return f"{text}: this RoPE run does NOT hold its accuracy past the training length."
+    if encoding == "learned":
+        if low <= chance + CHANCE_TOLERANCE:
+            return f"{text}: at chance ({share(chance)}) on the first positions it never trained (C4, C8)."
+        return f"{text}: this learned-position run does NOT drop to chance ({share(chance)}) past its training length."
+    return f"{text}."
+
+
+def training_caption(steps: int, seconds: float, device: str, stopped_early: bool, train_accuracy: float,
+                     verdict: Verdict | None, train_length: int) -> str:
+    """The training, then what it does and does not tell: the verdict on fresh sequences."""
+    end = ", stopped early at 100% batch accuracy" if stopped_early else f", final batch accuracy {share(train_accuracy)}"
+    text = f"{steps:,} steps in {seconds:.1f} s on {device}{end}."
+    if verdict is not None:
+        text += f" {verdict_text(verdict, train_length)}"
+    return text + " The batch accuracy is measured at the training length only: longer lengths are on Attention and Dilution."

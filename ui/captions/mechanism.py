@@ -1,0 +1,120 @@
+"""Captions for what the logits and weights show: the carrier's alignment with k and Toeplitz fractions
+(Compare), carrier and pinned heads (Transformer), shift equivariance (Theory), each computed from the
+run's own numbers. No Streamlit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from lengen_core.analysis.carrier import ALIGNMENT_MARGIN
+from lengen_core.analysis.heads import HeadReport
+from ui.captions.common import did_not_learn, percent, share
+
+TOEPLITZ_UNCHANGED = 0.02  # a trained Toeplitz fraction this close to its untrained one is unchanged
+RELATIVE_ENCODINGS = ("rope", "alibi", "nope")  # logits depend on t − u alone, trained or not
+
+
+def carrier_peak(values: Sequence[float], train_length: int, offset: int) -> tuple[int, float]:
+    """(argmax Δ over the training range, margin of s(k) over every other offset there, in nats),
+    as lengen_core.analysis.carrier measures them."""
+    in_range = np.asarray(values[:train_length], dtype=np.float64)
+    return int(np.argmax(in_range)), float(in_range[offset] - np.delete(in_range, offset).max())
+
+
+def alignment_caption(label: str, values: Sequence[float], train_length: int, offset: int,
+                      rope_softmax: bool, learned: bool | None) -> str:
+    """'RoPE peaks at Δ = 3 = k, 2.8 nats above every other offset in range: aligned (C5)'."""
+    argmax, margin = carrier_peak(values, train_length, offset)
+    if argmax == offset and margin >= ALIGNMENT_MARGIN:
+        text = f"{label} peaks at Δ = {offset} = k, {margin:.1f} nats above every other offset in range: aligned"
+    elif argmax == offset:
+        text = (f"{label} peaks at Δ = k = {offset} by only {margin:.2f} nats, under the {ALIGNMENT_MARGIN:g} nat "
+                "that alignment needs: not aligned")
+    else:
+        text = f"{label} peaks at Δ = {argmax}, not at k = {offset}: not aligned"
+    if learned is False:
+        return f"{text} (it did not learn the task)"
+    if rope_softmax:
+        aligned = argmax == offset and margin >= ALIGNMENT_MARGIN
+        return f"{text} (C5)" if aligned else f"{text}: this RoPE run's carrier is NOT aligned with k, as C5 says it is"
+    return text
+
+
+def toeplitz_caption(label: str, trained: float, baseline: float | None) -> str:
+    """'RoPE 1.000 against 0.986 untrained (unchanged by training)' and what the change means."""
+    if baseline is None:
+        return f"{label} {trained:.3f} (no untrained baseline for a transformer head)"
+    change = trained - baseline
+    if abs(change) < TOEPLITZ_UNCHANGED:
+        meaning = "unchanged by training: it shows equivariance, not a learned rule"
+    elif change < 0:
+        meaning = "training made its logits depend on absolute positions"
+    else:
+        meaning = "training made its logits more a function of t − u"
+    return f"{label} {trained:.3f} against {baseline:.3f} untrained ({meaning})"
+
+
+def _head_name(head: HeadReport) -> str:
+    return f"L{head.layer}H{head.head}"
+
+
+def head_grid_caption(heads: Sequence[HeadReport], encoding: str, learned: bool | None) -> str:
+    """Which heads carry the offset and which pin, and whether that is what the encoding's claim says."""
+    carriers = [_head_name(h) for h in heads if h.is_carrier]
+    pinned = [f"{_head_name(h)} (key {h.pinned_key}, {percent(h.pinned_share)})" for h in heads
+              if h.pinned_key is not None]
+    both = [_head_name(h) for h in heads if h.is_carrier and h.pinned_key is not None]
+    text = (f"red panels are carrier heads, here {', '.join(carriers) or 'none'}; purple ones pinned heads "
+            f"(most queries past training on one key inside it), here {', '.join(pinned) or 'none'}")
+    if both:
+        text += f"; {', '.join(both)} select k inside training and pin past it"
+    if learned is False:
+        return f"{text}.{did_not_learn(learned)}"
+    if encoding == "rope":
+        return f"{text}: a head carries the offset (C8)." if carriers else f"{text}: this RoPE run has NO carrier head."
+    if encoding == "learned":
+        return f"{text}: the learned table pins (C4, C8)." if pinned else f"{text}: this learned-position run has NO pinned head."
+    return f"{text}."
+
+
+def heads_table_caption(heads: Sequence[HeadReport], offset: int) -> str:
+    """What the table's columns show for this run's heads."""
+    carriers = [f"{_head_name(h)} ({share(h.target_weight)} on the target)" for h in heads if h.is_carrier]
+    others = [f"{_head_name(h)} at Δ = {h.argmax_offset}" for h in heads if h.argmax_offset != offset]
+    low, high = min(h.toeplitz_fraction for h in heads), max(h.toeplitz_fraction for h in heads)
+    text = (f"carrier heads have argmax_offset = k = {offset} and most of their weight on the target: "
+            f"{', '.join(carriers) or 'none here'}")
+    if others:
+        text += f"; other heads peak elsewhere: {', '.join(others)}"
+    return (f"{text}. Toeplitz fractions run from {low:.3f} to {high:.3f}: near 1 says a head's mean logit depends "
+            "on t − u, not that it learned a rule. pinned_key is where most queries past training attend.")
+
+
+def equivariance_caption(shifts: Sequence[int], differences: Sequence[float | None], logit_scale: float,
+                         tolerance: float, encoding: str, learned: bool | None) -> str:
+    """The largest |Δ logit| over the shifts, against the tolerance and the logits themselves."""
+    measured = [(s, d) for s, d in zip(shifts, differences, strict=True) if s > 0 and d is not None]
+    missing = [s for s, d in zip(shifts, differences, strict=True) if d is None]
+    beyond = f" Shifts from {missing[0]:,} on leave the position table and are not drawn." if missing else ""
+    if not measured:
+        return f"no shift fits in the position table.{beyond}"
+    above = [(s, d) for s, d in measured if d >= tolerance]
+    if above:
+        shift, difference = above[0]
+        text = (f"the difference is already {difference:.2g} at the shift s = {shift:,} (the logits themselves reach "
+                f"{logit_scale:.2g}): the logit depends on absolute positions")
+    else:
+        text = (f"the largest difference over shifts up to {measured[-1][0]:,} is {max(d for _, d in measured):.1e}, "
+                f"under the tolerance {tolerance:g} (the logits themselves reach {logit_scale:.2g}): the logit "
+                "depends on t − u alone")
+    relative = encoding in RELATIVE_ENCODINGS
+    if learned is False:
+        claim = ". This run did not learn the task; the check reads its weights all the same."
+    elif relative != bool(above):
+        claim = " (C3)." if relative else f", as a {encoding} encoding's does."
+    else:
+        claim = f": this {encoding} run's logits do NOT depend on {'t − u alone' if relative else 'absolute positions'}."
+    return f"{text}{claim}{beyond}"

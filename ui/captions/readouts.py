@@ -1,0 +1,152 @@
+"""Captions of the Dilution and Carrier pages, computed from the run's own numbers. No Streamlit.
+
+Each function returns the "what to look for" sentence of one chart: what this run shows, and, when
+the run contradicts the claim the chart is about, a sentence that says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from lengen_core.analysis.carrier import ALIGNMENT_MARGIN, CarrierMetrics
+from lengen_core.analysis.fit import FitResult
+from lengen_core.analysis.verdict import Verdict
+from ui.captions.common import NEAR_ONE, accuracy_points, first_length_below, horizon, share
+
+EXTRAPOLATES = NEAR_ONE  # the horizon: the longest length at which accuracy stays at least this (0.9)
+
+
+def _horizon(lengths: Sequence[int], accuracies: Sequence[float], train_length: int) -> str:
+    """'stays ≥ 0.9 up to 4× (L = 64)' or 'falls below 0.9 already at 2× (L = 32)'."""
+    pairs = [(n, a) for n, a in zip(lengths, accuracies, strict=True) if n >= train_length]
+    if not pairs:
+        return f"was not measured at or past the training length {train_length}"
+    lengths, accuracies = [n for n, _ in pairs], [a for _, a in pairs]
+    below = first_length_below(lengths, accuracies, EXTRAPOLATES)
+    if below is None:
+        return f"stays ≥ {EXTRAPOLATES} at every length measured, up to {lengths[-1]:,}"
+    top = horizon(lengths, accuracies, EXTRAPOLATES)
+    if top is None or top <= train_length:
+        return f"falls below {EXTRAPOLATES} already at L = {below:,} ({below / train_length:g}× the training length)"
+    return f"stays ≥ {EXTRAPOLATES} up to L = {top:,} ({top / train_length:g}×), below it from {below:,}"
+
+
+def dilution_caption(encoding: str, attention: str, lengths: Sequence[int], accuracies: Sequence[float],
+                     predicted: Sequence[float], train_length: int, verdict: Verdict | None) -> str:
+    """Accuracy against length: the run's points, its horizon, the prediction's largest miss, and
+    whether it bears out C1/C6 (RoPE with softmax extrapolates) or C1/C4/C7 (the others do not)."""
+    chance = verdict.chance if verdict is not None else None
+    points = accuracy_points(lengths, accuracies, train_length)
+    text = f"this run: {points}" + (f"; chance {share(chance)}" if chance is not None else "") + ". "
+    text += f"It {_horizon(lengths, accuracies, train_length)}. "
+    gaps = np.abs(np.asarray(predicted) - np.asarray(accuracies))
+    worst = int(np.argmax(gaps))
+    text += (f"The dashed prediction, from the weights alone, is within {gaps[worst]:.2f} of the measured "
+             f"accuracy at every length (largest gap at L = {lengths[worst]:,}). ")
+    if verdict is not None and not verdict.learned:
+        return text + _partial_learner(verdict, lengths, accuracies, train_length)
+    beyond = [a for n, a in zip(lengths, accuracies, strict=True) if n >= 2 * train_length]
+    holds_at_2x = bool(beyond) and beyond[0] >= EXTRAPOLATES
+    if encoding == "rope" and attention == "softmax":
+        return text + ("As C1 and C6 say, RoPE keeps its rule past the training length and decays by dilution."
+                       if holds_at_2x else
+                       "This RoPE run does NOT bear out C1: it is already below "
+                       f"{EXTRAPOLATES} at twice its training length.")
+    if holds_at_2x:
+        return text + (f"Unlike the claim for {encoding} with {attention} attention, this run still holds "
+                       f"{EXTRAPOLATES} at twice its training length.")
+    return text + f"As C1 says for {encoding} with {attention} attention, it does not extrapolate."
+
+
+def _partial_learner(verdict: Verdict, lengths: Sequence[int], accuracies: Sequence[float], train_length: int) -> str:
+    """What a run that did not learn the task shows: nothing (near chance), or how much of its partial
+    fit survives past the training length (linear attention fits 0.81 and keeps 0.23 at 4×)."""
+    if verdict.in_range_accuracy < 2 * verdict.chance:
+        return "This run did not learn the task (near chance even at its training length): no claim about length."
+    far = [(n, a) for n, a in zip(lengths, accuracies, strict=True) if n >= 4 * train_length]
+    kept = "" if not far else (f"; past the training length it keeps little of it: {share(far[0][1])} at "
+                               f"{far[0][0] // train_length}× (chance {share(verdict.chance)})")
+    return (f"This run did not fully learn the task ({share(verdict.in_range_accuracy)} at its training length, "
+            f"below the 0.90 a learned task needs){kept}.")
+
+
+def inverse_mass_caption(lengths: Sequence[int], masses: Sequence[float], train_length: int) -> str:
+    """1/p against length: the measured log–log slope at the long end (the law's 1 holds only there)."""
+    n = np.asarray(lengths, dtype=float)
+    inverse = 1 / np.asarray(masses, dtype=float)
+    far = n >= train_length
+    if far.sum() < 3:
+        return "too few lengths past the training length to read a slope."
+    x, y = np.log(n[far]), np.log(inverse[far])
+    near_slope = (y[1] - y[0]) / (x[1] - x[0])
+    far_slope = (y[-1] - y[-2]) / (x[-1] - x[-2])
+    return (f"past the training length 1/p grows with L; on these log–log axes the law's line bends from slope 0 "
+            f"toward slope 1 as (L − L_train)·e^(−m_out) comes to dominate 1/p(L_train). This run: slope "
+            f"{near_slope:.2f} between {int(n[far][0]):,} and {int(n[far][1]):,}, {far_slope:.2f} between "
+            f"{int(n[far][-2]):,} and {int(n[far][-1]):,}" + (" (near 1: the dilution regime)." if abs(far_slope - 1) < 0.15
+                                                             else " (not near 1: no dilution regime in the range measured)."))
+
+
+def fit_caption(fit: FitResult) -> str:
+    if fit.fit is None:
+        return fit.reason
+    return (f"fitted law: {fit.reason} It is the law with the smallest largest relative error of p over those "
+            "lengths; the interval is a bootstrap over the evaluation samples.")
+
+
+def carrier_caption(metrics: CarrierMetrics, baseline: CarrierMetrics, offset: int, trained_positions: bool,
+                    verdict: Verdict | None) -> str:
+    """s(Δ): where it peaks, and s(k) against the best other offset in range, beside the untrained start (C5)."""
+    def margin(m: CarrierMetrics) -> str:
+        side = "above" if m.margin >= 0 else "below"
+        return f"s(k) is {abs(m.margin):.2f} nats {side} the best other offset in the training range"
+
+    parts = [(f"this run's s(Δ) peaks at Δ = {metrics.argmax_offset} (k = {offset}) and {margin(metrics)}; "
+             f"untrained, it peaked at Δ = {baseline.argmax_offset} and {margin(baseline)}.")]
+    if metrics.aligned:
+        parts.append(f"Aligned with k by at least {ALIGNMENT_MARGIN:g} nat, as C5 says.")
+    elif metrics.argmax_offset == offset:
+        parts.append(f"The peak is at k but by less than {ALIGNMENT_MARGIN:g} nat: averaged over query positions, "
+                     "this head's logits do not select offset k by position alone.")
+    else:
+        parts.append("Not aligned with k: this head's positional rule does not select the target offset.")
+    if trained_positions:
+        parts.append("A learned table has a carrier only over the offsets it was trained on: past the training "
+                     "range its rows were never trained, so nothing is drawn there.")
+    if verdict is not None and not verdict.learned:
+        parts.append("This run did not learn the task: read these numbers as what training did not achieve.")
+    return " ".join(parts)
+
+
+def metric_change(name: str, trained: float, untrained: float, digits: int = 3) -> str:
+    """'Toeplitz 0.99998 trained against 0.986 untrained' for a metric's help text."""
+    return f"{name}: {trained:.{digits}f} after training, {untrained:.{digits}f} for the untrained initialisation."
+
+
+def spectrum_caption(amplitudes: np.ndarray, active: int, active_untrained: int) -> str:
+    """How concentrated the spectrum is, against the untrained initialisation."""
+    power = np.sort(np.asarray(amplitudes, dtype=float) ** 2)[::-1]
+    top = float(power[: max(1, len(power) // 8)].sum() / power.sum()) if power.sum() > 0 else 0.0
+    return (f"this run has {active} active frequencies (amplitude ≥ 1% of the largest) against {active_untrained} "
+            f"untrained; the largest eighth of the frequencies holds {top:.0%} of the power.")
+
+
+def rank_caption(rank: int, rank_untrained: int, size: int, carrier_claim: bool) -> str:
+    """The effective rank against the untrained start; C5 is cited only for an aligned RoPE carrier."""
+    change = "lower than" if rank < rank_untrained else "the same as" if rank == rank_untrained else "higher than"
+    text = f"effective rank {rank} of {size} after training, {change} the untrained {rank_untrained}"
+    if rank >= rank_untrained:
+        return text + ": training did not make the positional logits lower rank than where they started."
+    if carrier_claim:
+        return text + ": the learned rule is a low-rank carrier, as C5 says."
+    return text + ": training concentrated the positional logits on fewer directions."
+
+
+def recurrence_caption(offsets: Sequence[int]) -> str:
+    return (f"far offsets (first: {offsets[0]:,}) where some token pair's logit comes back within ln 4 of the target's "
+            "(negative gap: above it). Data, not a prediction: tested on 9 trained RoPE runs, only 6–30% of such "
+            "offsets coincided with a measured step down in accuracy, and the first one came before the first "
+            "measured drop in 8 of 9 runs (docs/near-recurrences.md). What predicts the drops is the dashed "
+            "prediction from the weights on the Dilution page.")

@@ -1,0 +1,1 @@
+"""Plotly chart builders: plain data in, a figure out. No Streamlit, no tensors."""

@@ -1,0 +1,248 @@
+"""The elements a lesson step can show: each a renderer that draws one chart or control of the lab's pages
+with the pages' own cached analyses (`ui.runs`, `ui.analyses`), chart builders (`ui.charts.common`,
+`ui.charts.compare`, `ui.charts.transformer`) and captions computed from the run (`ui.captions.readouts`,
+`ui.*_captions`). What each needs is declared in `ui.lessons.files.ELEMENTS`; `RENDERERS` has the same keys.
+
+A renderer gets the step and whether the class is watching a projector (`presenting`: taller charts
+with larger text) or following a students' link (`locked`: the settings the lesson fixes cannot change).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from lengen_core.config import ConfigError
+from ui.analyses import CARRIER_SEARCH, head_attention, heads, length_multiples, sequence_evaluation
+from ui.captions import accuracy as accuracy_captions
+from ui.captions import attention as attention_captions
+from ui.captions import mechanism as mechanism_captions
+from ui.captions import readouts
+from ui.charts import common as charts
+from ui.charts import compare as compare_charts
+from ui.charts import transformer as transformer_charts
+from ui.lessons.files import Step
+from ui.presets import (
+    DILUTION_LONGEST,
+    DILUTION_SAMPLES,
+    PRESETS,
+    START_LENGTHS,
+    START_SAMPLES,
+    dilution_lengths,
+)
+from ui.reach import show_horizon
+from ui.runs import allowed_lengths, carrier, dilution_data, evaluation, heatmap, load_run, stores
+from ui.state import select_run
+from ui.training.form import request, show_message, train_form
+from ui.training.live import live_training
+from ui.training.pool import training_pool
+from ui.widgets import chart, refusal, run_summary
+
+PRESENT_HEIGHT, PRESENT_FONT = 600, 20
+
+
+def _draw(figure: go.Figure, look_for: str, data: pd.DataFrame, name: str, stem: str, presenting: bool) -> None:
+    if presenting:  # for a projector: taller, and text that reads from the back of the room
+        figure.update_layout(height=PRESENT_HEIGHT, font=dict(size=PRESENT_FONT), title_font_size=PRESENT_FONT + 4,
+                             legend_font_size=PRESENT_FONT - 2)
+        figure.update_xaxes(tickfont_size=PRESENT_FONT - 2, title_font_size=PRESENT_FONT)
+        figure.update_yaxes(tickfont_size=PRESENT_FONT - 2, title_font_size=PRESENT_FONT)
+    chart(figure, look_for, data, name, stem)
+
+
+def _run(step: Step):
+    run = load_run(PRESETS[step.presets[0]].run_id())
+    run_summary(run)
+    return run
+
+
+def accuracy_overlay(step: Step, presenting: bool) -> None:
+    """The Start page's picture for the step's presets: accuracy against length, 95% Wilson bands."""
+    reports = {label: evaluation(PRESETS[label].run_id(), START_LENGTHS, START_SAMPLES) for label in step.presets}
+    curves = pd.concat([pd.DataFrame({
+        "run": label, "length": START_LENGTHS, "samples": [r.samples for r in rows],
+        "accuracy": [r.accuracy for r in rows], "accuracy_low": [r.accuracy_low for r in rows],
+        "accuracy_high": [r.accuracy_high for r in rows]}) for label, rows in reports.items()])
+    look_for = accuracy_captions.curves_caption([
+        accuracy_captions.run_curve(label, PRESETS[label], load_run(PRESETS[label].run_id()).verdict, START_LENGTHS,
+                                    [r.accuracy for r in rows], [r.accuracy_low for r in rows])
+        for label, rows in reports.items()], note=f"Bands: 95% Wilson intervals over {START_SAMPLES} sequences per length.")
+    chance = 1 / PRESETS[step.presets[0]].task.vocab_size
+    figure = compare_charts.accuracy_overlay(curves, chance).update_layout(title="Accuracy against length")
+    _draw(figure, look_for, curves, "lesson-accuracy", "presets", presenting)
+
+
+def attention_heatmap(step: Step, presenting: bool) -> None:
+    """One attention map at `multiple` × the training length, with the Attention page's trace caption."""
+    run = _run(step)
+    L_train, k = run.config.task.train_length, run.config.task.offset
+    length = step.option("multiple") * L_train
+    if length not in allowed_lengths(run.run_id, [length]):
+        st.info(f"This run does not accept L = {length:,} (a learned table ends at {run.config.model.max_positions:,}).")
+        return
+    result = heatmap(run.run_id, length)
+    expected = attention_captions.trace_expectation(run.config.model.encoding, run.config.model.attention)
+    learned = None if run.verdict is None else run.verdict.learned
+    trace = attention_captions.argmax_trace(result.argmax_keys, L_train, k)
+    cells = result.weights.shape[0]
+    _draw(charts.attention_map(result.weights, result.pool, length, L_train),
+          f"{attention_captions.trace_caption(trace, expected, learned, run.config.task.task == 'retrieval')} "
+          f"Cells: {cells}×{cells}, pooling {result.pool}×{result.pool} (max).",
+          pd.DataFrame(result.weights).rename_axis("query_cell").reset_index(), f"heatmap-{length}", run.run_id,
+          presenting)
+
+
+def argmax_trace(step: Step, presenting: bool) -> None:
+    """The key each query attends to most at `multiple` × the training length (the Attention page's trace)."""
+    run = _run(step)
+    L_train, k = run.config.task.train_length, run.config.task.offset
+    length = step.option("multiple") * L_train
+    result = heatmap(run.run_id, length)
+    expected = attention_captions.trace_expectation(run.config.model.encoding, run.config.model.attention)
+    _draw(charts.argmax_trace(result.argmax_keys, L_train, k),
+          attention_captions.trace_caption(attention_captions.argmax_trace(result.argmax_keys, L_train, k), expected,
+                                           None if run.verdict is None else run.verdict.learned, True),
+          pd.DataFrame({"query": np.arange(length), "argmax_key": result.argmax_keys}), f"argmax-{length}",
+          run.run_id, presenting)
+
+
+def carrier_chart(step: Step, presenting: bool) -> None:
+    """s(Δ) with its alignment and margin beside the untrained initialisation's (the Carrier page's)."""
+    run = _run(step)
+    result = carrier(run.run_id, CARRIER_SEARCH)
+    trained, untrained = result.metrics, result.baseline
+    a, b = st.columns(2)
+    a.metric("Alignment", "yes" if trained.aligned else "no", delta=f"untrained: {'yes' if untrained.aligned else 'no'}",
+             delta_color="off", delta_arrow="off")
+    b.metric("Margin at k (nats)", f"{trained.margin:+.2f}", delta=f"untrained: {untrained.margin:+.2f}",
+             delta_color="off", delta_arrow="off",
+             help="s(k) minus the largest s(Δ) at any other offset of the training range.")
+    _draw(charts.carrier_curve(result.offsets, result.values, result.train_length, result.offset),
+          readouts.carrier_caption(trained, untrained, result.offset,
+                                   getattr(run.model.encoding, "trained_positions", False), run.verdict),
+          pd.DataFrame({"offset": result.offsets, "s": result.values}), "carrier", run.run_id, presenting)
+
+
+def _dilution(step: Step):
+    """The Dilution page's table at its default samples, up to the step's `longest`, and the fitted law."""
+    run = _run(step)
+    lengths = tuple(allowed_lengths(run.run_id, list(dilution_lengths(run.config, min(step.option("longest"),
+                                                                                         DILUTION_LONGEST)))))
+    data = dilution_data(run.run_id, lengths, DILUTION_SAMPLES)
+    table, fit_table, result = data.table, data.fit_table, data.result
+    return run, lengths, table, fit_table, result
+
+
+def dilution_chart(step: Step, presenting: bool) -> None:
+    run, lengths, table, fit_table, _ = _dilution(step)
+    task = run.config.task
+    _draw(charts.dilution(table, fit_table, 1 / task.vocab_size),
+          readouts.dilution_caption(run.config.model.encoding, run.config.model.attention, lengths, table["accuracy"],
+                                    table["predicted_accuracy"], task.train_length, run.verdict),
+          table, "dilution", run.run_id, presenting)
+
+
+def inverse_mass_chart(step: Step, presenting: bool) -> None:
+    run, lengths, table, fit_table, result = _dilution(step)
+    st.caption(f"**m_out: {accuracy_captions.m_out_text(result, DILUTION_SAMPLES)}.** {readouts.fit_caption(result)}")
+    _draw(charts.inverse_mass(table, fit_table),
+          readouts.inverse_mass_caption(lengths, table["target_mass"], run.config.task.train_length),
+          table[["length", "samples", "target_mass", "target_mass_sem", "predicted_mass"]]
+          .assign(inverse_mass=1 / table["target_mass"]), "inverse-mass", run.run_id, presenting)
+
+
+def horizon(step: Step, presenting: bool) -> None:
+    """The measured and predicted horizon (with Train longer, but in presenter mode), under the accuracy it
+    is read from."""
+    run, lengths, table, _, _ = _dilution(step)
+    show_horizon(run, lengths, list(table["accuracy"]), DILUTION_SAMPLES, controls=not presenting)
+    _draw(charts.dilution(  # the accuracy the horizon is read from, without the law
+        table, None, 1 / run.config.task.vocab_size),
+        readouts.dilution_caption(run.config.model.encoding, run.config.model.attention, lengths, table["accuracy"],
+                                  table["predicted_accuracy"], run.config.task.train_length, run.verdict),
+        table, "horizon-accuracy", run.run_id, presenting)
+
+
+def head_carriers(step: Step, presenting: bool) -> None:
+    """Every head's carrier in a transformer, carrier heads and pinned heads marked (the Transformer page's)."""
+    run = _run(step)
+    model, k = run.config.model, run.config.task.offset
+    reports = heads(run.run_id)
+    carriers = pd.concat([pd.DataFrame({"layer": h.layer, "head": h.head, "offset": range(len(h.carrier)),
+                                        "s": h.carrier, "is_carrier": h.is_carrier, "pinned_key": h.pinned_key})
+                          for h in reports])
+    _draw(transformer_charts.head_grid(carriers, model.n_layers, model.n_heads, k),
+          mechanism_captions.head_grid_caption(reports, model.encoding, None if run.verdict is None else run.verdict.learned),
+          carriers, "head-carriers", run.run_id, presenting)
+
+
+def head_attention_map(step: Step, presenting: bool) -> None:
+    """The carrier head's attention (the strongest head when none carries) at `multiple` × the training length."""
+    run = _run(step)
+    L_train, k = run.config.task.train_length, run.config.task.offset
+    reports = heads(run.run_id)
+    best = max(reports, key=lambda h: (h.is_carrier, h.target_weight))
+    length = step.option("multiple") * L_train
+    weights = head_attention(run.run_id, length, best.layer, best.head)
+    name = f"L{best.layer} H{best.head}"
+    _draw(transformer_charts.head_attention(weights, length, L_train, f"{name} at L = {length}"),
+          f"{name}: " + attention_captions.trace_caption(attention_captions.weights_trace(weights, L_train, k), None,
+                                                        None if run.verdict is None else run.verdict.learned,
+                                                        last_query_only=False) + " Mean |weight| over 16 sequences.",
+          pd.DataFrame(weights).rename_axis("query").reset_index(), f"head-attention-{length}", run.run_id, presenting)
+
+
+def accuracy_by_position(step: Step, presenting: bool) -> None:
+    """A transformer's accuracy at every position of sequences 4× the training length (the Transformer page's)."""
+    run = _run(step)
+    task, samples = run.config.task, 64
+    evaluated = sequence_evaluation(run.run_id, length_multiples(run.run_id, (1, 4)), samples)
+    table, longest = transformer_charts.position_table(evaluated), evaluated[-1]
+    _draw(transformer_charts.accuracy_by_position(table, task.train_length, 1 / task.vocab_size),
+          accuracy_captions.position_caption(longest.positions, longest.accuracy_by_position, longest.length,
+                                             task.train_length, 1 / task.vocab_size, samples,
+                                             run.config.model.encoding,
+                                             None if run.verdict is None else run.verdict.learned),
+          table, "accuracy-by-position", run.run_id, presenting)
+
+
+def train(step: Step, presenting: bool, locked: bool = False) -> None:
+    """The Train form holding the lesson's run (in presenter mode only the settings the lesson sets), the
+    live view of a training started here, and the message it leaves."""
+    pool = training_pool()
+    config = train_form(step.config, shown=step.fixed if presenting else None, locked=step.fixed if locked else ())
+    if config is not None:
+        request(pool, config)
+    show_message()
+    live_training(pool)
+    trained = step.config.run_id()
+    if any(store.exists(trained) for store in stores()):  # the lesson's run is trained: where to look at it
+        page, title = ("pages/dilution.py", "Dilution") if step.config.single_head else ("pages/transformer.py",
+                                                                                        "Transformer")
+        if st.button(f"Open the trained run on the {title} page", icon=":material/open_in_new:",
+                     key="lesson-open-run", help=f"Select run {trained} and open the {title} page."):
+            select_run(trained)
+            st.switch_page(page)
+
+
+RENDERERS: dict[str, Callable[..., None]] = {
+    "accuracy-overlay": accuracy_overlay, "heatmap": attention_heatmap, "argmax-trace": argmax_trace,
+    "carrier-chart": carrier_chart, "dilution-chart": dilution_chart, "inverse-mass-chart": inverse_mass_chart,
+    "horizon": horizon, "head-carriers": head_carriers, "head-attention": head_attention_map,
+    "accuracy-by-position": accuracy_by_position, "train-form": train,
+}
+
+
+def render(step: Step, presenting: bool, locked: bool) -> None:
+    """Draw the step's element; a request this server refuses (over a budget) is a message in its place."""
+    try:
+        if step.element == "train-form":
+            train(step, presenting, locked)
+        else:
+            RENDERERS[step.element](step, presenting)
+    except ConfigError as error:
+        refusal("Not shown on this server", error)

@@ -1,0 +1,133 @@
+"""The Lessons page's parts: the index of lessons, one step of a lesson, and the link flags.
+
+The link is the lesson's whole state, as TensorFlow Playground's is: `lesson=NAME&step=N` (N from 1)
+opens a lesson at a step, and Back and Next rewrite `step`; `present=1` is presenter mode (no sidebar,
+no control the step does not use, larger text and charts for a projector); `lock=1` is for students'
+links (the settings a lesson fixes for a run to train cannot be changed). A bad value is a message
+that says what is allowed, and the lesson opens at its first step.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import streamlit as st
+
+from ui.lessons.elements import render
+from ui.lessons.files import ELEMENTS, Lesson, load_lessons
+from ui.presets import PRESETS
+from ui.state import plain, select_run
+
+LOG = logging.getLogger(__name__)
+LESSON_PAGE = "pages/lessons.py"
+LESSON, STEP, PRESENT, LOCK = "lesson", "step", "present", "lock"
+
+# Presenter mode: no sidebar or its toggle, no toolbar, no CSV buttons; text and widgets larger.
+PRESENT_CSS = """<style>
+[data-testid="stSidebar"], [data-testid="stSidebarCollapsedControl"], [data-testid="stExpandSidebarButton"],
+[data-testid="stHeader"], [data-testid="stToolbar"], [data-testid="stDecoration"], [data-testid="stDownloadButton"] {
+    display: none !important;
+}
+[data-testid="stMainBlockContainer"] { max-width: 100% !important; padding-top: 1.5rem !important; }
+[data-testid="stMarkdownContainer"] p, [data-testid="stMarkdownContainer"] li,
+[data-testid="stExpander"] summary p, [data-testid="stCaptionContainer"], button p { font-size: 1.45rem !important; }
+[data-testid="stHeading"] h1 { font-size: 3rem !important; }
+[data-testid="stHeading"] h2 { font-size: 2.4rem !important; }
+</style>"""
+
+
+def flag(name: str) -> bool:
+    """A link flag: on when the link says `name=1` (or true)."""
+    return st.query_params.get(name, "").lower() in ("1", "true")
+
+
+def presenting() -> bool:
+    return flag(PRESENT)
+
+
+def present_style() -> None:
+    """Presenter mode's CSS (app.py calls it on the Lessons page when the link says present=1)."""
+    st.html(PRESENT_CSS)
+
+
+@st.cache_resource(show_spinner=False)
+def checked_at_start() -> tuple[str, ...]:
+    """Every lesson file is read and checked once when the server starts (app.py); what is wrong is logged
+    for whoever runs the server, and shown on the Lessons page."""
+    _, problems = load_lessons()
+    for problem in problems:
+        LOG.warning("lesson file not shown: %s", problem)
+    return tuple(problems)
+
+
+def index(lessons: dict[str, Lesson], problems: list[str]) -> None:
+    """Each lesson: its title, summary, number of steps and the runs it needs, and its link."""
+    for problem in problems:
+        st.error(f"This lesson file is not shown: {plain(problem)}", icon=":material/error:")
+    if not lessons:
+        st.info("No lessons here: a lesson is a .toml file in assets/lessons/ (docs/lessons.md).")
+    for name, lesson in lessons.items():
+        with st.container(border=True):
+            st.subheader(lesson.title)
+            st.markdown(lesson.summary)
+            st.caption(f"{len(lesson.steps)} steps · runs it needs: {', '.join(lesson.runs()) or 'none'} · "
+                       f"link: `?lesson={name}&step=1` (add `&present=1` for a projector, `&lock=1` for students)")
+            left, right = st.columns(2)
+            left.page_link(LESSON_PAGE, label="Open", icon=":material/play_arrow:",
+                           query_params={LESSON: name, STEP: "1"})
+            right.page_link(LESSON_PAGE, label="Present", icon=":material/slideshow:",
+                            query_params={LESSON: name, STEP: "1", PRESENT: "1"})
+
+
+def step_number(lesson: Lesson) -> int:
+    """The step the link names (from 1); a bad one is a message and step 1."""
+    text = st.query_params.get(STEP, "1")
+    if text.isdigit() and 1 <= int(text) <= len(lesson.steps):
+        return int(text)
+    st.warning(f"Link parameter 'step' is {plain(text[:20])!s}: this lesson has steps 1 to {len(lesson.steps)}; "
+               "showing step 1.", icon=":material/link_off:")
+    return 1
+
+
+def _go(number: int) -> None:
+    st.query_params[STEP] = str(number)  # the link follows the step
+
+
+def show_step(lesson: Lesson, number: int) -> None:
+    """Step `number` of `lesson`: where it is, its text, its element, its question and Back / Next."""
+    step, count = lesson.steps[number - 1], len(lesson.steps)
+    st.caption(f"{plain(lesson.title)} · **Step {number} of {count}**")
+    st.header(step.title)
+    st.markdown(step.text)
+    if len(step.presets) == 1:  # the other pages open on the run this step is about
+        select_run(PRESETS[step.presets[0]].run_id())
+    with st.container(key=f"lesson-element-{step.element}"):
+        render(step, presenting(), flag(LOCK))
+    with st.container(border=True):
+        st.markdown(f"**Question.** {step.question}")
+        with st.expander("Show the answer"):
+            st.markdown(step.answer)
+    back, _, forward = st.columns([1, 3, 1])
+    back.button("Back", icon=":material/arrow_back:", disabled=number == 1, on_click=_go, args=(number - 1,),
+                key="lesson-back", width="stretch")
+    forward.button("Next", icon=":material/arrow_forward:", disabled=number == count, on_click=_go,
+                   args=(number + 1,), key="lesson-next", width="stretch")
+
+
+def lessons_page() -> None:
+    """The index, or the step a link names; a link to a lesson that is not here says which are."""
+    lessons, problems = load_lessons()
+    name = st.query_params.get(LESSON)
+    if name is None:  # the page drew the title and its lead
+        st.markdown("Guided walks through the lab, a step at a time, each with a question for the class. "
+                    f"A lesson is a file in `assets/lessons/`; {len(ELEMENTS)} elements of the pages can be used.")
+        index(lessons, problems)
+        return
+    if name not in lessons:
+        bad = next((p for p in problems if p.startswith(f"{name}.toml")), None)
+        st.error(f"This lesson cannot be opened: {plain(bad)}" if bad else
+                 f"There is no lesson named {plain(name[:60])!s} here: allowed {', '.join(lessons) or 'none'}.",
+                 icon=":material/error:")
+        index(lessons, [])
+        return
+    show_step(lessons[name], step_number(lessons[name]))

@@ -1,0 +1,89 @@
+"""How far a run reaches, on the Dilution page: its horizon, measured and predicted, and a way to move
+it (train the run longer, as a new run that continues it)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import streamlit as st
+
+from lengen_core.analysis.horizon import HORIZON_ACCURACY, Horizon, measured_horizon
+from lengen_core.config import ConfigError
+from lengen_core.serving.lineage import continuation
+from lengen_core.serving.share import config_to_query
+from lengen_core.training import Run
+from ui.runs import predicted_horizon
+from ui.state import TRAIN_PAGE
+from ui.widgets import refusal
+
+
+def _times(length: int, train_length: int) -> str:
+    return f"{length / train_length:,.1f}× the training length"
+
+
+def measured_text(horizon: Horizon | None, samples: int) -> str:
+    if horizon is None:
+        return "no length at or past the training length was measured"
+    if horizon.length is None:
+        return (f"measured below {HORIZON_ACCURACY:g} already at {horizon.below:,} ({samples:,} samples a length)")
+    if horizon.below is None:
+        return (f"measured ≥ {HORIZON_ACCURACY:g} at every length up to {horizon.length:,}, the longest measured: "
+                "measure longer lengths to find where it falls")
+    return (f"measured ≥ {HORIZON_ACCURACY:g} up to {horizon.length:,} and below at {horizon.below:,}, the next length "
+            f"measured ({samples:,} samples a length): the crossing lies between the two")
+
+
+def horizon_caption(measured: Horizon | None, predicted: Horizon | None, train_length: int, samples: int) -> str:
+    """What this run's two horizons say, and whether they agree."""
+    parts = [(f"**Horizon:** the largest length at which accuracy stays ≥ {HORIZON_ACCURACY:g}. "
+              f"This run: {measured_text(measured, samples)}.")]
+    if predicted is not None and predicted.length is not None and not predicted.resolved:
+        parts.append(f"From the weights alone: {predicted.text}; a server with a larger request budget "
+                     "(LENGEN_REQUEST_SECONDS) finds it to the token.")
+    elif predicted is not None and predicted.length is not None and predicted.below is None:
+        parts.append(f"From the weights alone it holds up to {predicted.length:,}, the longest length looked at.")
+    elif predicted is not None and predicted.length is not None:
+        parts.append(f"From the weights alone it is {predicted.length:,} tokens "
+                     f"({_times(predicted.length, train_length)}).")
+        if measured is not None and measured.length is not None and measured.below is not None:
+            inside = measured.length <= predicted.length < measured.below
+            parts.append("The prediction falls between the two measured lengths, as it should." if inside else
+                         "The prediction falls outside the measured bracket: here the two disagree.")
+    elif predicted is not None:
+        parts.append(f"From the weights alone: {predicted.text}.")
+    parts.append("Training can move it: **Train longer** trains this run's weights further, as a new run that "
+                 "records which run it continues, and its own Dilution page shows where its horizon went.")
+    return " ".join(parts)
+
+
+def show_horizon(run: Run, lengths: Sequence[int], accuracies: Sequence[float], samples: int,
+                 controls: bool = True) -> None:
+    """Two metrics (measured, predicted), a caption from this run's numbers and, with `controls`, the
+    Train longer link (a lesson in presenter mode shows no control its step does not use)."""
+    L = run.config.task.train_length
+    measured = measured_horizon(lengths, accuracies, L)
+    try:
+        predicted = predicted_horizon(run.run_id)
+    except ConfigError as error:  # over this server's budget (lengen_core.serving.budget)
+        refusal("Predicted horizon not computed here", error)
+        predicted = None
+    a, b, c = st.columns(3)
+    a.metric("Horizon, measured", "—" if measured is None or measured.length is None else
+             (f"≥ {measured.length:,}" if measured.below is None else f"{measured.length:,}"),
+             delta=None if measured is None or measured.below is None else f"below {HORIZON_ACCURACY:g} at "
+             f"{measured.below:,}", delta_color="off", delta_arrow="off",
+             help=f"The last measured length before accuracy first falls below {HORIZON_ACCURACY:g}.")
+    b.metric("Horizon, predicted", "—" if predicted is None else
+             ("none" if predicted.length is None else f"{predicted.length:,}" if predicted.resolved else
+              f"≥ {predicted.length:,}" if predicted.below is None else f"{predicted.length:,}–{predicted.below:,}"),
+             delta=None if predicted is None or predicted.length is None else _times(predicted.length, L),
+             delta_color="off", delta_arrow="off",
+             help=f"The largest length up to {2**20:,} (or the end of a learned table) whose accuracy predicted from "
+                  f"the weights is ≥ {HORIZON_ACCURACY:g}, found by bisection to the token.")
+    if controls:
+        longer = continuation(run.config)
+        c.page_link(TRAIN_PAGE, label="Train longer", icon=":material/fitness_center:",
+                    query_params=config_to_query(longer),
+                    help=f"Open the Train form for a new run that starts from this run's weights and trains "
+                         f"{longer.train.steps:,} more steps, past 100% training accuracy.")
+    st.caption(horizon_caption(measured, predicted, L, samples))

@@ -1,0 +1,125 @@
+"""The inference-rule selector shared by Dilution, Compare, Carrier and Attention, and its link.
+
+A rule (lengen_core.analysis.rules) is chosen by name; a rule with a parameter (ssmax's s, the scale of yarn,
+pi and ntk) gets a box beside it, blank meaning its default (L / L_train for a scale). Only the rules
+defined for the run are offered; each one that is not is named with the core's one-line reason, so
+nothing is hidden without a word. The link writes the choice as `rules=log-n,ntk:4`; a link value
+that is not a rule, has a bad parameter or is not defined here is a warning of its own and is dropped,
+and everything else (the other rules, every other setting) is kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import streamlit as st
+
+from lengen_core.analysis.rules import RULES, InferenceRule, RuleError, make_rule, parse_rule, rule_with_parameter
+from lengen_core.config import RunConfig
+from ui.state import new_link_values, plain, show_view
+
+LINK_NAME = "rules"
+MAX_LINK_CHARACTERS = 200  # far more than every rule with a parameter; keeps hostile input out of messages
+OFFERED = tuple(name for name in RULES if name != "none")  # none is the unmodified run, always drawn
+
+
+def why_undefined(name: str, config: RunConfig) -> str | None:
+    """The core's one-line reason `name` is not defined for the run `config`, or None where it is."""
+    try:
+        make_rule(name).check(config)
+    except RuleError as error:
+        return str(error)
+    return None
+
+
+def _warn(message: str) -> None:
+    st.warning(plain(message[:1].upper() + message[1:]), icon=":material/link_off:")
+
+
+def _from_link(key: str, names: Sequence[str], offered: Sequence[str], first: RunConfig,
+               max_rules: int | None) -> None:
+    """Start the selector from a new link's `rules`, dropping (with a warning each) what cannot be used."""
+    values = new_link_values(LINK_NAME)
+    if values is None:
+        return
+    text = ",".join(values)
+    if len(text) > MAX_LINK_CHARACTERS:
+        _warn(f"link parameter '{LINK_NAME}' is {len(text)} characters long: at most {MAX_LINK_CHARACTERS}; "
+              "the rules shown were kept")
+        return
+    kept: dict[str, InferenceRule] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        try:
+            rule = parse_rule(part)
+        except RuleError as error:
+            _warn(f"link parameter '{LINK_NAME}' has {part!r}: {error}; dropped")
+            continue
+        if rule.trivial:
+            continue  # none: the unmodified run, always drawn
+        if rule.name not in names:
+            _warn(f"link parameter '{LINK_NAME}' has {part!r}, not a rule this page draws (allowed: "
+                  f"{', '.join(names)}); dropped")
+        elif rule.name not in offered:
+            _warn(f"link parameter '{LINK_NAME}' has {part!r}: {why_undefined(rule.name, first)}; dropped")
+        elif rule.name in kept:
+            _warn(f"link parameter '{LINK_NAME}' names {rule.name} twice: kept {kept[rule.name].label}, dropped {part}")
+        elif max_rules is not None and len(kept) >= max_rules:
+            _warn(f"link parameter '{LINK_NAME}' has {part!r}: this page shows {max_rules} rule at a time; dropped")
+        else:
+            kept[rule.name] = rule
+    if kept or all(p.strip() in ("", "none") for p in text.split(",")):  # a link of only bad values changes nothing
+        st.session_state[key] = list(kept)
+        for name, rule in kept.items():
+            st.session_state[f"{key}-{name}"] = "" if rule.param is None else f"{rule.param:g}"
+
+
+def _parameter_help(name: str) -> str:
+    rule = RULES[name]
+    default = "1 / ln L_train" if name == "ssmax" else "L / L_train at each test length L"
+    return f"{rule.summary}. Blank: {default}. A number ({rule.allowed()}) fixes it at every length."
+
+
+def _explain_undefined(undefined: list[str], configs: dict[str, RunConfig], offered: list[str]) -> None:
+    """One line per rule not offered, with the core's reason (the first run's, on Compare)."""
+    if not undefined:
+        return
+    where = "this run" if len(configs) == 1 else "any of these runs"
+    first = next(iter(configs.values()))
+    head = f"Not defined for {where}" if offered else f"No inference rule here is defined for {where}"
+    st.caption(f"{head}:  \n" + "  \n".join(f"**{n}**: {plain(why_undefined(n, first) or 'not defined')}"
+                                           for n in undefined))
+
+
+def rule_selector(key: str, configs: dict[str, RunConfig], names: Sequence[str] = OFFERED,
+                  max_rules: int | None = None, label: str = "Inference rules") -> list[InferenceRule]:
+    """The rules chosen among `names` that are defined for at least one of `configs` (label → config).
+
+    Each rule of `names` defined for none of them gets a line saying why (from the first run's reason).
+    A bad parameter is a warning beside its box; that rule is left out until it is fixed, the rest stay.
+    """
+    offered = [n for n in names if any(why_undefined(n, c) is None for c in configs.values())]
+    _from_link(key, names, offered, next(iter(configs.values())), max_rules)
+    st.session_state[key] = [n for n in st.session_state.get(key, []) if n in offered]  # another run: drop the rest
+    _explain_undefined([n for n in names if n not in offered], configs, offered)
+    if not offered:  # no control that would do nothing
+        show_view(LINK_NAME, None)
+        return []
+    chosen = st.multiselect(
+        label, offered, key=key, max_selections=max_rules, format_func=lambda n: f"{n}: {RULES[n].summary}",
+        placeholder="Choose rules to read the same weights under",
+        help="Applied at evaluation, nothing retrained: each rule is drawn beside the unmodified run (none).",
+    )
+    parsed: dict[str, InferenceRule] = {n: make_rule(n) for n in chosen if RULES[n].param_name is None}
+    with_parameter = [n for n in chosen if RULES[n].param_name is not None]
+    for column, name in zip(st.columns(len(with_parameter)) if with_parameter else [], with_parameter, strict=True):
+        st.session_state.setdefault(f"{key}-{name}", "")
+        text = column.text_input(f"{name} {RULES[name].param_name}", key=f"{key}-{name}", placeholder="blank: default",
+                                 help=_parameter_help(name))
+        try:
+            parsed[name] = rule_with_parameter(name, text)
+        except RuleError as error:
+            column.warning(plain(f"{error}. {name} is left out until this is fixed (blank: its default)."),
+                           icon=":material/error:")
+    rules = [parsed[n] for n in chosen if n in parsed]
+    show_view(LINK_NAME, ",".join(r.label for r in rules) or None)
+    return rules

@@ -1,0 +1,229 @@
+"""The live view of a training on the shared pool: place in line, progress, curve, Stop.
+
+A waiting request refreshes every `WAITING_SECONDS` (its place in line changes slowly, and a class
+of waiting tabs should not cost the server a rerun each half second); a running one every
+`LIVE_SECONDS` (so does a request about to take a free slot). The interval is set when the page is
+drawn, so the move from waiting to running redraws the page once to switch to the faster one.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from lengen_core.analysis.horizon import NEAR_MULTIPLE, probe_seconds_estimate
+from lengen_core.analysis.watch import LiveView
+from lengen_core.serving.jobs import JobStatus, TrainingPool
+from lengen_core.training import PROBE_SHARE, Run
+from ui.captions import accuracy as accuracy_captions
+from ui.captions import attention as attention_captions
+from ui.captions import mechanism as mechanism_captions
+from ui.charts import common as charts
+from ui.state import select_run
+from ui.training.pool import let_go
+from ui.widgets import chart
+
+TICKET_KEY, MESSAGE_KEY = "training_ticket", "training_message"
+PROBE_KEYS = ("probe_step", "horizon", "m_out")
+STEP_KEYS = ("step", "loss", "accuracy")
+LIVE_SECONDS, WAITING_SECONDS = 0.5, 2.0
+FIRST_STEP_SECONDS = 0.3
+
+
+def ordinal(n: int) -> str:
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
+
+
+def live_training(pool: TrainingPool) -> None:
+    """Show this session's training, if it has one, refreshing by itself until it ends."""
+    ticket = st.session_state.get(TICKET_KEY)
+    if ticket is None:
+        return
+    try:
+        counts = pool.counts()  # queued behind a full pool: it really waits (else it starts at once)
+        waiting = pool.status(ticket).state == "queued" and counts["running"] >= counts["limit"]
+    except KeyError:
+        waiting = False  # the fragment says what happened
+    st.fragment(run_every=WAITING_SECONDS if waiting else LIVE_SECONDS)(_live)(pool, waiting)
+
+
+def _live(pool: TrainingPool, drawn_waiting: bool) -> None:
+    ticket = st.session_state.get(TICKET_KEY)
+    if ticket is None:
+        return
+    try:
+        status = pool.status(ticket)
+    except KeyError:  # released by the server, e.g. after the session was away too long
+        del st.session_state[TICKET_KEY]
+        st.warning("This training was released by the server; press Train to ask again.")
+        return
+    if status.state == "running" and status.progress is None:
+        status = pool.status_after_first_step(ticket, FIRST_STEP_SECONDS)  # its first step is milliseconds away
+    if status.state not in ("queued", "running"):
+        _finish(ticket, status)
+    if drawn_waiting and status.state != "queued":
+        st.rerun()  # it started: redraw with the live interval
+    if status.state == "queued":
+        counts = pool.counts()
+        running = counts["running"]
+        st.info(f"Waiting: **{ordinal(status.position)} in line**; {running} training{'s' * (running != 1)} "
+                f"running (at most {counts['limit']} at once). It starts by itself; keep this tab open.",
+                icon=":material/hourglass_top:")
+    elif status.progress is None:
+        st.progress(0.0, text="Starting…")
+    else:
+        p = status.progress
+        left = (p.total_steps - p.step) / max(p.steps_per_second, 1e-9)
+        where = (f"paused at step {p.step}/{p.total_steps}" if status.paused else
+                 f"step {p.step}/{p.total_steps} · {p.steps_per_second:.0f} steps/s · at most {left:.0f} s left")
+        st.progress(p.step / p.total_steps, text=f"{where} · loss {p.loss:.3f} · accuracy {p.accuracy:.2f}")
+    controls(pool, ticket, status)
+    if status.view is not None:
+        watch(status.view, status.run_id)
+    if status.progress is not None and status.history["step"]:
+        st.plotly_chart(live_curve(status.history, status.progress.step), width="stretch", key="live-curve")
+        st.caption("**What to look for:** the loss falls and the batch accuracy climbs to 1; RoPE and learned "
+                   "positions both fit the training length, the difference shows only at longer lengths.")
+    if status.progress is not None and status.history.get("probe_step"):
+        probes = pd.DataFrame({key: status.history[key] for key in PROBE_KEYS})
+        train_length, ceiling = status.history["train_length"][-1], status.history["probe_ceiling"][-1]
+        st.plotly_chart(charts.probe_curve(probes, status.progress.step, train_length), width="stretch",
+                        key="live-probe")
+        cost = probe_cost(status.history["probe_seconds"], status.progress.elapsed_seconds)
+        st.caption(f"**What to look for:** {probe_caption(probes, train_length, ceiling)} {cost}")
+
+
+def controls(pool: TrainingPool, ticket: int, status: JobStatus) -> None:
+    """Pause or resume; while paused, one step or ten at a time (exactly that many); Stop. A training shared
+    with other requests for the same run (a class on one link) is driven by the one that asked first: the
+    others watch it, and their Leave lets go of it without stopping it for the rest."""
+    running, drives = status.state == "running", status.drives
+    shared = "" if drives else (f" This training is shared with {status.holders - 1} other request"
+                                f"{'s' * (status.holders != 2)} for the same run: the one that asked first drives it.")
+    pause, one, ten, stop = st.columns(4)
+    if status.paused:
+        pause.button("Resume", icon=":material/play_arrow:", on_click=pool.resume, args=(ticket,), key="resume-training",
+                     width="stretch", disabled=not drives, help="Go on training from here, as if it had never paused." + shared)
+    else:
+        pause.button("Pause", icon=":material/pause:", on_click=pool.pause, args=(ticket,), key="pause-training",
+                     width="stretch", disabled=not (running and drives), help="Hold the training before its next step." + shared)
+    one.button("Step", icon=":material/skip_next:", on_click=pool.advance, args=(ticket, 1), key="step-training",
+               width="stretch", disabled=not (status.paused and drives),
+               help="While paused: exactly one more step, then pause." + shared)
+    ten.button("10 steps", icon=":material/fast_forward:", on_click=pool.advance, args=(ticket, 10),
+               key="step10-training", width="stretch", disabled=not (status.paused and drives),
+               help="While paused: exactly ten more steps, then pause." + shared)
+    if drives:
+        stop.button("Stop", on_click=pool.stop, args=(ticket,), key="stop-training", width="stretch",
+                    help="Stop now; the run so far is saved with steps set to the steps done (a waiting request is dropped).")
+    else:
+        stop.button("Leave", on_click=_leave, args=(ticket,), key="leave-training", width="stretch",
+                    help="Stop watching it here; it goes on for the others, and its run is stored when it ends." + shared)
+    if not drives:
+        st.caption(shared.strip())
+
+
+def _leave(ticket: int) -> None:
+    let_go(ticket)
+    st.session_state.pop(TICKET_KEY, None)
+    left = ("You left the shared training; it goes on for the others. Press Train on the same settings to watch "
+            "it again, or to open its run once it is stored.")
+    st.session_state[MESSAGE_KEY] = ("info", left)
+
+
+def watch(view: LiveView, run_id: str) -> None:
+    """The carrier and the attention map at 4× from the weights at a recent step, captioned from them."""
+    heatmap = view.heatmap
+    L, k = heatmap.train_length, heatmap.offset
+    left, right = st.columns(2)
+    what = "s(Δ)" + (" read from the weights" if view.analytic else ", measured from recorded logits,")
+    if view.head is not None:  # a transformer: the head that attends most to t − k, found anew at each view
+        layer, head = view.head
+        what = (f"s(Δ) of head L{layer}H{head}, the head putting most weight on t − k now "
+                f"({view.target_weight:.2f} on average), measured from recorded logits,")
+    with left:
+        st.plotly_chart(charts.carrier_curve(view.offsets, view.carrier, L, k), width="stretch", key="live-carrier")
+        st.caption(f"**What to look for, at step {view.step}:** " + mechanism_captions.alignment_caption(
+            what, view.carrier, L, k, rope_softmax=False, learned=None) + ".")
+    with right:
+        st.plotly_chart(charts.attention_map(heatmap.weights, heatmap.pool, heatmap.length, L), width="stretch",
+                        key="live-heatmap")
+        trace = attention_captions.argmax_trace(heatmap.argmax_keys, L, k)
+        st.caption(f"**At step {view.step}:** {attention_captions.trace_caption(trace, None, None, True)}")
+
+
+def stored_training(run: Run) -> None:
+    """A stored run's training: loss and batch accuracy, and (if it was probed) its predicted horizon and m_out."""
+    st.subheader(f"Training of the selected run `{run.run_id}`")
+    history = pd.DataFrame({key: run.history[key] for key in STEP_KEYS})
+    chart(charts.training_curve(history, max(run.steps, 1)),  # the axis follows the steps done
+          accuracy_captions.training_caption(run.steps, run.train_seconds, run.training_device, run.stopped_early,
+                                             run.train_accuracy, run.verdict, run.config.task.train_length),
+          history, "training-history")
+    L = run.config.task.train_length
+    if run.history.get("probe_step"):
+        probes = pd.DataFrame({key: run.history[key] for key in PROBE_KEYS})
+        cost = probe_cost(run.history["probe_seconds"], run.train_seconds) if "probe_seconds" in run.history else ""
+        chart(charts.probe_curve(probes, max(run.steps, 1), L), f"{probe_caption(probes, L, NEAR_MULTIPLE * L)} {cost}",
+              probes, "training-horizon", run.run_id)
+    elif "probe_step" in run.history:  # probed, but no probe fitted the cost rule
+        st.caption(f"This run's horizon was not probed while it trained: the live probes may take at most "
+                   f"{PROBE_SHARE:.0%} of the steps' time, and its {run.steps:,} steps "
+                   f"({run.train_seconds:.1f} s) did not leave room for one (a probe of this config: about "
+                   f"{probe_seconds_estimate(run.config):.1f} s on one CPU thread). The Dilution page predicts "
+                   "and measures its horizon.")
+
+
+def probe_caption(probes: pd.DataFrame, train_length: int, ceiling: int) -> str:
+    """Where the predicted horizon and m_out started and where they are now, from the probes so far."""
+    def horizon(value) -> str:
+        if value is None or pd.isna(value):
+            return "none (below 0.9 at the training length)"
+        if value >= ceiling:
+            return f"≥ {ceiling:,} tokens, the most this view looks at"
+        return f"{int(value):,} tokens ({value / train_length:.1f}× the training length)"
+
+    first, last = probes.iloc[0], probes.iloc[-1]
+    text = (f"every few dozen steps the weights predict how far the run reaches: at step {int(first['probe_step']):,} "
+            f"{horizon(first['horizon'])}, at step {int(last['probe_step']):,} {horizon(last['horizon'])}")
+    margins = probes["m_out"].dropna()
+    if len(margins) >= 2:
+        text += f"; m_out {margins.iloc[0]:.2f} → {margins.iloc[-1]:.2f} nats"
+    return text + (". Accuracy at the training length can reach 1 long before the horizon stops moving; the "
+                   "Dilution page measures the finished run's horizon exactly.")
+
+
+def probe_cost(probe_seconds: list[float], train_seconds: float) -> str:
+    """'The 4 probes took 0.3 s, 9% of the steps' 3.4 s.' (the cost rule of lengen_core.training)."""
+    spent, count = sum(probe_seconds), len(probe_seconds)
+    return (f"The {count} probe{'s' * (count != 1)} took {spent:.1f} s, {spent / max(train_seconds, 1e-9):.0%} of "
+            f"the steps' {train_seconds:.1f} s (at most {PROBE_SHARE:.0%}: a probe waits until it fits).")
+
+
+def live_curve(history: dict[str, list[float]], steps_done: int) -> go.Figure:
+    """The curve so far, its x-axis ending at the steps done: a run that stops early (or has just
+    begun) fills the width instead of hugging the left of the configured step count."""
+    recorded = int(max(history["step"], default=0))
+    steps = pd.DataFrame({key: history[key] for key in STEP_KEYS})  # the probes have their own, fewer rows
+    return charts.training_curve(steps, max(steps_done, recorded, 1))
+
+
+def _finish(ticket: int, status: JobStatus) -> None:
+    """The job is over: release the ticket, select the run, say what happened, redraw the app."""
+    let_go(ticket)
+    del st.session_state[TICKET_KEY]
+    if status.state == "failed":
+        st.session_state[MESSAGE_KEY] = ("error", f"Training failed: {status.error}")
+    elif status.state == "cancelled" or status.stored_run_id is None:
+        st.session_state[MESSAGE_KEY] = ("info", "The training was cancelled and nothing was saved; press Train to ask again.")
+    else:
+        select_run(status.stored_run_id)
+        verb = "This config and seed were already trained: opened" if status.from_store else (
+            "Stopped: saved and selected" if status.stopped else "Finished: saved and selected")
+        text = f"{verb} run `{status.stored_run_id}`. Open the other pages to see it."
+        if status.note:  # stopped at the server's wall-clock limit: say so, and what was kept
+            st.session_state[MESSAGE_KEY] = ("warning", f"{verb} run `{status.stored_run_id}`: {status.note}.")
+        else:
+            st.session_state[MESSAGE_KEY] = ("success", text)
+    st.rerun()
