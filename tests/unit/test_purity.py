@@ -1,4 +1,4 @@
-"""lengen_core stays a pure library: no streamlit, no printing, no network (STYLE.md), in every
+"""lengen_core stays a pure library: no streamlit, no printing, no network (the README's layout), in every
 module of every subpackage; and the science (the modules of lengen_core itself) never imports the
 serving side (lengen_core.serving: store, jobs, training processes, budgets, links, the CLI)."""
 
