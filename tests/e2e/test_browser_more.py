@@ -50,8 +50,17 @@ def test_start_page_has_its_picture(tab) -> None:
 
 def test_compare_overlays_the_presets(tab) -> None:
     open_page(tab, "Compare")
+    # Wait for the table itself, not for a fixed time: on a slow machine the click's rerun may not have begun
+    # when settle() looks for the running-status widget (500 ms after the click), and the three charts are
+    # drawn before the script reaches "Key numbers" (the page computes the comparisons first, then draws the
+    # charts, then the table), so neither wait alone meant the table was there.
+    main = tab.locator(MAIN)
+    main.get_by_role("heading", name="Compare runs").wait_for(timeout=240_000)
+    main.get_by_role("heading", name="Key numbers").wait_for(timeout=240_000)
+    main.get_by_role("button", name="Download key numbers (CSV)").wait_for(timeout=240_000)  # after the table
+    settle(tab)
     charts_drawn(tab, 3)
-    assert "Key numbers" in tab.locator(MAIN).inner_text()
+    assert "Key numbers" in main.inner_text()
     tab.screenshot(path=SHOTS / "compare-presets.png", full_page=True)
 
 
