@@ -15,7 +15,6 @@ import plotly.io as pio
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from lengen_core.optimisation import trace_training
 from lengen_core.serving.budget import MEMORY_ENV
 from ui.presets import OPTIMISATION_TRACES, START_LENGTHS, START_SAMPLES, shipped_trace
 from ui.theory import gradients as optimisation
@@ -79,8 +78,13 @@ def test_the_gradient_map_shows_zero_past_the_training_length(page: AppTest) -> 
 
 
 def test_the_drift_caption_carries_the_numbers_of_the_training_it_draws(page: AppTest) -> None:
-    trace = trace_training(optimisation.TRAINED_ON, optimisation.DRIFT_EVERY, (16, 64), optimisation.TRACE_SAMPLES)
+    # The trace the page drew: the one shipped with the presets. A fresh training on this CPU is another
+    # trajectory past its first steps (tests/unit/test_precomputed.py), so its numbers are not the page's.
+    shipped = shipped_trace(optimisation.TRAINED_ON, optimisation.DRIFT_EVERY, (16, 64), optimisation.TRACE_SAMPLES)
+    trace = optimisation._traced(optimisation.TRAINED_ON, optimisation.DRIFT_EVERY)  # as drift() reads it
+    assert shipped is not None and trace.losses == shipped.losses
     far = trace.accuracy(64)
+    assert far[0] == 1.0 and far[-1] < 0.2  # the drift itself: the built head's reach is trained away
     text = caption(page, "Started from the built head")
     assert f"Accuracy at L = 64 went from {far[0]:.2f} to {far[-1]:.2f}" in text
     assert f"{optimisation.DRIFT_STEPS:,} steps lowered the loss to {trace.losses[-1]:.2g}" in text

@@ -11,6 +11,7 @@ import pytest
 
 pytestmark = pytest.mark.e2e
 playwright = pytest.importorskip("playwright.sync_api")
+expect = playwright.expect
 
 SHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
 CHART = ".js-plotly-plot"
@@ -50,8 +51,17 @@ def test_start_page_has_its_picture(tab) -> None:
 
 def test_compare_overlays_the_presets(tab) -> None:
     open_page(tab, "Compare")
+    # Wait for the table itself, not for a fixed time: on a slow machine the click's rerun may not have begun
+    # when settle() looks for the running-status widget (500 ms after the click), and the three charts are
+    # drawn before the script reaches "Key numbers" (the page computes the comparisons first, then draws the
+    # charts, then the table), so neither wait alone meant the table was there.
+    main = tab.locator(MAIN)
+    main.get_by_role("heading", name="Compare runs").wait_for(timeout=240_000)
+    main.get_by_role("heading", name="Key numbers").wait_for(timeout=240_000)
+    main.get_by_role("button", name="Download key numbers (CSV)").wait_for(timeout=240_000)  # after the table
+    settle(tab)
     charts_drawn(tab, 3)
-    assert "Key numbers" in tab.locator(MAIN).inner_text()
+    assert "Key numbers" in main.inner_text()
     tab.screenshot(path=SHOTS / "compare-presets.png", full_page=True)
 
 
@@ -59,13 +69,14 @@ def test_theory_checks_equivariance_of_the_rope_preset(tab) -> None:
     open_page(tab, "Theory")
     charts_drawn(tab, 1)
     tab.locator(".katex").first.wait_for(timeout=30_000)  # the derivations are typeset
-    assert "yes" in tab.locator('[data-testid="stMetric"]').nth(1).inner_text()
+    # a retrying check, not one read: on a slow machine the metric may still be the previous page's
+    expect(tab.locator('[data-testid="stMetric"]').nth(1)).to_contain_text("yes", timeout=240_000)
     tab.screenshot(path=SHOTS / "theory-rope-preset.png", full_page=True)
 
 
 def test_transformer_page_for_both_presets(tab) -> None:
     open_page(tab, "Transformer")
-    assert "minimal single head" in tab.locator(MAIN).inner_text()
+    expect(tab.locator(MAIN)).to_contain_text("minimal single head", timeout=240_000)  # the page, not the last one
     tab.get_by_role("button", name="Open Transformer RoPE").first.click()
     tab.get_by_text("rope encoding, softmax attention").wait_for(timeout=120_000)  # the run summary
     settle(tab)
@@ -79,5 +90,5 @@ def test_transformer_page_for_both_presets(tab) -> None:
     tab.screenshot(path=SHOTS / "transformer-learned-preset.png", full_page=True)
     open_page(tab, "Theory")
     charts_drawn(tab, 1)
-    assert "no" in tab.locator('[data-testid="stMetric"]').nth(1).inner_text()
+    expect(tab.locator('[data-testid="stMetric"]').nth(1)).to_contain_text("no", timeout=240_000)
     tab.screenshot(path=SHOTS / "theory-transformer-learned.png", full_page=True)

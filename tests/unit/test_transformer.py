@@ -98,7 +98,14 @@ def test_learned_transformer_is_exact_in_range_and_at_chance_beyond_it(learned_r
     assert learned_reports[L_TRAIN].accuracy >= 0.99  # measured 1.000
     for length in LENGTHS[1:]:
         report = learned_reports[length]
-        assert report.accuracy_beyond <= 2 / V, length  # measured 0.064 at 2×, 0.067 at 4×
+        # Where query and target are both rows training never wrote (t − k ≥ L_train): chance. Measured 0.063–0.088
+        # over seeds 0–2 at 2× and 4×; chance 0.0625.
+        past = report.accuracy_by_position[report.positions >= L_TRAIN + OFFSET]
+        assert past.mean() <= 2 / V, length
+        # Over every t ≥ L_train, one position more may be right: the query at t = p + k reads its target where the
+        # heads pin the last queries (p = 15 on seeds 1 and 2: 0.91 at t = 18, 0.139 over 2× where seed 0, pinned
+        # at 12, reads 0.065). Which row they pin is the trajectory's choice and differs across CPUs.
+        assert report.accuracy_beyond <= 2 / V + 1 / (length - L_TRAIN), length
         # causal: positions inside the training range see exactly what they saw in training
         assert _accuracy_from(report, 0) > report.accuracy_beyond
         in_range = report.accuracy_by_position[report.positions < L_TRAIN]
@@ -113,9 +120,33 @@ def test_the_rope_carrier_head_reads_the_key_at_the_offset_at_every_length(rope_
         assert report.target_mass >= 0.9, length  # measured 0.994, 0.987, 0.935
 
 
+# Where a learned table pins the last query is the trajectory's choice, not the claim: for one seed the key differs
+# from CPU to CPU (seed 0: 9 where first measured, 12 on another x86 CPU, 15 at 2× on a third; seeds 1 and 2: 15 at
+# 2× and 4×). The claim is that it lies inside the training range (< L_train), on rows training wrote; not pinned,
+# the query would read its target t − k = 2 L_train − 1 − k (28 at 2×) or keys past L_train.
+PIN_SEEDS = (0, 1, 2)
+
+
 def test_the_learned_head_pins_the_last_query_inside_the_training_range(learned_reports) -> None:
     for length in LENGTHS[1:]:
-        assert learned_reports[length].argmax_key < L_TRAIN - OFFSET, length  # measured 9 at 2× and 4×
+        assert learned_reports[length].argmax_key < L_TRAIN, length  # seed 0; over seeds: the slow test below
+
+
+@pytest.mark.slow
+def test_learned_heads_pin_the_last_query_inside_the_training_range_over_seeds(trained) -> None:
+    """The claim over three seeds (one to three minutes of training each on one core), with a margin: at 2×
+    and 4× a majority of the seeds pin inside the training range, and none reads the target (measured: every
+    seed inside, keys 12, 15, 15)."""
+    keys = {length: [] for length in LENGTHS[1:]}
+    for seed in PIN_SEEDS:
+        run = trained(encoding="learned", **TRANSFORMER, **({"seed": seed} if seed else {}))  # seed 0: `learned`'s run
+        assert run.train_accuracy == 1.0, seed  # it learned the task in range
+        for report in _reports(run).values():
+            if report.length in keys:
+                keys[report.length].append(report.argmax_key)
+    for length, found in keys.items():
+        assert sum(key < L_TRAIN for key in found) * 2 > len(found), (length, found)
+        assert length - 1 - OFFSET not in found, (length, found)
 
 
 # --- per-head analysis ---------------------------------------------------------------------------
@@ -178,9 +209,11 @@ def test_a_rope_head_is_a_toeplitz_carrier_at_the_offset(rope_heads) -> None:
 
 def test_a_learned_head_is_pinned_inside_the_training_range(learned_heads) -> None:
     pinned = [h for h in learned_heads if h.pinned_key is not None]
-    assert pinned  # measured: both layer-0 heads at key 12 (shares 0.95, 0.91), layer 1 head 1 at key 9 (0.57)
+    assert pinned  # first measured: layer-0 heads at key 12 (0.95, 0.91), layer 1 head 1 at 9 (0.57); CPUs differ
     assert all(0 <= h.pinned_key < L_TRAIN and h.pinned_share >= 0.5 for h in pinned)
-    assert max(h.toeplitz_fraction for h in learned_heads) < 0.8  # measured 0.64; RoPE's carriers ≥ 0.999
+    # Not equivariant: RoPE's carriers are ≥ 0.999. Measured 0.64 where first measured, 0.76 on another CPU, and
+    # 0.52 and 0.79 on seeds 1 and 2 there: the trajectory's, so the bound is 0.9, above all and below RoPE's.
+    assert max(h.toeplitz_fraction for h in learned_heads) < 0.9
 
 
 # --- the minimal head on shift -------------------------------------------------------------------
