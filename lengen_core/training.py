@@ -30,8 +30,7 @@ import torch.nn.functional as F
 
 from lengen_core.analysis.verdict import Verdict, judge
 from lengen_core.config import RunConfig
-from lengen_core.models.construct import construct
-from lengen_core.models.head import build_model
+from lengen_core.models.initial import initial_model
 from lengen_core.tasks import query_start, sample_batch
 
 PROBE_SHARE = 0.25  # live probes may take at most this share of a training's step time (Training)
@@ -117,13 +116,6 @@ class Run:
     @property
     def run_id(self) -> str:
         return self.config.run_id()
-
-
-def initial_model(config: RunConfig) -> torch.nn.Module:
-    """The weights a training of `config` starts from: its seed's random initialisation, or for init
-    constructed the hand-built relative-rule head (lengen_core.models.construct). The untrained baseline of a run."""
-    model = build_model(config, torch.Generator().manual_seed(config.train.seed))
-    return construct(model, config) if config.train.init == "constructed" else model
 
 
 class Training:

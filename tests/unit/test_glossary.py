@@ -12,7 +12,7 @@ import pytest
 
 from lengen_core.analysis import carrier, evaluate, fit, verdict
 from lengen_core.config import RunConfig, with_changes
-from lengen_core.training import initial_model
+from lengen_core.models.initial import initial_model
 from ui import glossary, runs
 from ui.theory import equivariance
 
