@@ -17,6 +17,8 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
+from lengen_core.frequencies import MIN_GAP, carrier_gap
+
 TaskName = Literal["retrieval", "shift"]
 EncodingName = Literal["rope", "learned", "sinusoidal", "alibi", "nope"]
 AttentionName = Literal["softmax", "linear"]
@@ -220,6 +222,25 @@ def _build_settings() -> dict[str, Setting]:
     return settings
 
 
+def check_constructible(vocab_size: int, d_model: int, max_positions: int, rope_base: float) -> None:
+    """`ConfigError` unless d_model leaves enough position pairs after the V token features for the
+    constructed head (lengen_core.models.construct) to have a carrier margin ≥ `MIN_GAP` over the whole
+    table; the message names a d_model that would do."""
+    pairs = (d_model - vocab_size) // 2
+    if pairs >= 1 and carrier_gap(pairs, rope_base, max_positions) >= MIN_GAP:
+        return
+    needed = next((vocab_size + 2 * m + (vocab_size % 2) for m in range(max(pairs + 1, 1), MAX_D_MODEL)
+                   if vocab_size + 2 * m <= MAX_D_MODEL and carrier_gap(m, rope_base, max_positions) >= MIN_GAP),
+                  None)
+    what = (f"d_model {d_model} leaves {max(pairs, 0)} position pair(s) after the {vocab_size} token features, "
+            f"too few for the constructed head to tell the {max_positions} positions apart (carrier margin "
+            f"below {MIN_GAP})")
+    if needed is None:
+        raise ConfigError(f"{what}; no d_model up to {MAX_D_MODEL} does at rope base {rope_base:g}: "
+                          "use fewer max positions or a smaller vocab")
+    raise ConfigError(f"{what}; the smallest d_model above it that works is {needed} (or use fewer max positions)")
+
+
 SETTINGS: dict[str, Setting] = {}  # filled below, once the sections are defined
 
 
@@ -238,8 +259,6 @@ class RunConfig:
             raise ConfigError("init constructed builds a learned-position head that implements the relative rule: "
                               "it needs encoding learned, attention softmax, layers 0 and the retrieval task")
         if self.train.init == "constructed":  # enough position pairs after the token features (lengen_core.models.construct)
-            from lengen_core.models.construct import check_constructible  # imports this module: imported on use
-
             check_constructible(self.task.vocab_size, self.model.d_model, self.model.max_positions,
                                 self.model.rope_base)
         if self.model.encoding == "learned" and self.model.max_positions < self.task.train_length:

@@ -15,7 +15,8 @@ from test_cli import assert_user_error, ok_json, run_cli
 from lengen_core.analysis.evaluate import evaluate, wilson_interval
 from lengen_core.analysis.verdict import CHANCE_TOLERANCE
 from lengen_core.config import ConfigError, RunConfig, with_changes
-from lengen_core.models.construct import MIN_GAP, amplitude, carrier_gap, frequencies
+from lengen_core.frequencies import MIN_GAP, carrier_gap
+from lengen_core.models.construct import amplitude, frequencies
 from lengen_core.models.initial import initial_model
 from lengen_core.training import Run, train
 
