@@ -55,6 +55,7 @@ from lengen_core.serving.budget import (
 from lengen_core.serving.lineage import continuation, starting_weights
 from lengen_core.serving.runtime import deterministic_cublas, device_name, limit_heap_growth
 from lengen_core.serving.store import RunStore, StoreError, preset_store
+from lengen_core.serving.sweep import NOT_RUN, SweepError, SweepGrid, collapse_summary, grid_from_toml, run_sweep
 from lengen_core.training import resolve_device, train
 
 USER_ERRORS = (ConfigError, LengthError, StoreError, ValueError)
@@ -389,8 +390,6 @@ def command_delete(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
 
 
 def command_sweep(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
-    from lengen_core.serving.sweep import NOT_RUN, SweepError, SweepGrid, collapse_summary, grid_from_toml, run_sweep
-
     data = grid_from_toml(args.grid) if args.grid else {}
     for option, key in (("encodings", "encodings"), ("attentions", "attentions"), ("offsets", "offsets"),
                         ("train_lengths", "train_lengths"), ("vocabs", "vocab_sizes"), ("seeds", "seeds"),
