@@ -176,13 +176,20 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         _validate(self)
-        if self.n_layers == 0 and self.n_heads != 1:
+        if self.minimal and self.n_heads != 1:
             raise ConfigError("the minimal model (layers 0) has exactly one head; use layers ≥ 1 for more")
         if self.d_model % (2 * self.n_heads) != 0:
             raise ConfigError(
                 f"d_model {self.d_model} must be divisible by 2 × heads ({2 * self.n_heads}) "
                 "so every head has an even width for the rotary pairs"
             )
+
+    @property
+    def minimal(self) -> bool:
+        """The minimal single head of docs/science.md §3 (layers 0: one head, no residual, no MLP), on
+        any task. The one test of it: the model registry, the budgets, the verdict and the app read this;
+        the closed-form analyses need `RunConfig.single_head` besides (the retrieval task)."""
+        return self.n_layers == 0
 
 
 @dataclass(frozen=True)
@@ -273,7 +280,7 @@ class RunConfig:
         which the closed-form analyses (O(L) evaluation to 2^20, the carrier from the weights, the
         prediction, the dilution law) read. A 0-layer shift run is not: it answers at every position,
         so it is evaluated and analysed like a transformer."""
-        return self.model.n_layers == 0 and self.task.task == "retrieval"
+        return self.model.minimal and self.task.task == "retrieval"
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

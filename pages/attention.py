@@ -57,7 +57,7 @@ expected = attention_captions.trace_expectation(run.config.model.encoding, run.c
 learned = None if run.verdict is None else run.verdict.learned
 last_only = run.config.task.task == "retrieval"  # the shift task scores every query t ≥ k
 head, layer, head_index = None, 0, 0
-if run.config.model.n_layers > 0:  # the maps, zoom and trace read one head of one layer, chosen here
+if not run.config.model.minimal:  # the maps, zoom and trace read one head of one layer, chosen here
     heads = run.config.model.n_heads
     chosen = head_picker([f"L{i // heads}H{i % heads}" for i in range(run.config.model.n_layers * heads)], 0,
                          run.run_id, "attention-head", "Layer and head (only this head is computed)")

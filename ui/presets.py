@@ -101,12 +101,12 @@ def shipped_trace(config: RunConfig, every: int, lengths: tuple[int, ...], sampl
 
 def single_head_presets() -> dict[str, str]:
     """label -> run id of the minimal-head presets (the single-head pages' and Compare's defaults)."""
-    return {label: PRESETS[label].run_id() for label in PRESETS if PRESETS[label].model.n_layers == 0}
+    return {label: PRESETS[label].run_id() for label in PRESETS if PRESETS[label].single_head}
 
 
 def transformer_presets() -> dict[str, str]:
     """label -> run id of the multi-layer presets (the Transformer page's)."""
-    return {label: PRESETS[label].run_id() for label in PRESETS if PRESETS[label].model.n_layers > 0}
+    return {label: PRESETS[label].run_id() for label in PRESETS if not PRESETS[label].model.minimal}
 
 
 def preset_ids() -> dict[str, str]:

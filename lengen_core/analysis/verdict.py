@@ -95,7 +95,7 @@ def _accuracy(model: torch.nn.Module, config: RunConfig, length: int) -> tuple[i
 def _reason(config: RunConfig, learned: bool, accuracy: float, at_chance: bool | None, model) -> str:
     L, chance = config.task.train_length, 1 / config.task.vocab_size
     if not learned:
-        why = getattr(model.encoding, "single_head_limit", None) if config.model.n_layers == 0 else None
+        why = getattr(model.encoding, "single_head_limit", None) if config.model.minimal else None
         text = (f"did not learn the task: accuracy {accuracy:.2f} at the training length {L} "
                 f"(needs ≥ {LEARNED_ACCURACY:.2f}; chance {chance:.3f}).")
         return f"{text} {why}" if why else text

@@ -83,7 +83,7 @@ class Budgets:
 def _layers(config: RunConfig) -> tuple[int, int, int]:
     """(layers, heads, d_model) as the attention sees them: the minimal head is one layer of one head."""
     model = config.model
-    return max(1, model.n_layers), model.n_heads if model.n_layers else 1, model.d_model
+    return max(1, model.n_layers), 1 if model.minimal else model.n_heads, model.d_model
 
 
 def parameter_count(config: RunConfig) -> int:
@@ -91,7 +91,7 @@ def parameter_count(config: RunConfig) -> int:
     layers, _, C = _layers(config)
     V, model = config.task.vocab_size, config.model
     table = model.max_positions * C if model.encoding == "learned" else 0
-    if model.n_layers == 0:
+    if model.minimal:
         return 2 * V * C + 3 * C * C + table
     return 2 * V * C + layers * (12 * C * C + 4 * C) + 2 * C + table
 
@@ -103,7 +103,7 @@ def _forward(config: RunConfig, batch: int, length: int, queries: int, training:
     all_layers, H, C = _layers(config)
     layers = all_layers if layers is None else layers
     tokens, V = batch * length, config.task.vocab_size
-    if config.model.n_layers == 0:  # projections of the V token rows, gathered; the queries' logits
+    if config.model.minimal:  # projections of the V token rows, gathered; the queries' logits
         logits = batch * queries * length
         kept = 4 * tokens * C + 3 * (logits if training else min(QUERY_BLOCK_ELEMENTS, logits))
         flops = 2 * 4 * V * C * C + 2 * 2 * batch * queries * length * C

@@ -74,7 +74,7 @@ def run_curve(label: str, config: RunConfig, verdict: Verdict | None, lengths: S
     claim = "C7" if config.model.attention == "linear" else "C1"
     return Curve(label, config.model.encoding, config.model.attention, config.task.train_length,
                  1 / config.task.vocab_size, tuple(lengths), tuple(accuracy), tuple(accuracy_low),
-                 None if verdict is None else verdict.learned, claim + (", C8" if config.model.n_layers > 0 else ""),
+                 None if verdict is None else verdict.learned, claim + (", C8" if not config.model.minimal else ""),
                  every_position)
 
 
