@@ -4,6 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from lengen_core.config import ConfigError
+from lengen_core.thresholds import ACCURACY_BAR
 from ui.analyses import comparisons
 from ui.captions import accuracy as accuracy_captions
 from ui.captions import mechanism as mechanism_captions
@@ -108,7 +109,7 @@ chart(compare_charts.carrier_overlay(carriers, [c.task.train_length for c in con
 st.subheader("Key numbers")
 numbers = compare_charts.key_numbers(labels, results, runs)
 st.dataframe(numbers, hide_index=True, width="stretch", column_config={
-    "learned": st.column_config.TextColumn(help="The run's verdict: ≥ 0.90 at the training length on 2,048 fresh "
+    "learned": st.column_config.TextColumn(help=f"The run's verdict: ≥ {ACCURACY_BAR:.2f} at the training length on 2,048 fresh "
                                                 "answers."),
     "past L_train": st.column_config.TextColumn(help="The verdict at twice the training length: is accuracy "
                                                      "there at chance (1/V)?"),

@@ -32,6 +32,7 @@ from lengen_core.serving.sweep import (
     stored_sweep,
     sweep_collapse,
 )
+from lengen_core.thresholds import ACCURACY_BAR
 
 WORKERS_ENV = "LENGEN_SWEEP_WORKERS"
 # The preset sweep: 3 seeds × 4 offsets × RoPE and learned positions at the default size (scripts.build_presets).
@@ -259,11 +260,11 @@ def accuracy_caption(table: pd.DataFrame) -> str:
         longest = int(group["length"].max())
         reach = lambda n, longest=longest: f"≥ {n:,} (the longest measured)" if n >= longest else f"{n:,}"
         if len(horizons) == 1:
-            text += f", measured horizon (accuracy ≥ 0.9) {reach(int(horizons.iloc[0]))} tokens"
+            text += f", measured horizon (accuracy ≥ {ACCURACY_BAR:g}) {reach(int(horizons.iloc[0]))} tokens"
         elif len(horizons) and horizons.min() == horizons.max():
-            text += f", measured horizon (accuracy ≥ 0.9) {reach(int(horizons.min()))} tokens on every run"
+            text += f", measured horizon (accuracy ≥ {ACCURACY_BAR:g}) {reach(int(horizons.min()))} tokens on every run"
         elif len(horizons):
-            text += (f", measured horizon (accuracy ≥ 0.9) median {reach(int(horizons.median()))} tokens, from "
+            text += (f", measured horizon (accuracy ≥ {ACCURACY_BAR:g}) median {reach(int(horizons.median()))} tokens, from "
                      f"{horizons.min():,} to {reach(int(horizons.max()))}")
         if not beyond.empty:
             text += f"; beyond 4× the training length accuracy {beyond['accuracy'].mean():.2f} on average (chance {chance:.3f})"

@@ -28,7 +28,7 @@ from lengen_core.analysis.dilution import predict
 from lengen_core.analysis.evaluate import evaluate
 from lengen_core.analysis.fit import LAW_TOLERANCE, NOT_APPLICABLE, fit_dilution
 from lengen_core.analysis.heads import analyse_heads
-from lengen_core.analysis.horizon import HORIZON_ACCURACY, horizon_ceiling, measured_horizon, predicted_horizon
+from lengen_core.analysis.horizon import horizon_ceiling, measured_horizon, predicted_horizon
 from lengen_core.analysis.rules import RULES, InferenceRule, make_rule, under_rule
 from lengen_core.analysis.sequence import evaluate_sequence
 from lengen_core.config import (
@@ -56,6 +56,7 @@ from lengen_core.serving.lineage import continuation, starting_weights
 from lengen_core.serving.runtime import deterministic_cublas, device_name, limit_heap_growth
 from lengen_core.serving.store import RunStore, StoreError, preset_store
 from lengen_core.serving.sweep import NOT_RUN, SweepError, SweepGrid, collapse_summary, grid_from_toml, run_sweep
+from lengen_core.thresholds import ACCURACY_BAR
 from lengen_core.training import resolve_device, train
 
 USER_ERRORS = (ConfigError, LengthError, StoreError, ValueError)
@@ -301,7 +302,7 @@ def command_evaluate(args: argparse.Namespace, store: RunStore) -> dict[str, Any
                                               "weighted": result.fit.weighted, "tolerance": LAW_TOLERANCE}
     horizon = {"predicted_horizon": None, "predicted_horizon_below": None, "predicted_horizon_note": None,
                "measured_horizon": None, "measured_horizon_below": None}
-    if single_head:  # the largest length with accuracy ≥ 0.9, by bisection on the prediction up to 2^20
+    if single_head:  # the largest length with accuracy ≥ ACCURACY_BAR, by bisection on the prediction up to 2^20
         measured = measured_horizon(lengths, [r["accuracy"] for r in rows], config.task.train_length)
         horizon.update(measured_horizon=None if measured is None else measured.length,
                        measured_horizon_below=None if measured is None else measured.below)
@@ -323,7 +324,7 @@ def command_evaluate(args: argparse.Namespace, store: RunStore) -> dict[str, Any
                                                      f"evaluated, {ceiling:,}")
     return {"run_id": run.run_id, "rule": rule.label, "task": config.task.task, "chance": 1 / config.task.vocab_size,
             "verdict": run.verdict.to_dict(), "lengths": rows, "fit": fitted, "fit_status": result.status,
-            "fit_reason": result.reason, "horizon_accuracy": HORIZON_ACCURACY, **horizon, **_device(run)}
+            "fit_reason": result.reason, "horizon_accuracy": ACCURACY_BAR, **horizon, **_device(run)}
 
 
 def command_heads(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:

@@ -17,8 +17,8 @@ from lengen_core.analysis.evaluate import wilson_interval
 from lengen_core.analysis.fit import LAW_TOLERANCE, FitResult
 from lengen_core.analysis.verdict import CHANCE_TOLERANCE, Verdict
 from lengen_core.config import RunConfig
+from lengen_core.thresholds import ACCURACY_BAR
 from ui.captions.common import (
-    NEAR_ONE,
     accuracy_points,
     chance_from,
     did_not_learn,
@@ -85,14 +85,14 @@ def curve_caption(curve: Curve, multiples: Sequence[int] = (1, 2, 4)) -> str:
     top = horizon(curve.lengths, curve.accuracy)
     floor = chance_from(curve.lengths, curve.accuracy_low, curve.chance, L)
     half = first_length_below(curve.lengths, curve.accuracy, 0.5)
-    facts = [f"≥ {NEAR_ONE:.2f} up to {top:,} ({_times(top, L)})"] if top is not None else []
+    facts = [f"≥ {ACCURACY_BAR:.2f} up to {top:,} ({_times(top, L)})"] if top is not None else []
     if half is not None and half != floor:
         facts.append(f"below 0.5 from {half:,} ({_times(half, L)})")
     facts.append(f"at chance from {floor:,} ({_times(floor, L)}) on" if floor is not None
                  else f"above chance up to {curve.lengths[-1]:,}")
     numbers = f"{points}; {', '.join(facts)}"
     if curve.learned is False:
-        return f"{name} did not learn the task (a learned task needs ≥ {NEAR_ONE:.2f} at 1×), so it tests no claim: {numbers}."
+        return f"{name} did not learn the task (a learned task needs ≥ {ACCURACY_BAR:.2f} at 1×), so it tests no claim: {numbers}."
     past = [(n, a, low) for n, a, low in zip(curve.lengths, curve.accuracy, curve.accuracy_low, strict=True) if n > L]
     expected, claim = expectation(curve.encoding, curve.attention), curve.claim
     if curve.every_position:
@@ -178,7 +178,7 @@ def position_caption(positions: Sequence[int], accuracy: Sequence[float], length
     if learned is False:
         return f"{text}.{did_not_learn(learned)}"
     if encoding == "rope":
-        if just_past >= NEAR_ONE:
+        if just_past >= ACCURACY_BAR:
             return f"{text}: RoPE holds its accuracy past the training length (C8)."
         return f"{text}: this RoPE run does NOT hold its accuracy past the training length."
     if encoding == "learned":
