@@ -55,7 +55,7 @@ from lengen_core.serving.budget import (
 from lengen_core.serving.lineage import continuation, starting_weights
 from lengen_core.serving.runtime import deterministic_cublas, device_name, limit_heap_growth
 from lengen_core.serving.store import RunStore, StoreError, preset_store
-from lengen_core.serving.sweep import NOT_RUN, SweepError, SweepGrid, collapse_summary, grid_from_toml, run_sweep
+from lengen_core.serving.sweep import AXES, NOT_RUN, SweepError, SweepGrid, collapse_summary, grid_from_toml, run_sweep
 from lengen_core.thresholds import ACCURACY_BAR
 from lengen_core.training import resolve_device, train
 
@@ -144,10 +144,10 @@ def build_parser() -> Parser:
     w.add_argument("--grid", type=str, default=None,
                    help="a TOML file with the grid (keys as these options, with underscores; a [base] table "
                         "for other settings); options given here override it")
-    for flag, kind, example in (("encodings", str, "rope,learned"), ("attentions", str, "softmax"),
-                                ("offsets", int, "1,3,5"), ("train-lengths", int, "16"), ("vocabs", int, "16"),
-                                ("seeds", int, "0,1,2"), ("lengths", int, "16,64,256,1024")):
-        w.add_argument(f"--{flag}", type=_listed(kind), default=None, help=f"comma separated, e.g. {example}")
+    for axis in AXES:  # --vocabs, the older spelling of --vocab-sizes, still works
+        w.add_argument(axis.flag, *(f"--{alias}" for alias in axis.aliases), dest=axis.field, type=_listed(axis.kind),
+                       default=None, help=f"comma separated, e.g. {axis.example}{axis.note and '; ' + axis.note}")
+    w.add_argument("--lengths", type=_listed(int), default=None, help="comma separated, e.g. 16,64,256,1024")
     w.add_argument("--samples", type=int, default=None, help="sequences per length (default 512)")
     w.add_argument("--set", dest="base", action="append", default=[], metavar="NAME=VALUE",
                    help="another setting for every cell, by its config name (e.g. --set steps=600); repeatable")
@@ -392,11 +392,9 @@ def command_delete(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
 
 def command_sweep(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
     data = grid_from_toml(args.grid) if args.grid else {}
-    for option, key in (("encodings", "encodings"), ("attentions", "attentions"), ("offsets", "offsets"),
-                        ("train_lengths", "train_lengths"), ("vocabs", "vocab_sizes"), ("seeds", "seeds"),
-                        ("lengths", "lengths"), ("samples", "samples")):
-        if getattr(args, option) is not None:
-            data[key] = getattr(args, option)
+    for key in (*(axis.field for axis in AXES), "lengths", "samples"):
+        if getattr(args, key) is not None:
+            data[key] = getattr(args, key)
     base = dict(data.pop("base", {}))
     for item in args.base:
         name, equals, value = item.partition("=")

@@ -67,7 +67,36 @@ from lengen_core.training import train
 Backend = Literal["local", "ray"]
 MAX_CELLS = 512  # cells in one sweep (the hosted app's budget may allow fewer: `check_grid`)
 MAX_GRID_LENGTHS = 16
-GRID_AXES = ("encoding", "attention", "offset", "train_length", "vocab_size", "seed")  # the config's own names
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One axis of a grid, under every name it goes by: the one registry the grid, the TOML file, the
+    command line's options, the table's columns and the Sweeps page read."""
+
+    setting: str  # the config's own name: a cell's key and the table's column ("vocab_size")
+    field: str  # the grid's field and the TOML key ("vocab_sizes"); the option is the same with dashes
+    kind: type  # str or int: how the command line and the page read a value
+    label: str  # the Sweeps page's label
+    example: str  # the command line's help
+    note: str = ""  # what else a value must be, for the help
+    aliases: tuple[str, ...] = ()  # older spellings, still accepted in a TOML file and on the command line
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.field.replace("_", "-")
+
+
+# In the grid's order: a cell's index (its file, and the sweep id's meaning) depends on it.
+AXES = (
+    Axis("encoding", "encodings", str, "Encodings", "rope,learned"),
+    Axis("attention", "attentions", str, "Attention", "softmax"),
+    Axis("offset", "offsets", int, "Offsets k", "1,3,5", note="each below the training length"),
+    Axis("train_length", "train_lengths", int, "Training lengths", "16"),
+    Axis("vocab_size", "vocab_sizes", int, "Vocabulary sizes V", "16", aliases=("vocabs",)),
+    Axis("seed", "seeds", int, "Seeds", "0,1,2"),
+)
+GRID_AXES = tuple(axis.setting for axis in AXES)  # the config's own names
 SWEEPS_DIR = "sweeps"
 NOT_RUN = "not run: the sweep was cancelled"  # the error of a cell a cancelled sweep left for next time
 NUMBER_COLUMNS = {"m_out", "m_out_low", "m_out_high", "carrier_margin", "argmax_offset", "predicted_horizon",
@@ -96,7 +125,7 @@ class SweepGrid:
     base: tuple[tuple[str, Any], ...] = ()  # other settings, e.g. (("steps", 600),) or {"steps": 600}
 
     def __post_init__(self) -> None:
-        for name in ("encodings", "attentions", "offsets", "train_lengths", "vocab_sizes", "seeds", "lengths"):
+        for name in (*(axis.field for axis in AXES), "lengths"):
             values = tuple(dict.fromkeys(getattr(self, name)))  # repeats dropped, order kept
             if not values:
                 raise SweepError(f"the grid's {name.replace('_', ' ')} are empty: give at least one")
@@ -119,8 +148,7 @@ class SweepGrid:
 
     @property
     def axes(self) -> dict[str, tuple]:
-        return {"encoding": self.encodings, "attention": self.attentions, "offset": self.offsets,
-                "train_length": self.train_lengths, "vocab_size": self.vocab_sizes, "seed": self.seeds}
+        return {axis.setting: getattr(self, axis.field) for axis in AXES}
 
     @property
     def size(self) -> int:
@@ -157,6 +185,12 @@ def grid_from_toml(path: str | Path) -> dict[str, Any]:
         raise SweepError(f"cannot read the grid file {path}: {error.strerror or error}") from None
     except tomllib.TOMLDecodeError as error:
         raise SweepError(f"the grid file {path} is not valid TOML: {error}") from None
+    for axis in AXES:
+        for alias in axis.aliases:  # an older spelling: read as the axis it names
+            if alias in data and axis.field in data:
+                raise SweepError(f"the grid file {path} gives both {alias} and {axis.field}: keep {axis.field}")
+            if alias in data:
+                data[axis.field] = data.pop(alias)
     known = {item.name for item in dataclasses.fields(SweepGrid)}
     unknown = set(data) - known
     if unknown:
