@@ -27,7 +27,7 @@ import torch
 from lengen_core.analysis.dilution import predict
 from lengen_core.analysis.rules import InferenceRule
 from lengen_core.config import MAX_EVAL_LENGTH, RunConfig
-from lengen_core.models.encodings import PositionalEncoding
+from lengen_core.models.encodings import ENCODING_CLASSES
 from lengen_core.thresholds import ACCURACY_BAR
 
 SECTIONS = 7  # lengths asked per round of the bisection (3 bits a round): one sweep over the keys serves them all
@@ -168,9 +168,8 @@ def probe_seconds_estimate(config: RunConfig) -> float:
     """What one live probe of `config` should cost on one CPU thread, before any was timed: PROBE_CALLS
     calls of SECTIONS lengths each, each sweeping up to 64 L_train keys (every length's own keys, about
     twice that, for an encoding that is not relative). Seconds at V 16, L 16: 0.22; V 64, L 64: 9.3."""
-    classes = {cls.__name__.lower(): cls for cls in PositionalEncoding.__subclasses__()}  # the registry's names
     V, L = config.task.vocab_size, config.task.train_length
-    keys = NEAR_MULTIPLE * L * (1 if classes[config.model.encoding].relative else 2)  # one sweep serves every length
+    keys = NEAR_MULTIPLE * L * (1 if ENCODING_CLASSES[config.model.encoding].relative else 2)  # one sweep serves every length
     per_call = SECTIONS * (PROBE_DRAW_SECONDS * V**3 * PROBE_DRAWS + PROBE_LENGTH_SECONDS) + PROBE_KEY_SECONDS * keys * V**3
     return PROBE_CALLS * per_call
 

@@ -195,6 +195,11 @@ ENCODINGS: dict[str, Callable[[ModelConfig, torch.Generator], PositionalEncoding
     "nope": lambda config, generator: NoPE(),
 }
 
+# Each name's class, whose flags (relative, rotary, additive, trained_positions) say what it is without a model.
+ENCODING_CLASSES: dict[str, type[PositionalEncoding]] = {
+    "rope": RoPE, "learned": Learned, "sinusoidal": Sinusoidal, "alibi": ALiBi, "nope": NoPE,
+}
+
 
 def build_encoding(config: ModelConfig, generator: torch.Generator) -> PositionalEncoding:
     return ENCODINGS[config.encoding](config, generator)

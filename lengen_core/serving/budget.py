@@ -40,7 +40,7 @@ from lengen_core.analysis.horizon import NEAR_MULTIPLE
 from lengen_core.analysis.sequence import tokens_per_batch
 from lengen_core.config import ConfigError, RunConfig
 from lengen_core.models.attention import QUERY_BLOCK_ELEMENTS
-from lengen_core.models.encodings import PositionalEncoding
+from lengen_core.models.encodings import ENCODING_CLASSES
 from lengen_core.serving.runtime import env_whole_number
 from lengen_core.training import PROBE_SHARE
 
@@ -172,9 +172,8 @@ def attention_map_cost(config: RunConfig, length: int, layer: int, samples: int 
 
 def _encoding_traits(config: RunConfig) -> type:
     """The encoding's class, whose flags (rotary, relative, additive, trained_positions) say which
-    path the carrier and the prediction take; the registry's names are the class names, lower case."""
-    classes = {cls.__name__.lower(): cls for cls in PositionalEncoding.__subclasses__()}
-    return classes[config.model.encoding]
+    path the carrier and the prediction take (lengen_core.models.encodings.ENCODING_CLASSES)."""
+    return ENCODING_CLASSES[config.model.encoding]
 
 
 def _mean_matrix(config: RunConfig, length: int, samples: int) -> tuple[float, float]:
