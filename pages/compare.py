@@ -3,6 +3,7 @@
 import pandas as pd
 import streamlit as st
 
+from lengen_core.claims import expectation
 from lengen_core.config import ConfigError
 from lengen_core.thresholds import ACCURACY_BAR
 from ui.analyses import comparisons
@@ -96,7 +97,7 @@ carriers["shown"] = centred / centred.abs().groupby(carriers["run"]).transform("
 alignment = "; ".join(
     mechanism_captions.alignment_caption(
         f"**{labels[i]}** ({r.carrier_source})", r.carrier_values, configs[i].task.train_length, configs[i].task.offset,
-        accuracy_captions.expectation(configs[i].model.encoding, configs[i].model.attention) == "extrapolates",
+        expectation(configs[i].model.encoding, configs[i].model.attention).carrier,
         learned[i])
     for i, r in results.items())
 chart(compare_charts.carrier_overlay(carriers, [c.task.train_length for c in configs.values()],

@@ -71,7 +71,7 @@ c.metric("Best Toeplitz fraction", f"{max(h.toeplitz_fraction for h in reports):
 st.caption(f"Carrier heads: {', '.join(carrier_heads) or 'none'} · pinned heads: {', '.join(pinned_heads) or 'none'} "
            "(L = layer, H = head, from 0).")
 chart(transformer_charts.head_grid(carriers, model.n_layers, model.n_heads, k),
-      mechanism_captions.head_grid_caption(reports, model.encoding, learned), carriers, "head-carriers", run.run_id)
+      mechanism_captions.head_grid_caption(reports, model.encoding, model.attention, learned), carriers, "head-carriers", run.run_id)
 
 st.subheader("One head in detail")
 table = pd.DataFrame([{key: getattr(h, key) for key in ("layer", "head", "argmax_offset", "toeplitz_fraction",
@@ -125,7 +125,7 @@ with left:
     longest = evaluated[-1]
     chart(transformer_charts.accuracy_by_position(by_position, L_train, chance),
           accuracy_captions.position_caption(longest.positions, longest.accuracy_by_position, longest.length, L_train,
-                                             chance, samples, model.encoding, learned),
+                                             chance, samples, model.encoding, model.attention, learned),
           by_position, "accuracy-by-position", run.run_id)
 with right:
     past = transformer_charts.beyond_table("Positions past training", evaluated, L_train)

@@ -2,7 +2,7 @@
 
     config, frequencies,         the base: settings, pure arithmetic and the accuracy bar
       thresholds
-    tasks, models/               the data and the models
+    tasks, models/, claims       the data, the models, what each encoding and attention is expected to show
     analysis/                    what a trained model shows; reads models, never trains
     training, optimisation       trainings (the trainer knows nothing of its observers: it is given a probe)
     serving/                     store, jobs, budgets, links, sweeps, the CLI
@@ -133,7 +133,8 @@ FORBIDDEN = {
     "frequencies": {"config", "models", "analysis", "serving", "training", "optimisation", "tasks"},
     "thresholds": {"config", "models", "analysis", "serving", "training", "optimisation", "tasks"},
     "tasks": {"models", "analysis", "serving", "training", "optimisation"},
-    "models": {"analysis", "serving", "training", "optimisation"},
+    "models": {"analysis", "serving", "training", "optimisation", "claims"},
+    "claims": {"analysis", "serving", "training", "optimisation"},
     "analysis": {"serving", "training", "optimisation"},
     "training": {"serving", "optimisation"},
     "optimisation": {"serving"},

@@ -13,6 +13,7 @@ import numpy as np
 from lengen_core.analysis.carrier import ALIGNMENT_MARGIN, CarrierMetrics
 from lengen_core.analysis.fit import FitResult
 from lengen_core.analysis.verdict import Verdict
+from lengen_core.claims import expectation
 from lengen_core.thresholds import ACCURACY_BAR
 from ui.captions.common import accuracy_points, first_length_below, horizon, share
 
@@ -35,7 +36,8 @@ def _horizon(lengths: Sequence[int], accuracies: Sequence[float], train_length: 
 def dilution_caption(encoding: str, attention: str, lengths: Sequence[int], accuracies: Sequence[float],
                      predicted: Sequence[float], train_length: int, verdict: Verdict | None) -> str:
     """Accuracy against length: the run's points, its horizon, the prediction's largest miss, and
-    whether it bears out C1/C6 (RoPE with softmax extrapolates) or C1/C4/C7 (the others do not)."""
+    whether it bears out C1/C6 (RoPE with softmax extrapolates) or C1/C7 (a learned table, linear attention
+    do not), as lengen_core.claims says for its encoding and attention; no claim for the other encodings."""
     chance = verdict.chance if verdict is not None else None
     points = accuracy_points(lengths, accuracies, train_length)
     text = f"this run: {points}" + (f"; chance {share(chance)}" if chance is not None else "") + ". "
@@ -48,15 +50,20 @@ def dilution_caption(encoding: str, attention: str, lengths: Sequence[int], accu
         return text + _partial_learner(verdict, lengths, accuracies, train_length)
     beyond = [a for n, a in zip(lengths, accuracies, strict=True) if n >= 2 * train_length]
     holds_at_2x = bool(beyond) and beyond[0] >= ACCURACY_BAR
-    if encoding == "rope" and attention == "softmax":
+    expected = expectation(encoding, attention)
+    if expected.accuracy == "extrapolates":
         return text + ("As C1 and C6 say, RoPE keeps its rule past the training length and decays by dilution."
                        if holds_at_2x else
                        "This RoPE run does NOT bear out C1: it is already below "
                        f"{ACCURACY_BAR} at twice its training length.")
+    if expected.accuracy is None:  # ALiBi, sinusoidal or no positions with softmax: the lab claims nothing
+        return text + (f"No claim covers {encoding} with {attention} attention: this run "
+                       + (f"still holds {ACCURACY_BAR} at twice its training length." if holds_at_2x else
+                          "does not extrapolate."))
     if holds_at_2x:
-        return text + (f"Unlike the claim for {encoding} with {attention} attention, this run still holds "
-                       f"{ACCURACY_BAR} at twice its training length.")
-    return text + f"As C1 says for {encoding} with {attention} attention, it does not extrapolate."
+        return text + (f"Unlike the claim for {encoding} with {attention} attention ({expected.accuracy_claim}), "
+                       f"this run still holds {ACCURACY_BAR} at twice its training length.")
+    return text + f"As {expected.accuracy_claim} says for {encoding} with {attention} attention, it does not extrapolate."
 
 
 def _partial_learner(verdict: Verdict, lengths: Sequence[int], accuracies: Sequence[float], train_length: int) -> str:

@@ -176,7 +176,8 @@ def head_carriers(step: Step, presenting: bool) -> None:
                                         "s": h.carrier, "is_carrier": h.is_carrier, "pinned_key": h.pinned_key})
                           for h in reports])
     _draw(transformer_charts.head_grid(carriers, model.n_layers, model.n_heads, k),
-          mechanism_captions.head_grid_caption(reports, model.encoding, None if run.verdict is None else run.verdict.learned),
+          mechanism_captions.head_grid_caption(reports, model.encoding, model.attention,
+                                               None if run.verdict is None else run.verdict.learned),
           carriers, "head-carriers", run.run_id, presenting)
 
 
@@ -205,7 +206,7 @@ def accuracy_by_position(step: Step, presenting: bool) -> None:
     _draw(transformer_charts.accuracy_by_position(table, task.train_length, 1 / task.vocab_size),
           accuracy_captions.position_caption(longest.positions, longest.accuracy_by_position, longest.length,
                                              task.train_length, 1 / task.vocab_size, samples,
-                                             run.config.model.encoding,
+                                             run.config.model.encoding, run.config.model.attention,
                                              None if run.verdict is None else run.verdict.learned),
           table, "accuracy-by-position", run.run_id, presenting)
 
