@@ -11,13 +11,13 @@ from ui.captions import accuracy as accuracy_captions
 from ui.captions import mechanism as mechanism_captions
 from ui.charts import compare as compare_charts
 from ui.glossary import lead
-from ui.presets import single_head_presets
+from ui.presets import LONGEST_CHOICES, single_head_presets
 from ui.rules import view as rules_view
 from ui.runs import load_run, run_labels, run_options
 from ui.state import show_view, view_flag, view_number, view_runs
 from ui.widgets import chart, refusal
 
-LONGEST, SAMPLES = [1 << p for p in range(6, 17)], [64, 128, 256, 512]
+LONGEST, SAMPLES = list(LONGEST_CHOICES), [64, 128, 256, 512]
 
 st.title("Compare runs")
 lead("compare")

@@ -8,6 +8,7 @@ from lengen_core.serving.budget import duration
 from lengen_core.serving.sweep import AXES, SweepError, SweepGrid, check_sweep
 from ui import sweep_panels as sweeps
 from ui.glossary import lead
+from ui.presets import SWEEP_LENGTHS, SWEEP_LONGEST_CHOICES
 from ui.training.pool import browser_id
 from ui.widgets import refusal
 
@@ -27,7 +28,7 @@ with st.form("sweep-grid"):
         else:
             chosen[axis] = middle.text_input(axis.label, ",".join(map(str, shown)), key=key,
                                              help=f"comma separated{axis.note and ', ' + axis.note}")
-    longest = right.select_slider("Longest test length", [1 << p for p in range(8, 17)], value=1 << 12,
+    longest = right.select_slider("Longest test length", SWEEP_LONGEST_CHOICES, value=1 << 12,
                                   format_func=lambda n: f"{n:,}")
     samples = right.select_slider("Sequences per length", [64, 128, 256, 512], value=128)
     start = st.form_submit_button("Run the sweep", type="primary")
@@ -44,7 +45,7 @@ def numbers(text: str, label: str) -> tuple[int, ...]:
 try:
     grid = SweepGrid(**{axis.field: tuple(value) if axis.kind is str else numbers(value, axis.label)
                         for axis, value in chosen.items()},
-                     samples=samples, lengths=tuple(n for n in (16 << p for p in range(13)) if n <= longest))
+                     samples=samples, lengths=tuple(n for n in SWEEP_LENGTHS if n <= longest))
     estimate = check_sweep(grid)
     st.caption(f"{grid.size} runs, each at {len(grid.lengths)} lengths up to {longest:,}: about "
                f"{duration(estimate)} of work estimated on this server (runs already stored take less).")

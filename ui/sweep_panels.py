@@ -33,11 +33,12 @@ from lengen_core.serving.sweep import (
     sweep_collapse,
 )
 from lengen_core.thresholds import ACCURACY_BAR
+from ui.presets import SWEEP_LENGTHS
 
 WORKERS_ENV = "LENGEN_SWEEP_WORKERS"
 # The preset sweep: 3 seeds × 4 offsets × RoPE and learned positions at the default size (scripts.build_presets).
 PRESET_GRID = SweepGrid(encodings=("rope", "learned"), offsets=(1, 3, 5, 7), seeds=(0, 1, 2),
-                        lengths=tuple(16 << p for p in range(13)), samples=256)
+                        lengths=SWEEP_LENGTHS, samples=256)
 COLOURS = {"rope": "#1f77b4", "learned": "#d62728", "sinusoidal": "#9467bd", "alibi": "#2ca02c", "nope": "#7f7f7f"}
 
 

@@ -25,7 +25,7 @@ from typing import Any, TextIO, get_args
 
 from lengen_core.analysis.carrier import ALIGNMENT_MARGIN, extract_carrier
 from lengen_core.analysis.dilution import predict
-from lengen_core.analysis.evaluate import evaluate
+from lengen_core.analysis.evaluate import doublings, evaluate
 from lengen_core.analysis.fit import LAW_TOLERANCE, NOT_APPLICABLE, fit_dilution
 from lengen_core.analysis.heads import analyse_heads
 from lengen_core.analysis.horizon import horizon_ceiling, measured_horizon, predicted_horizon
@@ -277,7 +277,7 @@ def command_evaluate(args: argparse.Namespace, store: RunStore) -> dict[str, Any
     config = run.config
     rule.check(config)  # undefined for this run: one line, status 2
     single_head = config.single_head
-    default = [config.task.train_length * 2**i for i in range(7 if single_head else 5)]
+    default = list(doublings(config.task.train_length, 7 if single_head else 5))
     lengths = args.lengths or default
     if max(lengths) > MAX_EVAL_LENGTH:
         raise LengthError(f"length {max(lengths)} is beyond the evaluation limit of {MAX_EVAL_LENGTH} tokens")

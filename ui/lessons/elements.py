@@ -29,6 +29,7 @@ from ui.lessons.files import Step
 from ui.presets import (
     DILUTION_LONGEST,
     DILUTION_SAMPLES,
+    POSITION_MULTIPLES,
     PRESETS,
     START_LENGTHS,
     START_SAMPLES,
@@ -201,7 +202,7 @@ def accuracy_by_position(step: Step, presenting: bool) -> None:
     """A transformer's accuracy at every position of sequences 4× the training length (the Transformer page's)."""
     run = _run(step)
     task, samples = run.config.task, 64
-    evaluated = sequence_evaluation(run.run_id, length_multiples(run.run_id, (1, 4)), samples)
+    evaluated = sequence_evaluation(run.run_id, length_multiples(run.run_id, POSITION_MULTIPLES), samples)
     table, longest = transformer_charts.position_table(evaluated), evaluated[-1]
     _draw(transformer_charts.accuracy_by_position(table, task.train_length, 1 / task.vocab_size),
           accuracy_captions.position_caption(longest.positions, longest.accuracy_by_position, longest.length,
