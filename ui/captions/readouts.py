@@ -126,11 +126,6 @@ def carrier_caption(metrics: CarrierMetrics, baseline: CarrierMetrics, offset: i
     return " ".join(parts)
 
 
-def metric_change(name: str, trained: float, untrained: float, digits: int = 3) -> str:
-    """'Toeplitz 0.99998 trained against 0.986 untrained' for a metric's help text."""
-    return f"{name}: {trained:.{digits}f} after training, {untrained:.{digits}f} for the untrained initialisation."
-
-
 def spectrum_caption(amplitudes: np.ndarray, active: int, active_untrained: int) -> str:
     """How concentrated the spectrum is, against the untrained initialisation."""
     power = np.sort(np.asarray(amplitudes, dtype=float) ** 2)[::-1]
