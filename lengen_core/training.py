@@ -124,12 +124,12 @@ class ProbeReading(Protocol):
     seconds: float
 
 
-Probe = Callable[[torch.nn.Module, RunConfig, int], ProbeReading]  # (model in eval mode, config, steps done)
+ProbeCallback = Callable[[torch.nn.Module, RunConfig, int], ProbeReading]  # (model in eval mode, config, steps done)
 
 
 class Training:
     def __init__(self, config: RunConfig, device: str = "auto", start: Mapping[str, torch.Tensor] | None = None,
-                 probe: Probe | None = None, probe_every: int = 0, probe_estimate: float = 0.0,
+                 probe: ProbeCallback | None = None, probe_every: int = 0, probe_estimate: float = 0.0,
                  probe_share: float = PROBE_SHARE) -> None:
         """`start`: the weights to start from instead of the seed's initialisation, for a run that
         continues another (`config.train.continues`: the caller reads that run's weights).
