@@ -6,7 +6,6 @@ import os
 import platform
 import statistics
 import subprocess
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,10 +96,6 @@ def python_env(threads: int) -> dict:
     if threads:
         env["OMP_NUM_THREADS"] = str(threads)
     return env
-
-
-def project_python() -> str:
-    return sys.executable
 
 
 @dataclass(frozen=True)

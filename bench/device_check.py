@@ -35,9 +35,10 @@ import torch
 
 from lengen_core.analysis.evaluate import evaluate
 from lengen_core.config import RunConfig, with_changes
+from lengen_core.models.initial import initial_model
 from lengen_core.serving.runtime import device_name
 from lengen_core.serving.store import RunStore
-from lengen_core.training import initial_model, resolve_device, train
+from lengen_core.training import resolve_device, train
 
 ROOT = Path(__file__).resolve().parents[1]
 LABELS = ("environment", "training", "evaluation", "cpu-only load", "gpu tests")

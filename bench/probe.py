@@ -44,7 +44,7 @@ def load_model(directory: Path) -> tuple[torch.nn.Module, RunConfig]:
 
 def untrained_model(settings: list[str]) -> tuple[torch.nn.Module, RunConfig]:
     """The initial weights of the default config with `name=value` changes (numbers or words)."""
-    from lengen_core.training import initial_model
+    from lengen_core.models.initial import initial_model
 
     changes: dict = {}
     for setting in settings:

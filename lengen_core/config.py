@@ -17,6 +17,8 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
+from lengen_core.frequencies import MIN_GAP, carrier_gap
+
 TaskName = Literal["retrieval", "shift"]
 EncodingName = Literal["rope", "learned", "sinusoidal", "alibi", "nope"]
 AttentionName = Literal["softmax", "linear"]
@@ -174,13 +176,20 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         _validate(self)
-        if self.n_layers == 0 and self.n_heads != 1:
+        if self.minimal and self.n_heads != 1:
             raise ConfigError("the minimal model (layers 0) has exactly one head; use layers ≥ 1 for more")
         if self.d_model % (2 * self.n_heads) != 0:
             raise ConfigError(
                 f"d_model {self.d_model} must be divisible by 2 × heads ({2 * self.n_heads}) "
                 "so every head has an even width for the rotary pairs"
             )
+
+    @property
+    def minimal(self) -> bool:
+        """The minimal single head of docs/science.md §3 (layers 0: one head, no residual, no MLP), on
+        any task. The one test of it: the model registry, the budgets, the verdict and the app read this;
+        the closed-form analyses need `RunConfig.single_head` besides (the retrieval task)."""
+        return self.n_layers == 0
 
 
 @dataclass(frozen=True)
@@ -220,6 +229,25 @@ def _build_settings() -> dict[str, Setting]:
     return settings
 
 
+def check_constructible(vocab_size: int, d_model: int, max_positions: int, rope_base: float) -> None:
+    """`ConfigError` unless d_model leaves enough position pairs after the V token features for the
+    constructed head (lengen_core.models.construct) to have a carrier margin ≥ `MIN_GAP` over the whole
+    table; the message names a d_model that would do."""
+    pairs = (d_model - vocab_size) // 2
+    if pairs >= 1 and carrier_gap(pairs, rope_base, max_positions) >= MIN_GAP:
+        return
+    needed = next((vocab_size + 2 * m + (vocab_size % 2) for m in range(max(pairs + 1, 1), MAX_D_MODEL)
+                   if vocab_size + 2 * m <= MAX_D_MODEL and carrier_gap(m, rope_base, max_positions) >= MIN_GAP),
+                  None)
+    what = (f"d_model {d_model} leaves {max(pairs, 0)} position pair(s) after the {vocab_size} token features, "
+            f"too few for the constructed head to tell the {max_positions} positions apart (carrier margin "
+            f"below {MIN_GAP})")
+    if needed is None:
+        raise ConfigError(f"{what}; no d_model up to {MAX_D_MODEL} does at rope base {rope_base:g}: "
+                          "use fewer max positions or a smaller vocab")
+    raise ConfigError(f"{what}; the smallest d_model above it that works is {needed} (or use fewer max positions)")
+
+
 SETTINGS: dict[str, Setting] = {}  # filled below, once the sections are defined
 
 
@@ -238,8 +266,6 @@ class RunConfig:
             raise ConfigError("init constructed builds a learned-position head that implements the relative rule: "
                               "it needs encoding learned, attention softmax, layers 0 and the retrieval task")
         if self.train.init == "constructed":  # enough position pairs after the token features (lengen_core.models.construct)
-            from lengen_core.models.construct import check_constructible  # imports this module: imported on use
-
             check_constructible(self.task.vocab_size, self.model.d_model, self.model.max_positions,
                                 self.model.rope_base)
         if self.model.encoding == "learned" and self.model.max_positions < self.task.train_length:
@@ -254,7 +280,7 @@ class RunConfig:
         which the closed-form analyses (O(L) evaluation to 2^20, the carrier from the weights, the
         prediction, the dilution law) read. A 0-layer shift run is not: it answers at every position,
         so it is evaluated and analysed like a transformer."""
-        return self.model.n_layers == 0 and self.task.task == "retrieval"
+        return self.model.minimal and self.task.task == "retrieval"
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -20,25 +20,20 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
 
 from lengen_core.analysis.verdict import Verdict, judge
 from lengen_core.config import RunConfig
-from lengen_core.models.construct import construct
-from lengen_core.models.head import build_model
+from lengen_core.models.initial import initial_model
 from lengen_core.tasks import query_start, sample_batch
 
 PROBE_SHARE = 0.25  # live probes may take at most this share of a training's step time (Training)
-
-if TYPE_CHECKING:
-    from lengen_core.analysis.horizon import Probe
-
 DATA_SEED_OFFSET = 1_000_003  # keeps the data stream apart from the weight stream of the same seed
 
 
@@ -91,7 +86,7 @@ class Progress:
     elapsed_seconds: float
     finished: bool  # the last step of this training (budget spent or early stop)
     stopped_early: bool
-    probe: Probe | None = None  # the horizon and m_out predicted from the weights, every `probe_every` steps
+    probe: ProbeReading | None = None  # what the training's probe read from the weights, every `probe_every` steps
 
 
 @dataclass
@@ -119,25 +114,37 @@ class Run:
         return self.config.run_id()
 
 
-def initial_model(config: RunConfig) -> torch.nn.Module:
-    """The weights a training of `config` starts from: its seed's random initialisation, or for init
-    constructed the hand-built relative-rule head (lengen_core.models.construct). The untrained baseline of a run."""
-    model = build_model(config, torch.Generator().manual_seed(config.train.seed))
-    return construct(model, config) if config.train.init == "constructed" else model
+class ProbeReading(Protocol):
+    """What a live probe returns (lengen_core.analysis.horizon.Probe is one): a frozen dataclass
+    with these fields; the training fills in `seconds` with the time it took."""
+
+    step: int
+    horizon: int | None
+    m_out: float | None
+    seconds: float
+
+
+ProbeCallback = Callable[[torch.nn.Module, RunConfig, int], ProbeReading]  # (model in eval mode, config, steps done)
 
 
 class Training:
     def __init__(self, config: RunConfig, device: str = "auto", start: Mapping[str, torch.Tensor] | None = None,
-                 probe_every: int = 0, probe_share: float = PROBE_SHARE) -> None:
+                 probe: ProbeCallback | None = None, probe_every: int = 0, probe_estimate: float = 0.0,
+                 probe_share: float = PROBE_SHARE) -> None:
         """`start`: the weights to start from instead of the seed's initialisation, for a run that
         continues another (`config.train.continues`: the caller reads that run's weights).
-        `probe_every`: the fewest steps between live probes (lengen_core.analysis.horizon.live_probe; 0: none),
-        recorded in the history as probe_step, horizon, m_out and probe_seconds. They read the weights
-        and change nothing. A due probe runs only while the probes' time stays within `probe_share` of
-        the steps' time so far (`_probe_affordable`), so a probe is never due at step 1 and a large
-        vocabulary gets fewer of them: what they add to a training is bounded before it starts."""
+        `probe`: a callback that reads the weights every `probe_every` steps or more (0: never),
+        e.g. lengen_core.analysis.horizon.live_probe, as the server's trainings do; the training knows
+        nothing of what it computes but its step, horizon and m_out, recorded in the history as
+        probe_step, horizon, m_out and probe_seconds. It must change nothing. A due probe runs only
+        while the probes' time stays within `probe_share` of the steps' time so far
+        (`_probe_affordable`; `probe_estimate`: the seconds the first probe is expected to take), so a
+        probe is never due at step 1 and a large vocabulary gets fewer of them: what they add to a
+        training is bounded before it starts."""
         if bool(start) != bool(config.train.continues):
             raise ValueError("a run starts from given weights exactly when its config names the run it continues")
+        if probe_every and probe is None:
+            raise ValueError("probe_every needs a probe to call")
         self.config = config
         self.device = resolve_device(device)
         seed = config.train.seed
@@ -150,9 +157,9 @@ class Training:
         self.optimizer = torch.optim.Adam(
             self.model.parameters(), lr=config.train.learning_rate, weight_decay=config.train.weight_decay
         )
-        self.probe_every, self.probe_share = probe_every, probe_share
+        self.probe, self.probe_every, self.probe_share = probe, probe_every, probe_share
         self.probe_seconds = 0.0  # spent on live probes so far (not counted in `seconds`)
-        self._next_probe_seconds: float | None = None  # the last probe's time; None: the estimate
+        self._next_probe_seconds = probe_estimate  # the last probe's time; before the first, the estimate
         self.clock = time.perf_counter  # a test may replace it
         self.history: dict[str, list[float]] = {"step": [], "loss": [], "accuracy": []}
         if probe_every:
@@ -207,28 +214,20 @@ class Training:
 
     def _probe_affordable(self, finished: bool) -> bool:
         """A probe now: `probe_every` steps after the last one (or the last step), and the probes'
-        time with this one's expected time (the last one's, or lengen_core.analysis.horizon.probe_seconds_estimate
-        for the first) within `probe_share` of the steps' time so far."""
+        time with this one's expected time (the last one's, or the given estimate for the first) within
+        `probe_share` of the steps' time so far."""
         if not self.probe_every:
             return False
         last = self.history["probe_step"][-1] if self.history["probe_step"] else 0
         if self.steps_done - last < self.probe_every and not (finished and self.steps_done > last):
             return False
-        if self._next_probe_seconds is None:
-            from lengen_core.analysis.horizon import (
-                probe_seconds_estimate,  # horizon → dilution → training: imported on use
-            )
-
-            self._next_probe_seconds = probe_seconds_estimate(self.config)
         return self.probe_seconds + self._next_probe_seconds <= self.probe_share * self.seconds
 
-    def _probe(self) -> Probe:
-        from lengen_core.analysis.horizon import live_probe  # horizon → dilution → carrier → training: imported on use
-
+    def _probe(self) -> ProbeReading:
         self.model.eval()
         start = self.clock()
         try:
-            probe = live_probe(self.model, self.config, self.steps_done)
+            probe = self.probe(self.model, self.config, self.steps_done)
         finally:
             self.model.train()
         spent = self.clock() - start

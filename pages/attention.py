@@ -10,6 +10,7 @@ from lengen_core.serving.share import view_ints
 from ui.captions import attention as attention_captions
 from ui.charts import common as charts
 from ui.glossary import lead
+from ui.presets import HEATMAP_MULTIPLES
 from ui.rules import maps as rule_maps
 from ui.runs import allowed_lengths, heatmap
 from ui.state import show_view, view_number, view_setting
@@ -23,7 +24,7 @@ if run is None:
 run_summary(run)
 
 L_train, k = run.config.task.train_length, run.config.task.offset
-candidates = [m * L_train for m in (1, 2, 4, 8, 16, 32, 64) if m * L_train <= MAX_HEATMAP_LENGTH]
+candidates = [m * L_train for m in HEATMAP_MULTIPLES if m * L_train <= MAX_HEATMAP_LENGTH]
 lengths = allowed_lengths(run.run_id, candidates)
 
 
@@ -57,7 +58,7 @@ expected = attention_captions.trace_expectation(run.config.model.encoding, run.c
 learned = None if run.verdict is None else run.verdict.learned
 last_only = run.config.task.task == "retrieval"  # the shift task scores every query t ≥ k
 head, layer, head_index = None, 0, 0
-if run.config.model.n_layers > 0:  # the maps, zoom and trace read one head of one layer, chosen here
+if not run.config.model.minimal:  # the maps, zoom and trace read one head of one layer, chosen here
     heads = run.config.model.n_heads
     chosen = head_picker([f"L{i // heads}H{i % heads}" for i in range(run.config.model.n_layers * heads)], 0,
                          run.run_id, "attention-head", "Layer and head (only this head is computed)")

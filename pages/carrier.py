@@ -8,6 +8,7 @@ from lengen_core.config import ConfigError
 from ui.captions import readouts
 from ui.charts import common as charts
 from ui.glossary import lead
+from ui.presets import CARRIER_SEARCHES
 from ui.rules import maps as rule_maps
 from ui.runs import carrier
 from ui.state import show_view, view_number
@@ -21,7 +22,7 @@ if run is None:
 run_summary(run)
 require_single_head(run)
 
-SEARCH = [1 << p for p in range(10, 21)]
+SEARCH = list(CARRIER_SEARCHES)
 analytic = getattr(run.model.encoding, "rotary", False)  # near-recurrences are searched for analytic carriers only
 if analytic:
     view_number("carrier-search", "search", SEARCH[0], SEARCH[-1], 1 << 16, SEARCH)

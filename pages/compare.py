@@ -3,19 +3,21 @@
 import pandas as pd
 import streamlit as st
 
+from lengen_core.claims import expectation
 from lengen_core.config import ConfigError
+from lengen_core.thresholds import ACCURACY_BAR
 from ui.analyses import comparisons
 from ui.captions import accuracy as accuracy_captions
 from ui.captions import mechanism as mechanism_captions
 from ui.charts import compare as compare_charts
 from ui.glossary import lead
-from ui.presets import single_head_presets
+from ui.presets import LONGEST_CHOICES, single_head_presets
 from ui.rules import view as rules_view
 from ui.runs import load_run, run_labels, run_options
 from ui.state import show_view, view_flag, view_number, view_runs
 from ui.widgets import chart, refusal
 
-LONGEST, SAMPLES = [1 << p for p in range(6, 17)], [64, 128, 256, 512]
+LONGEST, SAMPLES = list(LONGEST_CHOICES), [64, 128, 256, 512]
 
 st.title("Compare runs")
 lead("compare")
@@ -95,7 +97,7 @@ carriers["shown"] = centred / centred.abs().groupby(carriers["run"]).transform("
 alignment = "; ".join(
     mechanism_captions.alignment_caption(
         f"**{labels[i]}** ({r.carrier_source})", r.carrier_values, configs[i].task.train_length, configs[i].task.offset,
-        accuracy_captions.expectation(configs[i].model.encoding, configs[i].model.attention) == "extrapolates",
+        expectation(configs[i].model.encoding, configs[i].model.attention).carrier,
         learned[i])
     for i, r in results.items())
 chart(compare_charts.carrier_overlay(carriers, [c.task.train_length for c in configs.values()],
@@ -108,7 +110,7 @@ chart(compare_charts.carrier_overlay(carriers, [c.task.train_length for c in con
 st.subheader("Key numbers")
 numbers = compare_charts.key_numbers(labels, results, runs)
 st.dataframe(numbers, hide_index=True, width="stretch", column_config={
-    "learned": st.column_config.TextColumn(help="The run's verdict: ≥ 0.90 at the training length on 2,048 fresh "
+    "learned": st.column_config.TextColumn(help=f"The run's verdict: ≥ {ACCURACY_BAR:.2f} at the training length on 2,048 fresh "
                                                 "answers."),
     "past L_train": st.column_config.TextColumn(help="The verdict at twice the training length: is accuracy "
                                                      "there at chance (1/V)?"),

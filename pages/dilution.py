@@ -8,6 +8,7 @@ from ui.captions import accuracy as accuracy_captions
 from ui.captions import readouts
 from ui.charts import common as charts
 from ui.glossary import lead
+from ui.presets import DILUTION_LONGEST_CHOICES, dilution_lengths
 from ui.reach import show_horizon
 from ui.rules import view as rules_view
 from ui.runs import allowed_lengths, dilution_data
@@ -23,7 +24,7 @@ run_summary(run)
 require_single_head(run)
 task = run.config.task
 
-LONGEST, SAMPLES = [1 << p for p in range(6, 21)], [64, 128, 256, 512, 1024]
+LONGEST, SAMPLES = list(DILUTION_LONGEST_CHOICES), [64, 128, 256, 512, 1024]
 left, right = st.columns([2, 1])
 with left:
     view_number("dilution-longest", "longest", LONGEST[0], LONGEST[-1], 1 << 16, LONGEST)
@@ -38,8 +39,7 @@ samples = right.select_slider("Samples per length", SAMPLES, key="dilution-sampl
                               help="Random sequences per length: more samples narrow the Wilson band.")
 show_view("longest", str(longest))
 show_view("samples", str(samples))
-lengths = allowed_lengths(run.run_id, sorted({task.offset + 1, *(task.train_length << p for p in range(21))} - {0}))
-lengths = tuple(n for n in lengths if n <= longest)
+lengths = tuple(allowed_lengths(run.run_id, list(dilution_lengths(run.config, longest))))
 
 try:  # the prediction first: it is checked before the evaluation's work, not after
     data = dilution_data(run.run_id, lengths, samples)

@@ -7,7 +7,7 @@ from lengen_core.config import ConfigError
 from ui.captions import accuracy as accuracy_captions
 from ui.charts import compare as compare_charts
 from ui.glossary import lead
-from ui.presets import PRESETS, single_head_presets, transformer_presets
+from ui.presets import PRESETS, START_LENGTHS, START_SAMPLES, single_head_presets, transformer_presets
 from ui.runs import evaluation, load_run
 from ui.state import select_run, selected_run_id
 from ui.widgets import chart, refusal
@@ -58,8 +58,7 @@ for claim, text, page in CLAIMS:
         title = page.removeprefix("pages/").removesuffix(".py").title()
         st.page_link(page, label=f"**{claim}** {text} → {title}", help=f"Open the {title} page, where {claim} is seen.")
 
-LENGTHS = tuple(16 << p for p in range(9))  # 16 … 4096, the end of the learned table
-SAMPLES = 128
+LENGTHS, SAMPLES = START_LENGTHS, START_SAMPLES  # 16 … 4096, the end of the learned table (ui.presets)
 with picture:  # its spinner shows where the picture will be
     try:
         reports = {label: evaluation(run_id, LENGTHS, SAMPLES) for label, run_id in single_head_presets().items()}

@@ -5,9 +5,10 @@ import streamlit as st
 
 from lengen_core.config import SETTINGS, ConfigError
 from lengen_core.serving.budget import duration
-from lengen_core.serving.sweep import SweepError, SweepGrid, check_sweep
+from lengen_core.serving.sweep import AXES, SweepError, SweepGrid, check_sweep
 from ui import sweep_panels as sweeps
 from ui.glossary import lead
+from ui.presets import SWEEP_LENGTHS, SWEEP_LONGEST_CHOICES
 from ui.training.pool import browser_id
 from ui.widgets import refusal
 
@@ -19,13 +20,15 @@ with st.form("sweep-grid"):
     st.markdown("**A grid**: every combination below is one run (trained, or taken from the store if it exists), "
                 "measured at each length.")
     left, middle, right = st.columns(3)
-    encodings = left.multiselect("Encodings", SETTINGS["encoding"].choices, default=["rope", "learned"])
-    attentions = left.multiselect("Attention", SETTINGS["attention"].choices, default=["softmax"])
-    offsets = middle.text_input("Offsets k", "1,3,5,7", help="comma separated, each below the training length")
-    seeds = middle.text_input("Seeds", "0,1,2", help="comma separated")
-    train_lengths = middle.text_input("Training lengths", "16")
-    vocabs = right.text_input("Vocabulary sizes V", "16")
-    longest = right.select_slider("Longest test length", [1 << p for p in range(8, 17)], value=1 << 12,
+    chosen = {}  # each axis of the grid (lengen_core.serving.sweep.AXES), first showing the preset sweep's values
+    for axis in AXES:
+        shown, key = getattr(sweeps.PRESET_GRID, axis.field), f"sweep-{axis.field}"
+        if axis.kind is str:  # a setting with named choices
+            chosen[axis] = left.multiselect(axis.label, SETTINGS[axis.setting].choices, default=list(shown), key=key)
+        else:
+            chosen[axis] = middle.text_input(axis.label, ",".join(map(str, shown)), key=key,
+                                             help=f"comma separated{axis.note and ', ' + axis.note}")
+    longest = right.select_slider("Longest test length", SWEEP_LONGEST_CHOICES, value=1 << 12,
                                   format_func=lambda n: f"{n:,}")
     samples = right.select_slider("Sequences per length", [64, 128, 256, 512], value=128)
     start = st.form_submit_button("Run the sweep", type="primary")
@@ -40,10 +43,9 @@ def numbers(text: str, label: str) -> tuple[int, ...]:
 
 
 try:
-    grid = SweepGrid(encodings=tuple(encodings), attentions=tuple(attentions), offsets=numbers(offsets, "offsets"),
-                     seeds=numbers(seeds, "seeds"), train_lengths=numbers(train_lengths, "training lengths"),
-                     vocab_sizes=numbers(vocabs, "vocabulary sizes"), samples=samples,
-                     lengths=tuple(n for n in (16 << p for p in range(13)) if n <= longest))
+    grid = SweepGrid(**{axis.field: tuple(value) if axis.kind is str else numbers(value, axis.label)
+                        for axis, value in chosen.items()},
+                     samples=samples, lengths=tuple(n for n in SWEEP_LENGTHS if n <= longest))
     estimate = check_sweep(grid)
     st.caption(f"{grid.size} runs, each at {len(grid.lengths)} lengths up to {longest:,}: about "
                f"{duration(estimate)} of work estimated on this server (runs already stored take less).")

@@ -83,7 +83,7 @@ if run is not None:
              help="Max over every query token, key token (and head) and every shift s > 0 that the encoding allows.")
     b.metric("Logit depends on t − u alone", "yes" if holds else "no",
              help=f"Yes when every difference is below {TOLERANCE:g}.")
-    if run.config.model.n_layers > 0:
+    if not run.config.model.minimal:
         st.caption("Transformer: the check uses the first layer, the only one whose queries and keys are per token.")
     chart(theory_charts.equivariance(table, TOLERANCE),
           mechanism_captions.equivariance_caption([c.shift for c in checks], [c.max_abs_difference for c in checks],

@@ -13,12 +13,12 @@ from ui.charts import common as charts
 from ui.charts import compare as compare_charts
 from ui.charts import transformer as transformer_charts
 from ui.glossary import lead
-from ui.presets import transformer_presets
+from ui.presets import POSITION_MULTIPLES, TRANSFORMER_MULTIPLES, transformer_presets
 from ui.runs import load_run
 from ui.state import select_run, show_view, view_number
 from ui.widgets import chart, head_picker, refusal, run_summary, selected_run
 
-MULTIPLES = (1, 2, 4, 8, 16)  # test lengths, × the training length
+MULTIPLES = TRANSFORMER_MULTIPLES  # test lengths, × the training length (ui.presets)
 SAMPLES = [16, 32, 64, 128, 256]
 
 st.title("From one head to a transformer")
@@ -71,7 +71,7 @@ c.metric("Best Toeplitz fraction", f"{max(h.toeplitz_fraction for h in reports):
 st.caption(f"Carrier heads: {', '.join(carrier_heads) or 'none'} · pinned heads: {', '.join(pinned_heads) or 'none'} "
            "(L = layer, H = head, from 0).")
 chart(transformer_charts.head_grid(carriers, model.n_layers, model.n_heads, k),
-      mechanism_captions.head_grid_caption(reports, model.encoding, learned), carriers, "head-carriers", run.run_id)
+      mechanism_captions.head_grid_caption(reports, model.encoding, model.attention, learned), carriers, "head-carriers", run.run_id)
 
 st.subheader("One head in detail")
 table = pd.DataFrame([{key: getattr(h, key) for key in ("layer", "head", "argmax_offset", "toeplitz_fraction",
@@ -92,7 +92,7 @@ with columns[0]:
           mechanism_captions.alignment_caption(f"{names[picked]}'s s(Δ), measured from recorded logits,",
                                                head.carrier, L_train, k, rope_softmax=False, learned=learned) + ".",
           pd.DataFrame({"offset": range(len(head.carrier)), "s": head.carrier}), "head-carrier", run.run_id)
-for column, (multiple, length) in zip(columns[1:], zip((1, 4), length_multiples(run.run_id, (1, 4)), strict=False),
+for column, (multiple, length) in zip(columns[1:], zip(POSITION_MULTIPLES, length_multiples(run.run_id, POSITION_MULTIPLES), strict=False),
                                       strict=False):
     try:
         weights = head_attention(run.run_id, length, head.layer, head.head)
@@ -125,7 +125,7 @@ with left:
     longest = evaluated[-1]
     chart(transformer_charts.accuracy_by_position(by_position, L_train, chance),
           accuracy_captions.position_caption(longest.positions, longest.accuracy_by_position, longest.length, L_train,
-                                             chance, samples, model.encoding, learned),
+                                             chance, samples, model.encoding, model.attention, learned),
           by_position, "accuracy-by-position", run.run_id)
 with right:
     past = transformer_charts.beyond_table("Positions past training", evaluated, L_train)

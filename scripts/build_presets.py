@@ -16,9 +16,10 @@ import json
 from lengen_core.analysis.dilution import predict
 from lengen_core.analysis.evaluate import LengthError, check_lengths, evaluate
 from lengen_core.analysis.horizon import predicted_horizon
+from lengen_core.models.initial import initial_model
 from lengen_core.optimisation import trace_training
 from lengen_core.serving.store import RunStore, preset_store
-from lengen_core.training import Run, initial_model, train
+from lengen_core.training import Run, train
 from ui.presets import (
     DILUTION_SAMPLES,
     OPTIMISATION_CONSTRUCTED,

@@ -20,8 +20,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lengen_core.analysis.evaluate import evaluate
 from lengen_core.config import RunConfig, with_changes
+from lengen_core.models.initial import initial_model
 from lengen_core.optimisation import TrainingTrace, trace_training
-from lengen_core.training import initial_model, train
+from lengen_core.training import train
 
 DRIFT_STEPS, DRIFT_EVERY, GRADIENT_EVERY, SAMPLES, REACH_SAMPLES = 400, 20, 10, 256, 128  # as ui/theory/gradients.py
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import streamlit as st
 
-from lengen_core.analysis.evaluate import LengthError, check_lengths, check_sweep
+from lengen_core.analysis.evaluate import LengthError, check_lengths, check_sweep, doublings
 from lengen_core.analysis.fit import NOT_APPLICABLE, FitResult
 from lengen_core.analysis.heads import HeadReport, analyse_heads
 from lengen_core.analysis.heatmap import MAX_HEAD_MAP_CELLS, head_map
@@ -123,7 +123,7 @@ def _multiples(run_id: str, longest: int) -> tuple[int, ...]:
     task = run.config.task
     if not run.config.single_head:  # full-sequence evaluation: a forward pass over every position
         longest = min(longest, 16 * task.train_length, MAX_SEQUENCE_LENGTH)
-    candidates = [task.train_length << p for p in range(21)]
+    candidates = list(doublings(task.train_length))
     return tuple(n for n in allowed_lengths(run_id, candidates) if n <= longest)
 
 

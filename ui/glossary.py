@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 import streamlit as st
 
+from lengen_core.thresholds import ACCURACY_BAR
+
 GLOSSARY_PAGE = "/theory"  # the url path Streamlit gives pages/theory.py (st.navigation infers it from the file name)
 GLOSSARY_ANCHOR = "glossary"
 TERM_PARAM = "term"  # the entry a link opens the glossary at
@@ -59,7 +61,7 @@ ENTRIES = (
           "z = 1.96); unlike the textbook ± formula it stays within 0 and 1. The shaded bands around accuracy "
           "curves are these intervals."),
     Entry("verdict", "Verdict: learned, at chance beyond",
-          "Every run is judged once, on fresh sequences: **learned** means at least 0.9 accuracy at the training "
+          f"Every run is judged once, on fresh sequences: **learned** means at least {ACCURACY_BAR:g} accuracy at the training "
           "length over 2,048 answers, and **at chance beyond** means that at twice the training length the low end "
           "of its Wilson interval is within 0.02 of chance. The pages make no law or carrier claim for a run that "
           "did not learn."),
@@ -105,7 +107,7 @@ ENTRIES = (
           "Target mass and accuracy at each length computed from the trained weights alone, for random tokens, "
           "with nothing fitted to the measured points. The Dilution page draws it beside the measurements."),
     Entry("horizon", "Horizon",
-          "The largest length at which a run's accuracy stays at or above 0.9. Predicted from the weights to the token "
+          f"The largest length at which a run's accuracy stays at or above {ACCURACY_BAR:g}. Predicted from the weights to the token "
           "(by bisection, up to 2^20 tokens) and measured on the lengths evaluated; training a run longer can move it."),
     Entry("carrier", "Carrier s(Δ)",
           "The head's average score for a key Δ places before the query, averaged over every query and key token. "

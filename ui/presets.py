@@ -10,6 +10,7 @@ import functools
 import json
 from pathlib import Path
 
+from lengen_core.analysis.evaluate import doublings
 from lengen_core.config import RunConfig, with_changes
 from lengen_core.optimisation import TrainingTrace
 from lengen_core.serving import store
@@ -42,7 +43,18 @@ DEFAULT_PRESET = "RoPE"
 
 PRECOMPUTED = PRESET_ROOT / "precomputed"  # <run id>.json: what the first visits compute, shipped (scripts.build_presets)
 TRACES = PRECOMPUTED / "traces"  # <run id>-every<N>.json: the optimisation experiment's trainings, shipped
-START_LENGTHS, START_SAMPLES = tuple(16 << p for p in range(9)), 128  # the Start page's picture
+# The length ladders the pages measure on (each a run's allowed lengths of lengen_core.analysis.evaluate.doublings)
+START_LENGTHS, START_SAMPLES = doublings(16, 9), 128  # the Start page's picture: 16 … 4,096, the end of the learned table
+SWEEP_LENGTHS = doublings(16, 13)  # the Sweeps page's lengths (16 … 65,536), those up to its longest; the preset sweep's
+HEATMAP_MULTIPLES = doublings(1, 7)  # the Attention page's heatmap lengths, × the training length (1 … 64)
+TRANSFORMER_MULTIPLES = doublings(1, 5)  # the Transformer page's test lengths, × the training length (1 … 16)
+POSITION_MULTIPLES = (1, 4)  # the Transformer page's accuracy by position: at L_train and 4 L_train
+LESSON_MULTIPLES = doublings(1, 5)  # a lesson's heatmap and argmax trace, × the training length (1 … 16)
+# The choices of a longest length (or a search's end): powers of two from the first, as many as given
+LONGEST_CHOICES = doublings(1 << 6, 11)  # Compare's and the lessons' longest length: 64 … 65,536
+DILUTION_LONGEST_CHOICES = doublings(1 << 6, 15)  # the Dilution page's: 64 … 2^20
+SWEEP_LONGEST_CHOICES = doublings(1 << 8, 9)  # the Sweeps page's: 256 … 65,536
+CARRIER_SEARCHES = doublings(1 << 10, 11)  # the Carrier page's near-recurrence search: 1,024 … 2^20
 DILUTION_LONGEST, DILUTION_SAMPLES = 1 << 16, 256  # the Dilution page's default view
 
 # The Theory page's optimisation experiment (C1, ui.theory.gradients), on the Learned (APE) preset's config: the
@@ -61,8 +73,7 @@ OPTIMISATION_TRACES = ((OPTIMISATION_START, GRADIENT_EVERY), (OPTIMISATION_DRIFT
 def dilution_lengths(config: RunConfig, longest: int = DILUTION_LONGEST) -> tuple[int, ...]:
     """The Dilution page's lengths: k + 1, then the training length doubled, up to `longest`."""
     task = config.task
-    return tuple(n for n in sorted({task.offset + 1, *(task.train_length << p for p in range(21))} - {0})
-                 if n <= longest)
+    return tuple(n for n in sorted({task.offset + 1, *doublings(task.train_length)} - {0}) if n <= longest)
 
 
 @functools.cache
@@ -101,12 +112,12 @@ def shipped_trace(config: RunConfig, every: int, lengths: tuple[int, ...], sampl
 
 def single_head_presets() -> dict[str, str]:
     """label -> run id of the minimal-head presets (the single-head pages' and Compare's defaults)."""
-    return {label: PRESETS[label].run_id() for label in PRESETS if PRESETS[label].model.n_layers == 0}
+    return {label: PRESETS[label].run_id() for label in PRESETS if PRESETS[label].single_head}
 
 
 def transformer_presets() -> dict[str, str]:
     """label -> run id of the multi-layer presets (the Transformer page's)."""
-    return {label: PRESETS[label].run_id() for label in PRESETS if PRESETS[label].model.n_layers > 0}
+    return {label: PRESETS[label].run_id() for label in PRESETS if not PRESETS[label].model.minimal}
 
 
 def preset_ids() -> dict[str, str]:

@@ -7,10 +7,11 @@ from collections.abc import Sequence
 
 import streamlit as st
 
-from lengen_core.analysis.horizon import HORIZON_ACCURACY, Horizon, measured_horizon
+from lengen_core.analysis.horizon import Horizon, measured_horizon
 from lengen_core.config import ConfigError
 from lengen_core.serving.lineage import continuation
 from lengen_core.serving.share import config_to_query
+from lengen_core.thresholds import ACCURACY_BAR
 from lengen_core.training import Run
 from ui.runs import predicted_horizon
 from ui.state import TRAIN_PAGE
@@ -25,17 +26,17 @@ def measured_text(horizon: Horizon | None, samples: int) -> str:
     if horizon is None:
         return "no length at or past the training length was measured"
     if horizon.length is None:
-        return (f"measured below {HORIZON_ACCURACY:g} already at {horizon.below:,} ({samples:,} samples a length)")
+        return (f"measured below {ACCURACY_BAR:g} already at {horizon.below:,} ({samples:,} samples a length)")
     if horizon.below is None:
-        return (f"measured ≥ {HORIZON_ACCURACY:g} at every length up to {horizon.length:,}, the longest measured: "
+        return (f"measured ≥ {ACCURACY_BAR:g} at every length up to {horizon.length:,}, the longest measured: "
                 "measure longer lengths to find where it falls")
-    return (f"measured ≥ {HORIZON_ACCURACY:g} up to {horizon.length:,} and below at {horizon.below:,}, the next length "
+    return (f"measured ≥ {ACCURACY_BAR:g} up to {horizon.length:,} and below at {horizon.below:,}, the next length "
             f"measured ({samples:,} samples a length): the crossing lies between the two")
 
 
 def horizon_caption(measured: Horizon | None, predicted: Horizon | None, train_length: int, samples: int) -> str:
     """What this run's two horizons say, and whether they agree."""
-    parts = [(f"**Horizon:** the largest length at which accuracy stays ≥ {HORIZON_ACCURACY:g}. "
+    parts = [(f"**Horizon:** the largest length at which accuracy stays ≥ {ACCURACY_BAR:g}. "
               f"This run: {measured_text(measured, samples)}.")]
     if predicted is not None and predicted.length is not None and not predicted.resolved:
         parts.append(f"From the weights alone: {predicted.text}; a server with a larger request budget "
@@ -70,16 +71,16 @@ def show_horizon(run: Run, lengths: Sequence[int], accuracies: Sequence[float], 
     a, b, c = st.columns(3)
     a.metric("Horizon, measured", "—" if measured is None or measured.length is None else
              (f"≥ {measured.length:,}" if measured.below is None else f"{measured.length:,}"),
-             delta=None if measured is None or measured.below is None else f"below {HORIZON_ACCURACY:g} at "
+             delta=None if measured is None or measured.below is None else f"below {ACCURACY_BAR:g} at "
              f"{measured.below:,}", delta_color="off", delta_arrow="off",
-             help=f"The last measured length before accuracy first falls below {HORIZON_ACCURACY:g}.")
+             help=f"The last measured length before accuracy first falls below {ACCURACY_BAR:g}.")
     b.metric("Horizon, predicted", "—" if predicted is None else
              ("none" if predicted.length is None else f"{predicted.length:,}" if predicted.resolved else
               f"≥ {predicted.length:,}" if predicted.below is None else f"{predicted.length:,}–{predicted.below:,}"),
              delta=None if predicted is None or predicted.length is None else _times(predicted.length, L),
              delta_color="off", delta_arrow="off",
              help=f"The largest length up to {2**20:,} (or the end of a learned table) whose accuracy predicted from "
-                  f"the weights is ≥ {HORIZON_ACCURACY:g}, found by bisection to the token.")
+                  f"the weights is ≥ {ACCURACY_BAR:g}, found by bisection to the token.")
     if controls:
         longer = continuation(run.config)
         c.page_link(TRAIN_PAGE, label="Train longer", icon=":material/fitness_center:",

@@ -108,11 +108,6 @@ def run_labels(run_ids: Iterable[str]) -> dict[str, str]:
             for run_id, label in labels.items()}
 
 
-def run_label(run_id: str) -> str:
-    """The label of one run, as `run_labels` gives it among the runs offered."""
-    return run_labels([*run_options(), run_id])[run_id]
-
-
 def _label(run_id: str, preset: str | None, config: RunConfig | None, short: bool) -> str:
     if preset is not None:
         return f"Preset: {preset}" if short else f"Preset: {preset} · #{run_id}"
@@ -229,11 +224,6 @@ def _evaluation_at(run_id: str, length: int, samples: int) -> LengthReport:
         return LengthReport(**shipped)
     run = load_run(run_id)
     return evaluate(run.model, run.config, [length], samples=samples)[0]
-
-
-def fitted_law(run_id: str, lengths: tuple[int, ...], samples: int = 256, progress: Progress | None = None) -> FitResult:
-    """The law fitted to `evaluation(run_id, lengths, samples)`, gated by the run's verdict."""
-    return law_of(run_id, lengths, evaluation(run_id, lengths, samples, progress))
 
 
 @dataclass(frozen=True)

@@ -32,11 +32,13 @@ from lengen_core.serving.sweep import (
     stored_sweep,
     sweep_collapse,
 )
+from lengen_core.thresholds import ACCURACY_BAR
+from ui.presets import SWEEP_LENGTHS
 
 WORKERS_ENV = "LENGEN_SWEEP_WORKERS"
 # The preset sweep: 3 seeds × 4 offsets × RoPE and learned positions at the default size (scripts.build_presets).
 PRESET_GRID = SweepGrid(encodings=("rope", "learned"), offsets=(1, 3, 5, 7), seeds=(0, 1, 2),
-                        lengths=tuple(16 << p for p in range(13)), samples=256)
+                        lengths=SWEEP_LENGTHS, samples=256)
 COLOURS = {"rope": "#1f77b4", "learned": "#d62728", "sinusoidal": "#9467bd", "alibi": "#2ca02c", "nope": "#7f7f7f"}
 
 
@@ -259,11 +261,11 @@ def accuracy_caption(table: pd.DataFrame) -> str:
         longest = int(group["length"].max())
         reach = lambda n, longest=longest: f"≥ {n:,} (the longest measured)" if n >= longest else f"{n:,}"
         if len(horizons) == 1:
-            text += f", measured horizon (accuracy ≥ 0.9) {reach(int(horizons.iloc[0]))} tokens"
+            text += f", measured horizon (accuracy ≥ {ACCURACY_BAR:g}) {reach(int(horizons.iloc[0]))} tokens"
         elif len(horizons) and horizons.min() == horizons.max():
-            text += f", measured horizon (accuracy ≥ 0.9) {reach(int(horizons.min()))} tokens on every run"
+            text += f", measured horizon (accuracy ≥ {ACCURACY_BAR:g}) {reach(int(horizons.min()))} tokens on every run"
         elif len(horizons):
-            text += (f", measured horizon (accuracy ≥ 0.9) median {reach(int(horizons.median()))} tokens, from "
+            text += (f", measured horizon (accuracy ≥ {ACCURACY_BAR:g}) median {reach(int(horizons.median()))} tokens, from "
                      f"{horizons.min():,} to {reach(int(horizons.max()))}")
         if not beyond.empty:
             text += f"; beyond 4× the training length accuracy {beyond['accuracy'].mean():.2f} on average (chance {chance:.3f})"

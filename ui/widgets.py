@@ -99,8 +99,7 @@ def verdict_banner(run: Run) -> bool:
     verdict = run.verdict
     if verdict is None:  # never for a stored run (the store judges old ones when it loads them)
         return True
-    single_head = run.config.model.n_layers == 0
-    limit = getattr(run.model.encoding, "single_head_limit", None) if single_head else None
+    limit = getattr(run.model.encoding, "single_head_limit", None) if run.config.model.minimal else None
     text = captions.verdict_text(verdict, run.config.task.train_length, limit)
     if verdict.learned:
         st.success(text, icon=":material/check_circle:")

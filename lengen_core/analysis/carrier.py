@@ -27,7 +27,7 @@ import torch
 from lengen_core.analysis.evaluate import sequence_tokens
 from lengen_core.config import MAX_EVAL_LENGTH, RunConfig
 from lengen_core.models.encodings import NO_FLOAT64, LengthError
-from lengen_core.training import initial_model
+from lengen_core.models.initial import initial_model
 
 RANK_ENERGY = 0.99
 ACTIVE_AMPLITUDE = 0.01  # a frequency is active when its amplitude is ≥ 1% of the largest

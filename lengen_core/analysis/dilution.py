@@ -35,7 +35,6 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 
 from lengen_core.analysis.argmax_count import (
@@ -52,16 +51,8 @@ from lengen_core.analysis.evaluate import check_lengths, check_sweep
 from lengen_core.analysis.rules import InferenceRule, under_rule
 from lengen_core.config import RunConfig
 
-HERMITE_NODES, HERMITE_WEIGHTS = np.polynomial.hermite.hermgauss(48)
 LOGIT_HEADROOM = 40.0  # exp(2·40) is finite in float32; a key 40 nats above the target wins anyway
 DOMINANT_KEYS = 8  # random keys per query token whose tokens are drawn one by one, not taken as Gaussian
-
-
-def _gaussian_expectation(function) -> torch.Tensor:
-    """E_z[function(z)] for z ~ N(0, 1) by Gauss–Hermite quadrature; function maps (K,) nodes to (..., K)."""
-    nodes = torch.tensor(HERMITE_NODES * math.sqrt(2.0), dtype=torch.float64)
-    weights = torch.tensor(HERMITE_WEIGHTS / math.sqrt(math.pi), dtype=torch.float64)
-    return function(nodes) @ weights
 
 
 @dataclass

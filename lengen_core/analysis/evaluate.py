@@ -39,12 +39,19 @@ from lengen_core.config import MAX_EVAL_LENGTH, MAX_EVAL_SAMPLES, MAX_SWEEP_LENG
 from lengen_core.models.encodings import LengthError
 
 TOKEN_BLOCK = 4_096
+DOUBLINGS = 21  # a ladder's lengths by default: L … 2^20 L, every doubling up to MAX_EVAL_LENGTH and past it
 EVAL_MEMORY_BYTES = 256 << 20  # the target: estimated memory of one chunk's tensors (`chunk_bytes`)
 CHUNK_ELEMENTS = 1 << 22  # below the target, the largest per-chunk tensor stops growing here (16 MB in float32)
 MIN_KEY_CHUNK = 256  # fewer keys per chunk than this and the samples are cut instead
 FLOAT = 4  # bytes
 KEY_TABLE_COPIES = 3  # (V, c, C) tensors alive at once while the key table is rotated
 SAMPLE_KEY_BYTES = 48  # per sample and key: its logit, weight and temporaries, its token and gather index (int64)
+
+
+def doublings(start: int, count: int = DOUBLINGS) -> tuple[int, ...]:
+    """The length ladder every page, lesson and sweep measures on: start, 2·start, 4·start, … (`count`
+    lengths). A caller keeps those its run allows (`check_lengths`) and its budget affords."""
+    return tuple(start << p for p in range(count))
 
 
 def token_dtype(vocab_size: int) -> torch.dtype:

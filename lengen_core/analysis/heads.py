@@ -85,7 +85,7 @@ def _accumulate(model: torch.nn.Module, config: RunConfig, length: int, samples:
     device = next(model.parameters()).device
     tokens = sequence_tokens(seed, length, samples, config.task.vocab_size).to(device)
     layers = max(1, config.model.n_layers)
-    heads = config.model.n_heads if config.model.n_layers else 1
+    heads = 1 if config.model.minimal else config.model.n_heads
     sums = _Sums(layers, heads, length, config.task.train_length, config.task.offset, pinning)
     batch = max(1, tokens_per_batch(config) // length)  # fewer sequences a pass as d_model grows
     for begin in range(0, samples, batch):

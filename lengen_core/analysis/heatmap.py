@@ -91,7 +91,7 @@ def _check(model: torch.nn.Module, config: RunConfig, length: int, max_cells: in
         raise LengthError(f"heatmap length {length} is beyond the limit of {MAX_HEATMAP_LENGTH}")
     if not 2 <= max_cells <= most_cells:
         raise LengthError(f"max cells {max_cells} is out of range: allowed 2 to {most_cells}")
-    layers, heads = max(1, config.model.n_layers), config.model.n_heads if config.model.n_layers else 1
+    layers, heads = max(1, config.model.n_layers), 1 if config.model.minimal else config.model.n_heads
     if not (0 <= layer < layers and 0 <= head < heads):
         raise LengthError(f"layer {layer}, head {head} is not in this model: layers 0 to {layers - 1}, "
                           f"heads 0 to {heads - 1}")

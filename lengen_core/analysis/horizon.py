@@ -1,4 +1,4 @@
-"""How far a run reaches: its horizon, the largest length at which accuracy stays ≥ HORIZON_ACCURACY.
+"""How far a run reaches: its horizon, the largest length at which accuracy stays ≥ ACCURACY_BAR.
 
 Two figures, never mixed:
 - **predicted**, from the weights alone (lengen_core.analysis.dilution.predict): the largest length up to the
@@ -27,9 +27,9 @@ import torch
 from lengen_core.analysis.dilution import predict
 from lengen_core.analysis.rules import InferenceRule
 from lengen_core.config import MAX_EVAL_LENGTH, RunConfig
-from lengen_core.models.encodings import PositionalEncoding
+from lengen_core.models.encodings import ENCODING_CLASSES
+from lengen_core.thresholds import ACCURACY_BAR
 
-HORIZON_ACCURACY = 0.9
 SECTIONS = 7  # lengths asked per round of the bisection (3 bits a round): one sweep over the keys serves them all
 NEAR_MULTIPLE = 64  # the doublings up to 64× the training length are asked first, the rest only if they all hold
 PROBES = 20  # live probes over a training (at most; and at least PROBE_STEPS steps apart)
@@ -50,7 +50,7 @@ class Horizon:
     length: int | None  # the largest length with accuracy ≥ threshold; None: below it at the training length
     below: int | None  # the first length found below the threshold past it; None: it holds up to `ceiling`
     ceiling: int  # the longest length looked at
-    threshold: float = HORIZON_ACCURACY
+    threshold: float = ACCURACY_BAR
     resolved: bool = True  # False: the search stopped at a budget (`afford`), between `length` and `below`
     relative: float = 0.0  # > 0: searched only until `below` − `length` ≤ this share of `length` (RULE_RESOLUTION)
 
@@ -81,7 +81,7 @@ def _first_below(accuracies: Sequence[float], threshold: float) -> int | None:
 
 
 def search_horizon(accuracy_at: Callable[[list[int]], list[float]], train_length: int, ceiling: int,
-                   threshold: float = HORIZON_ACCURACY, resolution: int = 1,
+                   threshold: float = ACCURACY_BAR, resolution: int = 1,
                    afford: Callable[[list[int]], bool] | None = None, relative: float = 0.0) -> Horizon:
     """The bisection of the module docstring on any accuracy function of a list of lengths, until the
     last length that holds and the first that does not are at most `resolution` tokens apart, or
@@ -114,7 +114,7 @@ def search_horizon(accuracy_at: Callable[[list[int]], list[float]], train_length
     return Horizon(good, bad, ceiling, threshold, relative=relative)
 
 
-def predicted_horizon(model: torch.nn.Module, config: RunConfig, threshold: float = HORIZON_ACCURACY,
+def predicted_horizon(model: torch.nn.Module, config: RunConfig, threshold: float = ACCURACY_BAR,
                       ceiling: int | None = None, afford: Callable[[list[int]], bool] | None = None,
                       rule: InferenceRule | None = None) -> Horizon:
     """The predicted horizon of a single-head run (see the module docstring); `afford` as in search_horizon.
@@ -130,7 +130,7 @@ def predicted_horizon(model: torch.nn.Module, config: RunConfig, threshold: floa
 
 
 def measured_horizon(lengths: Sequence[int], accuracies: Sequence[float], train_length: int,
-                     threshold: float = HORIZON_ACCURACY) -> Horizon | None:
+                     threshold: float = ACCURACY_BAR) -> Horizon | None:
     """The measured horizon on the measured lengths at or past the training length (None: none measured)."""
     pairs = sorted((n, a) for n, a in zip(lengths, accuracies, strict=True) if n >= train_length)
     if not pairs:
@@ -168,9 +168,8 @@ def probe_seconds_estimate(config: RunConfig) -> float:
     """What one live probe of `config` should cost on one CPU thread, before any was timed: PROBE_CALLS
     calls of SECTIONS lengths each, each sweeping up to 64 L_train keys (every length's own keys, about
     twice that, for an encoding that is not relative). Seconds at V 16, L 16: 0.22; V 64, L 64: 9.3."""
-    classes = {cls.__name__.lower(): cls for cls in PositionalEncoding.__subclasses__()}  # the registry's names
     V, L = config.task.vocab_size, config.task.train_length
-    keys = NEAR_MULTIPLE * L * (1 if classes[config.model.encoding].relative else 2)  # one sweep serves every length
+    keys = NEAR_MULTIPLE * L * (1 if ENCODING_CLASSES[config.model.encoding].relative else 2)  # one sweep serves every length
     per_call = SECTIONS * (PROBE_DRAW_SECONDS * V**3 * PROBE_DRAWS + PROBE_LENGTH_SECONDS) + PROBE_KEY_SECONDS * keys * V**3
     return PROBE_CALLS * per_call
 

@@ -5,7 +5,7 @@ to a head that never selected offset k, or a carrier "aligned" by a margin of 0.
 noise. So each run is judged once, when it is trained, on fresh sequences (an evaluation seed of its
 own, not the training data), and every page and command reads the verdict before it shows a claim.
 
-- **learned**: accuracy at the training length ≥ `LEARNED_ACCURACY` (0.9), from `VERDICT_ANSWERS`
+- **learned**: accuracy at the training length ≥ `ACCURACY_BAR` (0.9), from `VERDICT_ANSWERS`
   answers (2,048: the 95% Wilson interval is about ±0.013 there). Chance is 1/V; a run between
   chance and 0.9 learned something, not the task.
 - **at chance beyond**: at twice the training length (the nearest length the encoding allows past
@@ -30,8 +30,8 @@ from lengen_core.analysis.evaluate import check_lengths, evaluate, wilson_interv
 from lengen_core.analysis.sequence import evaluate_sequence
 from lengen_core.config import RunConfig
 from lengen_core.models.encodings import LengthError
+from lengen_core.thresholds import ACCURACY_BAR
 
-LEARNED_ACCURACY = 0.9
 CHANCE_TOLERANCE = 0.02  # accuracy whose interval reaches within this of 1/V counts as chance
 VERDICT_ANSWERS = 2_048
 VERDICT_TOKENS = 1 << 18  # at most this many tokens per forward-pass evaluation (transformers)
@@ -95,9 +95,9 @@ def _accuracy(model: torch.nn.Module, config: RunConfig, length: int) -> tuple[i
 def _reason(config: RunConfig, learned: bool, accuracy: float, at_chance: bool | None, model) -> str:
     L, chance = config.task.train_length, 1 / config.task.vocab_size
     if not learned:
-        why = getattr(model.encoding, "single_head_limit", None) if config.model.n_layers == 0 else None
+        why = getattr(model.encoding, "single_head_limit", None) if config.model.minimal else None
         text = (f"did not learn the task: accuracy {accuracy:.2f} at the training length {L} "
-                f"(needs ≥ {LEARNED_ACCURACY:.2f}; chance {chance:.3f}).")
+                f"(needs ≥ {ACCURACY_BAR:.2f}; chance {chance:.3f}).")
         return f"{text} {why}" if why else text
     if at_chance is None:
         return f"learned the task ({accuracy:.2f} at the training length {L}); no longer length is allowed."
@@ -111,7 +111,7 @@ def judge(model: torch.nn.Module, config: RunConfig) -> Verdict:
     chance = 1 / config.task.vocab_size
     correct, answers = _accuracy(model, config, config.task.train_length)
     low, high = wilson_interval(correct, answers)
-    learned = correct / answers >= LEARNED_ACCURACY
+    learned = correct / answers >= ACCURACY_BAR
     beyond_length = _beyond_length(model, config)
     beyond = beyond_low = beyond_high = at_chance = None
     if beyond_length is not None:

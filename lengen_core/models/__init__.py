@@ -1,1 +1,1 @@
-"""The models: positional encodings (strategies with the hooks they need), attention, the minimal single head, the transformer, and the constructed head. They import nothing of training, analysis or serving."""
+"""The models: positional encodings (strategies with the hooks they need), attention, the minimal single head, the transformer, the constructed head and the initial weights of a run (initial). They import nothing of training, analysis, claims or serving (tests/unit/test_layers.py)."""

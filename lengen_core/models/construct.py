@@ -37,50 +37,17 @@ lengen_core.optimisation watches (does lowering the loss keep the rule?). Scaled
 
 from __future__ import annotations
 
-import functools
 import math
 
 import torch
 
-from lengen_core.config import MAX_D_MODEL, ConfigError, RunConfig
-from lengen_core.models.encodings import rope_frequencies
-
-MIN_GAP = 0.1  # the least carrier margin accepted: A stays ≤ ln(2^17)/0.1 ≈ 118, logits far inside float32
-GAP_CHUNK = 4_096  # offsets per chunk of the margin search: (chunk, m) float64
+from lengen_core.config import RunConfig, check_constructible
+from lengen_core.frequencies import carrier_gap, rope_frequencies
 
 
 def frequencies(pairs: int, base: float) -> torch.Tensor:
     """ω_j = base^(−j/m), j < m: RoPE's frequencies for a head of width 2m, float64."""
     return rope_frequencies(2 * pairs, base)
-
-
-@functools.lru_cache(maxsize=256)
-def carrier_gap(pairs: int, base: float, max_positions: int) -> float:
-    """g = m − max c(δ) over 1 ≤ δ ≤ max_positions − 1 (c is even, so this covers negative δ too)."""
-    omega = frequencies(pairs, base)
-    best = -math.inf
-    for start in range(1, max_positions, GAP_CHUNK):
-        delta = torch.arange(start, min(start + GAP_CHUNK, max_positions), dtype=torch.float64)
-        best = max(best, float(torch.cos(delta[:, None] * omega[None]).sum(dim=1).max()))  # (chunk, m) → scalar
-    return pairs - best if best > -math.inf else float(pairs)
-
-
-def check_constructible(vocab_size: int, d_model: int, max_positions: int, rope_base: float) -> None:
-    """`ConfigError` unless d_model leaves enough position pairs after the V token features for a
-    carrier margin ≥ `MIN_GAP` over the whole table; the message names a d_model that would do."""
-    pairs = (d_model - vocab_size) // 2
-    if pairs >= 1 and carrier_gap(pairs, rope_base, max_positions) >= MIN_GAP:
-        return
-    needed = next((vocab_size + 2 * m + (vocab_size % 2) for m in range(max(pairs + 1, 1), MAX_D_MODEL)
-                   if vocab_size + 2 * m <= MAX_D_MODEL and carrier_gap(m, rope_base, max_positions) >= MIN_GAP),
-                  None)
-    what = (f"d_model {d_model} leaves {max(pairs, 0)} position pair(s) after the {vocab_size} token features, "
-            f"too few for the constructed head to tell the {max_positions} positions apart (carrier margin "
-            f"below {MIN_GAP})")
-    if needed is None:
-        raise ConfigError(f"{what}; no d_model up to {MAX_D_MODEL} does at rope base {rope_base:g}: "
-                          "use fewer max positions or a smaller vocab")
-    raise ConfigError(f"{what}; the smallest d_model above it that works is {needed} (or use fewer max positions)")
 
 
 def amplitude(pairs: int, base: float, max_positions: int) -> float:

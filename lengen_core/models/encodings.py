@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 from lengen_core.config import ModelConfig
+from lengen_core.frequencies import rope_frequencies
 
 
 class LengthError(ValueError):
@@ -63,11 +64,6 @@ class NoPE(PositionalEncoding):
         "the same logit, so no logit can single out the key k places back. A RoPE head can (the presets); "
         "a transformer of several layers can count positions through the causal mask (Transformer page)."
     )
-
-
-def rope_frequencies(d_head: int, base: float) -> torch.Tensor:
-    """ω_j = base^(-2j/D) for j < D/2, float64."""
-    return base ** (-torch.arange(0, d_head // 2, dtype=torch.float64) * 2.0 / d_head)
 
 
 NO_FLOAT64 = frozenset({"mps"})  # device types without float64
@@ -197,6 +193,11 @@ ENCODINGS: dict[str, Callable[[ModelConfig, torch.Generator], PositionalEncoding
     "sinusoidal": lambda config, generator: Sinusoidal(config.d_model),
     "alibi": lambda config, generator: ALiBi(config.n_heads),
     "nope": lambda config, generator: NoPE(),
+}
+
+# Each name's class, whose flags (relative, rotary, additive, trained_positions) say what it is without a model.
+ENCODING_CLASSES: dict[str, type[PositionalEncoding]] = {
+    "rope": RoPE, "learned": Learned, "sinusoidal": Sinusoidal, "alibi": ALiBi, "nope": NoPE,
 }
 
 

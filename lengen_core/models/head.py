@@ -104,4 +104,4 @@ class MinimalHead(nn.Module):
 
 def build_model(config: RunConfig, generator: torch.Generator) -> nn.Module:
     """Layers 0: the minimal head; layers ≥ 1: the transformer."""
-    return MinimalHead(config, generator) if config.model.n_layers == 0 else Transformer(config, generator)
+    return MinimalHead(config, generator) if config.model.minimal else Transformer(config, generator)

@@ -9,7 +9,6 @@
     runtime           process settings (the heap's mmap threshold) and the CPUs this process may use
     cli               `python -m lengen_core`
 
-The science (the modules of `lengen_core` itself: encodings, model, attention, training, evaluate,
-carrier, dilution, heads, sequence, transformer, tasks, fit, verdict) never imports from here;
-`tests/unit/test_purity.py` checks it.
+The science (config, frequencies, tasks, models/, analysis/, training, optimisation) never imports
+from here; `tests/unit/test_purity.py` and `tests/unit/test_layers.py` check it.
 """

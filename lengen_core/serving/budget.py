@@ -32,8 +32,15 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from lengen_core.analysis.argmax_count import GAUSSIAN_DRAWS
+from lengen_core.analysis.carrier import MATRIX_BATCH_ELEMENTS, TOEPLITZ_SAMPLES
+from lengen_core.analysis.dilution import DOMINANT_KEYS, KEY_CHUNK
+from lengen_core.analysis.evaluate import TOKEN_BLOCK, chunk_bytes, chunk_sizes
+from lengen_core.analysis.horizon import NEAR_MULTIPLE
+from lengen_core.analysis.sequence import tokens_per_batch
 from lengen_core.config import ConfigError, RunConfig
 from lengen_core.models.attention import QUERY_BLOCK_ELEMENTS
+from lengen_core.models.encodings import ENCODING_CLASSES
 from lengen_core.serving.runtime import env_whole_number
 from lengen_core.training import PROBE_SHARE
 
@@ -76,7 +83,7 @@ class Budgets:
 def _layers(config: RunConfig) -> tuple[int, int, int]:
     """(layers, heads, d_model) as the attention sees them: the minimal head is one layer of one head."""
     model = config.model
-    return max(1, model.n_layers), model.n_heads if model.n_layers else 1, model.d_model
+    return max(1, model.n_layers), 1 if model.minimal else model.n_heads, model.d_model
 
 
 def parameter_count(config: RunConfig) -> int:
@@ -84,7 +91,7 @@ def parameter_count(config: RunConfig) -> int:
     layers, _, C = _layers(config)
     V, model = config.task.vocab_size, config.model
     table = model.max_positions * C if model.encoding == "learned" else 0
-    if model.n_layers == 0:
+    if model.minimal:
         return 2 * V * C + 3 * C * C + table
     return 2 * V * C + layers * (12 * C * C + 4 * C) + 2 * C + table
 
@@ -96,7 +103,7 @@ def _forward(config: RunConfig, batch: int, length: int, queries: int, training:
     all_layers, H, C = _layers(config)
     layers = all_layers if layers is None else layers
     tokens, V = batch * length, config.task.vocab_size
-    if config.model.n_layers == 0:  # projections of the V token rows, gathered; the queries' logits
+    if config.model.minimal:  # projections of the V token rows, gathered; the queries' logits
         logits = batch * queries * length
         kept = 4 * tokens * C + 3 * (logits if training else min(QUERY_BLOCK_ELEMENTS, logits))
         flops = 2 * 4 * V * C * C + 2 * 2 * batch * queries * length * C
@@ -148,8 +155,6 @@ def single_head_evaluation_cost(config: RunConfig, lengths: Sequence[int], sampl
     the logit tables' matrix products, V·min(V, samples)·d_model per key (measured: 256 samples at
     every doubling to 2^20, 13 s on 2 cores at d_model 64, this estimate gives 17 s; V 64, d_model
     512, 1 024 samples at 65 536, 36–87 s on 2 busy cores (42–57 CPU s), estimated 27 s)."""
-    from lengen_core.analysis.evaluate import TOKEN_BLOCK, chunk_bytes, chunk_sizes
-
     V, C = config.task.vocab_size, config.model.d_model
     group, keys = chunk_sizes(V, C, samples)
     state = FLOAT * (3 * samples * V + 8 * samples) + 2 * samples * TOKEN_BLOCK  # sums, readout; uint8 blocks
@@ -167,18 +172,13 @@ def attention_map_cost(config: RunConfig, length: int, layer: int, samples: int 
 
 def _encoding_traits(config: RunConfig) -> type:
     """The encoding's class, whose flags (rotary, relative, additive, trained_positions) say which
-    path the carrier and the prediction take; the registry's names are the class names, lower case."""
-    from lengen_core.models.encodings import PositionalEncoding
-
-    classes = {cls.__name__.lower(): cls for cls in PositionalEncoding.__subclasses__()}
-    return classes[config.model.encoding]
+    path the carrier and the prediction take (lengen_core.models.encodings.ENCODING_CLASSES)."""
+    return ENCODING_CLASSES[config.model.encoding]
 
 
 def _mean_matrix(config: RunConfig, length: int, samples: int) -> tuple[float, float]:
     """(floats kept, seconds) of `carrier.mean_logit_matrix`: batches of MATRIX_BATCH_ELEMENTS logits
     through the minimal head, whose probe keeps every logit and weight of a batch."""
-    from lengen_core.analysis.carrier import MATRIX_BATCH_ELEMENTS
-
     C = config.model.d_model
     batch = max(1, min(samples, MATRIX_BATCH_ELEMENTS // (length * length)))
     logits = batch * length * length
@@ -192,8 +192,6 @@ def carrier_cost(config: RunConfig, search_length: int, samples: int = 512) -> C
     matrix at L_train (and, for a measured carrier, at the offsets shown), an SVD, and for RoPE the
     near-recurrence search, s_ab(Δ) for every token pair, Δ = L_train … search_length, a chunk of
     offsets at a time: V² × d_model × offsets multiply-adds."""
-    from lengen_core.analysis.carrier import MATRIX_BATCH_ELEMENTS, TOEPLITZ_SAMPLES
-
     V, C, L = config.task.vocab_size, config.model.d_model, config.task.train_length
     encoding = _encoding_traits(config)
     size = L if encoding.trained_positions else max(128, 2 * L)
@@ -226,9 +224,6 @@ def prediction_cost(config: RunConfig, lengths: Sequence[int], rule=None) -> Cos
     time, with V³ sums per key; then at each length the readout's GAUSSIAN_DRAWS draws, twice (the
     model's readout and the ideal one), about 12·V³ floats written per draw: at V = 64 the argmax
     dominates (docs/serving.md has the measurements)."""
-    from lengen_core.analysis.argmax_count import GAUSSIAN_DRAWS
-    from lengen_core.analysis.dilution import DOMINANT_KEYS, KEY_CHUNK
-
     V, C = config.task.vocab_size, config.model.d_model
     encoding = _encoding_traits(config)
     keys = max(lengths, default=0) if encoding.relative and not _ruled(rule) else sum(lengths)
@@ -278,8 +273,6 @@ def check_training(config: RunConfig, budgets: Budgets | None = None) -> Cost:
 
 
 def check_sequence_evaluation(config: RunConfig, lengths: Sequence[int], samples: int) -> Cost:
-    from lengen_core.analysis.sequence import tokens_per_batch
-
     return check(evaluation_cost(config, lengths, samples, tokens_per_batch(config)))  # the batches it runs
 
 
@@ -293,8 +286,6 @@ def check_attention_map(config: RunConfig, length: int, layer: int = 0, samples:
 
 def check_head_analysis(config: RunConfig, samples: int = 256) -> Cost:
     """`lengen_core.analysis.heads.analyse_heads`: `samples` sequences at L_train, a quarter of them at 4 × L_train."""
-    from lengen_core.analysis.sequence import tokens_per_batch
-
     L = config.task.train_length
     cost = evaluation_cost(config, [L, 4 * L], samples, tokens_per_batch(config))  # the batches it runs
     return check(Cost("this per-head analysis", cost.memory_bytes, cost.seconds, cost.knobs))
@@ -314,8 +305,6 @@ def horizon_cost(config: RunConfig, ceiling: int, rule=None) -> Cost:
     round of the bisection) is priced on its own before it starts (`prediction_fits`), and a call over
     the budget ends the search with the bracket found so far, so no step starts unchecked and a search
     is never refused for what its worst case might cost."""
-    from lengen_core.analysis.horizon import NEAR_MULTIPLE
-
     L = config.task.train_length
     near = [L << j for j in range(64) if L << j < ceiling and L << j <= NEAR_MULTIPLE * L] or [min(L, ceiling)]
     first = prediction_cost(config, near, rule)

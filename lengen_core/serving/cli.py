@@ -25,10 +25,10 @@ from typing import Any, TextIO, get_args
 
 from lengen_core.analysis.carrier import ALIGNMENT_MARGIN, extract_carrier
 from lengen_core.analysis.dilution import predict
-from lengen_core.analysis.evaluate import evaluate
+from lengen_core.analysis.evaluate import doublings, evaluate
 from lengen_core.analysis.fit import LAW_TOLERANCE, NOT_APPLICABLE, fit_dilution
 from lengen_core.analysis.heads import analyse_heads
-from lengen_core.analysis.horizon import HORIZON_ACCURACY, horizon_ceiling, measured_horizon, predicted_horizon
+from lengen_core.analysis.horizon import horizon_ceiling, measured_horizon, predicted_horizon
 from lengen_core.analysis.rules import RULES, InferenceRule, make_rule, under_rule
 from lengen_core.analysis.sequence import evaluate_sequence
 from lengen_core.config import (
@@ -55,6 +55,8 @@ from lengen_core.serving.budget import (
 from lengen_core.serving.lineage import continuation, starting_weights
 from lengen_core.serving.runtime import deterministic_cublas, device_name, limit_heap_growth
 from lengen_core.serving.store import RunStore, StoreError, preset_store
+from lengen_core.serving.sweep import AXES, NOT_RUN, SweepError, SweepGrid, collapse_summary, grid_from_toml, run_sweep
+from lengen_core.thresholds import ACCURACY_BAR
 from lengen_core.training import resolve_device, train
 
 USER_ERRORS = (ConfigError, LengthError, StoreError, ValueError)
@@ -142,10 +144,10 @@ def build_parser() -> Parser:
     w.add_argument("--grid", type=str, default=None,
                    help="a TOML file with the grid (keys as these options, with underscores; a [base] table "
                         "for other settings); options given here override it")
-    for flag, kind, example in (("encodings", str, "rope,learned"), ("attentions", str, "softmax"),
-                                ("offsets", int, "1,3,5"), ("train-lengths", int, "16"), ("vocabs", int, "16"),
-                                ("seeds", int, "0,1,2"), ("lengths", int, "16,64,256,1024")):
-        w.add_argument(f"--{flag}", type=_listed(kind), default=None, help=f"comma separated, e.g. {example}")
+    for axis in AXES:  # --vocabs, the older spelling of --vocab-sizes, still works
+        w.add_argument(axis.flag, *(f"--{alias}" for alias in axis.aliases), dest=axis.field, type=_listed(axis.kind),
+                       default=None, help=f"comma separated, e.g. {axis.example}{axis.note and '; ' + axis.note}")
+    w.add_argument("--lengths", type=_listed(int), default=None, help="comma separated, e.g. 16,64,256,1024")
     w.add_argument("--samples", type=int, default=None, help="sequences per length (default 512)")
     w.add_argument("--set", dest="base", action="append", default=[], metavar="NAME=VALUE",
                    help="another setting for every cell, by its config name (e.g. --set steps=600); repeatable")
@@ -275,7 +277,7 @@ def command_evaluate(args: argparse.Namespace, store: RunStore) -> dict[str, Any
     config = run.config
     rule.check(config)  # undefined for this run: one line, status 2
     single_head = config.single_head
-    default = [config.task.train_length * 2**i for i in range(7 if single_head else 5)]
+    default = list(doublings(config.task.train_length, 7 if single_head else 5))
     lengths = args.lengths or default
     if max(lengths) > MAX_EVAL_LENGTH:
         raise LengthError(f"length {max(lengths)} is beyond the evaluation limit of {MAX_EVAL_LENGTH} tokens")
@@ -300,7 +302,7 @@ def command_evaluate(args: argparse.Namespace, store: RunStore) -> dict[str, Any
                                               "weighted": result.fit.weighted, "tolerance": LAW_TOLERANCE}
     horizon = {"predicted_horizon": None, "predicted_horizon_below": None, "predicted_horizon_note": None,
                "measured_horizon": None, "measured_horizon_below": None}
-    if single_head:  # the largest length with accuracy ≥ 0.9, by bisection on the prediction up to 2^20
+    if single_head:  # the largest length with accuracy ≥ ACCURACY_BAR, by bisection on the prediction up to 2^20
         measured = measured_horizon(lengths, [r["accuracy"] for r in rows], config.task.train_length)
         horizon.update(measured_horizon=None if measured is None else measured.length,
                        measured_horizon_below=None if measured is None else measured.below)
@@ -322,7 +324,7 @@ def command_evaluate(args: argparse.Namespace, store: RunStore) -> dict[str, Any
                                                      f"evaluated, {ceiling:,}")
     return {"run_id": run.run_id, "rule": rule.label, "task": config.task.task, "chance": 1 / config.task.vocab_size,
             "verdict": run.verdict.to_dict(), "lengths": rows, "fit": fitted, "fit_status": result.status,
-            "fit_reason": result.reason, "horizon_accuracy": HORIZON_ACCURACY, **horizon, **_device(run)}
+            "fit_reason": result.reason, "horizon_accuracy": ACCURACY_BAR, **horizon, **_device(run)}
 
 
 def command_heads(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
@@ -389,14 +391,10 @@ def command_delete(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
 
 
 def command_sweep(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
-    from lengen_core.serving.sweep import NOT_RUN, SweepError, SweepGrid, collapse_summary, grid_from_toml, run_sweep
-
     data = grid_from_toml(args.grid) if args.grid else {}
-    for option, key in (("encodings", "encodings"), ("attentions", "attentions"), ("offsets", "offsets"),
-                        ("train_lengths", "train_lengths"), ("vocabs", "vocab_sizes"), ("seeds", "seeds"),
-                        ("lengths", "lengths"), ("samples", "samples")):
-        if getattr(args, option) is not None:
-            data[key] = getattr(args, option)
+    for key in (*(axis.field for axis in AXES), "lengths", "samples"):
+        if getattr(args, key) is not None:
+            data[key] = getattr(args, key)
     base = dict(data.pop("base", {}))
     for item in args.base:
         name, equals, value = item.partition("=")

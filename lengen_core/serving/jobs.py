@@ -32,15 +32,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from lengen_core.analysis.horizon import probe_interval
 from lengen_core.analysis.watch import LiveView, live_view, view_due
 from lengen_core.config import RunConfig
 from lengen_core.serving.budget import TRAIN_SECONDS_ENV, Budgets, check, training_cost
-from lengen_core.serving.lineage import parent_run, starting_weights
+from lengen_core.serving.lineage import parent_run
 from lengen_core.serving.runtime import env_whole_number, usable_cpus
 from lengen_core.serving.stepping import StepGate
 from lengen_core.serving.store import RunStore
-from lengen_core.serving.training_process import TrainingProcess, save_run
+from lengen_core.serving.training_process import TrainingProcess, live_training, save_run
 from lengen_core.training import Progress, Training
 
 State = Literal["queued", "running", "done", "failed", "cancelled"]
@@ -133,8 +132,7 @@ class TrainingPool:
         self.threads = max(1, usable_cpus() // self.max_concurrent)  # torch threads per child
         self.device = device
         self.max_queue = max_queue
-        self._trainer = trainer or (lambda config, device: Training(config, device, starting_weights(config, store),
-                                                                    probe_interval(config)))
+        self._trainer = trainer or (lambda config, device: live_training(config, device, store))
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._progressed = threading.Condition(self._lock)  # a job reported a step or ended

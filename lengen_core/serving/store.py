@@ -38,8 +38,9 @@ from safetensors.torch import load_file, save_file
 
 from lengen_core.analysis.verdict import Verdict, judge
 from lengen_core.config import RunConfig
+from lengen_core.models.initial import initial_model
 from lengen_core.serving.runtime import env_whole_number
-from lengen_core.training import Run, initial_model, resolve_device
+from lengen_core.training import Run, resolve_device
 
 FORMAT = 1  # of metrics.json; bump when the layout changes so old readers refuse new runs clearly
 TEMP_PREFIX = ".tmp-"

@@ -48,14 +48,55 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
+import torch
 
-from lengen_core.analysis.collapse import Collapse
-from lengen_core.config import ConfigError, RunConfig, with_changes
+from lengen_core.analysis.carrier import extract_carrier
+from lengen_core.analysis.collapse import Collapse, collapse
+from lengen_core.analysis.dilution import predict
+from lengen_core.analysis.evaluate import MAX_EVAL_SAMPLES, LengthError, check_lengths, evaluate
+from lengen_core.analysis.fit import fit_dilution
+from lengen_core.analysis.horizon import horizon_ceiling, measured_horizon, predicted_horizon
+from lengen_core.analysis.sequence import evaluate_sequence, tokens_per_batch
+from lengen_core.config import MAX_EVAL_LENGTH, ConfigError, RunConfig, with_changes
+from lengen_core.serving import budget
+from lengen_core.serving.budget import BudgetError, check_training, duration
+from lengen_core.serving.runtime import env_whole_number
+from lengen_core.serving.store import RunStore, preset_store
+from lengen_core.training import train
 
 Backend = Literal["local", "ray"]
 MAX_CELLS = 512  # cells in one sweep (the hosted app's budget may allow fewer: `check_grid`)
 MAX_GRID_LENGTHS = 16
-GRID_AXES = ("encoding", "attention", "offset", "train_length", "vocab_size", "seed")  # the config's own names
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One axis of a grid, under every name it goes by: the one registry the grid, the TOML file, the
+    command line's options, the table's columns and the Sweeps page read."""
+
+    setting: str  # the config's own name: a cell's key and the table's column ("vocab_size")
+    field: str  # the grid's field and the TOML key ("vocab_sizes"); the option is the same with dashes
+    kind: type  # str or int: how the command line and the page read a value
+    label: str  # the Sweeps page's label
+    example: str  # the command line's help
+    note: str = ""  # what else a value must be, for the help
+    aliases: tuple[str, ...] = ()  # older spellings, still accepted in a TOML file and on the command line
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.field.replace("_", "-")
+
+
+# In the grid's order: a cell's index (its file, and the sweep id's meaning) depends on it.
+AXES = (
+    Axis("encoding", "encodings", str, "Encodings", "rope,learned"),
+    Axis("attention", "attentions", str, "Attention", "softmax"),
+    Axis("offset", "offsets", int, "Offsets k", "1,3,5", note="each below the training length"),
+    Axis("train_length", "train_lengths", int, "Training lengths", "16"),
+    Axis("vocab_size", "vocab_sizes", int, "Vocabulary sizes V", "16", aliases=("vocabs",)),
+    Axis("seed", "seeds", int, "Seeds", "0,1,2"),
+)
+GRID_AXES = tuple(axis.setting for axis in AXES)  # the config's own names
 SWEEPS_DIR = "sweeps"
 NOT_RUN = "not run: the sweep was cancelled"  # the error of a cell a cancelled sweep left for next time
 NUMBER_COLUMNS = {"m_out", "m_out_low", "m_out_high", "carrier_margin", "argmax_offset", "predicted_horizon",
@@ -84,16 +125,13 @@ class SweepGrid:
     base: tuple[tuple[str, Any], ...] = ()  # other settings, e.g. (("steps", 600),) or {"steps": 600}
 
     def __post_init__(self) -> None:
-        for name in ("encodings", "attentions", "offsets", "train_lengths", "vocab_sizes", "seeds", "lengths"):
+        for name in (*(axis.field for axis in AXES), "lengths"):
             values = tuple(dict.fromkeys(getattr(self, name)))  # repeats dropped, order kept
             if not values:
                 raise SweepError(f"the grid's {name.replace('_', ' ')} are empty: give at least one")
             object.__setattr__(self, name, values)
         object.__setattr__(self, "lengths", tuple(sorted(self.lengths)))
         object.__setattr__(self, "base", tuple(sorted(dict(self.base).items())))  # a dict, or pairs in any order
-        from lengen_core.analysis.evaluate import MAX_EVAL_SAMPLES
-        from lengen_core.config import MAX_EVAL_LENGTH
-
         if any(isinstance(n, bool) or not isinstance(n, int) or not 2 <= n <= MAX_EVAL_LENGTH for n in self.lengths):
             raise SweepError(f"evaluation lengths must be whole numbers from 2 to {MAX_EVAL_LENGTH:,}")
         if isinstance(self.samples, bool) or not isinstance(self.samples, int) or not 1 <= self.samples <= MAX_EVAL_SAMPLES:
@@ -110,8 +148,7 @@ class SweepGrid:
 
     @property
     def axes(self) -> dict[str, tuple]:
-        return {"encoding": self.encodings, "attention": self.attentions, "offset": self.offsets,
-                "train_length": self.train_lengths, "vocab_size": self.vocab_sizes, "seed": self.seeds}
+        return {axis.setting: getattr(self, axis.field) for axis in AXES}
 
     @property
     def size(self) -> int:
@@ -148,6 +185,12 @@ def grid_from_toml(path: str | Path) -> dict[str, Any]:
         raise SweepError(f"cannot read the grid file {path}: {error.strerror or error}") from None
     except tomllib.TOMLDecodeError as error:
         raise SweepError(f"the grid file {path} is not valid TOML: {error}") from None
+    for axis in AXES:
+        for alias in axis.aliases:  # an older spelling: read as the axis it names
+            if alias in data and axis.field in data:
+                raise SweepError(f"the grid file {path} gives both {alias} and {axis.field}: keep {axis.field}")
+            if alias in data:
+                data[axis.field] = data.pop(alias)
     known = {item.name for item in dataclasses.fields(SweepGrid)}
     unknown = set(data) - known
     if unknown:
@@ -165,10 +208,6 @@ def run_cell(store_root: str, config_data: dict[str, Any], lengths: Sequence[int
              device: str = "cpu") -> dict[str, Any]:
     """Train (or load) one cell's run and measure it: a JSON-ready record. Runs in a worker process
     (or a Ray task), so everything it needs comes as plain arguments and it opens the store itself."""
-    import torch
-
-    from lengen_core.serving.store import RunStore, preset_store
-
     torch.set_num_threads(1)  # one cell a worker: the pool (or Ray) spreads the cores
     config = RunConfig.from_dict(config_data)
     store = RunStore(Path(store_root))
@@ -178,9 +217,6 @@ def run_cell(store_root: str, config_data: dict[str, Any], lengths: Sequence[int
     if found is not None:
         run = found.load(config.run_id(), device)
     else:
-        from lengen_core.serving.budget import check_training
-        from lengen_core.training import train
-
         check_training(config)
         run = train(config, device)
         store.save(run)
@@ -191,12 +227,6 @@ def measure_run(run, lengths: Sequence[int], samples: int) -> dict[str, Any]:
     """The verdict, the evaluation rows at `lengths` (those the run allows), the fit's m_out, the
     carrier's argmax offset and margin, and the predicted horizon (single head only); each cost is
     checked against the budgets first."""
-    from lengen_core.analysis.carrier import extract_carrier
-    from lengen_core.analysis.evaluate import LengthError, check_lengths, evaluate
-    from lengen_core.analysis.fit import fit_dilution
-    from lengen_core.analysis.horizon import horizon_ceiling, measured_horizon, predicted_horizon
-    from lengen_core.serving import budget
-
     config, model = run.config, run.model
     allowed = []
     for n in lengths:
@@ -213,8 +243,6 @@ def measure_run(run, lengths: Sequence[int], samples: int) -> dict[str, Any]:
         budget.check_single_head_evaluation(config, allowed, samples)
         reports = evaluate(model, config, allowed, samples=samples)
     else:
-        from lengen_core.analysis.sequence import evaluate_sequence
-
         budget.check_sequence_evaluation(config, allowed, samples)
         reports = evaluate_sequence(model, config, allowed, samples=samples)
     record["lengths"] = [{"length": r.length, "accuracy": float(r.accuracy), "accuracy_low": float(r.accuracy_low),
@@ -224,7 +252,6 @@ def measure_run(run, lengths: Sequence[int], samples: int) -> dict[str, Any]:
         return record
     L = config.task.train_length
     budget.check_prediction(config, sorted({L, *allowed}))
-    from lengen_core.analysis.dilution import predict
 
     predicted = {p.length: p.target_mass for p in predict(model, config, sorted({L, *allowed}))}
     result = fit_dilution(allowed, [r.target_mass for r in reports], [r.target_mass_sem for r in reports], L,
@@ -520,8 +547,6 @@ def _gather_ray(ray, refs: dict, pending: list, finished, cancel: threading.Even
 def sweep_collapse(cells: Sequence[dict[str, Any]]) -> tuple[Collapse | None, str]:
     """The collapse of the learned RoPE cells with a fitted m_out (their lengths ≥ L_train), and a sentence
     on what went in; None when no such cell has points."""
-    from lengen_core.analysis.collapse import collapse
-
     rows = [(length["length"], length["accuracy"], cell["m_out"], cell["vocab_size"])
             for cell in cells
             if cell.get("encoding") == "rope" and cell.get("learned") and cell.get("m_out") is not None
@@ -552,8 +577,6 @@ DEFAULT_SWEEP_CELLS, DEFAULT_SWEEP_SECONDS = 48, 1_800
 def sweep_seconds(grid: SweepGrid) -> float:
     """The estimated seconds of every valid cell's training (as if none were stored), evaluation, prediction,
     carrier and horizon (lengen_core.serving.budget's estimates, summed: one worker)."""
-    from lengen_core.serving import budget
-
     total = 0.0
     for cell in grid.cells():
         try:
@@ -567,8 +590,6 @@ def sweep_seconds(grid: SweepGrid) -> float:
             total += budget.prediction_cost(config, sorted({L, *grid.lengths})).seconds
             total += budget.carrier_cost(config, 4 * L, samples=256).seconds
         else:
-            from lengen_core.analysis.sequence import tokens_per_batch
-
             total += budget.evaluation_cost(config, grid.lengths, grid.samples, tokens_per_batch(config)).seconds
     return total
 
@@ -576,9 +597,6 @@ def sweep_seconds(grid: SweepGrid) -> float:
 def check_sweep(grid: SweepGrid) -> float:
     """A sweep this server will run: at most LENGEN_SWEEP_CELLS cells (default 48) and LENGEN_SWEEP_SECONDS
     of estimated work (default 1,800); `BudgetError` names the limit and what to change. Returns the estimate."""
-    from lengen_core.serving.budget import BudgetError, duration
-    from lengen_core.serving.runtime import env_whole_number
-
     cells, seconds = env_whole_number(SWEEP_CELLS_ENV, DEFAULT_SWEEP_CELLS), env_whole_number(SWEEP_SECONDS_ENV,
                                                                                            DEFAULT_SWEEP_SECONDS)
     if grid.size > cells:

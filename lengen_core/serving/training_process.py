@@ -29,7 +29,7 @@ from typing import Literal
 
 import torch
 
-from lengen_core.analysis.horizon import probe_interval
+from lengen_core.analysis.horizon import live_probe, probe_interval, probe_seconds_estimate
 from lengen_core.analysis.watch import LiveView, live_view, view_due
 from lengen_core.config import RunConfig, with_changes
 from lengen_core.serving.budget import MEMORY_ENV, Budgets
@@ -224,6 +224,13 @@ def serve_child(argv: list[str]) -> None:
     _child_main(Connection(int(fd)), root, device, int(threads))
 
 
+def live_training(config: RunConfig, device: str, store: RunStore) -> Training:
+    """A training as the server runs it: from the weights of the run it continues, if any, with the live
+    probes of lengen_core.analysis.horizon (the horizon and m_out predicted every few dozen steps)."""
+    return Training(config, device, starting_weights(config, store), probe=live_probe,
+                    probe_every=probe_interval(config), probe_estimate=probe_seconds_estimate(config))
+
+
 def _child_main(conn: Connection, root: str, device: str, threads: int) -> None:
     """The child's loop: ("train", config) -> progress per step, then done / cancelled / failed."""
     torch.set_num_threads(threads)
@@ -244,7 +251,7 @@ def _child_main(conn: Connection, root: str, device: str, threads: int) -> None:
         if kind != "train":
             continue  # a stop that arrived after its training had ended
         try:
-            training = Training(payload, device, starting_weights(payload, store), probe_interval(payload))
+            training = live_training(payload, device, store)
             stopped = _drive(training, conn)
             run = training.finish()
             if stopped:

@@ -80,9 +80,9 @@ def test_a_run_picked_in_the_collapse_is_listed_alone_and_brought_forward_in_the
 def test_a_small_grid_runs_on_the_server_and_is_shown(monkeypatch):
     monkeypatch.setenv("LENGEN_SWEEP_WORKERS", "1")
     app = open_sweeps()
-    app.multiselect[0].set_value(["rope"])
-    app.text_input[0].set_value("1")  # offsets
-    app.text_input[1].set_value("0")  # seeds
+    app.multiselect(key="sweep-encodings").set_value(["rope"])
+    app.text_input(key="sweep-offsets").set_value("1")
+    app.text_input(key="sweep-seeds").set_value("0")
     app.select_slider[0].set_value(256)
     app.select_slider[1].set_value(64)
     app.button[0].click().run()

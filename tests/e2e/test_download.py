@@ -17,8 +17,9 @@ import pytest
 from serving import serve_checkout
 
 from lengen_core.config import MAX_D_MODEL, MAX_HEADS, MAX_LAYERS, MAX_POSITIONS, RunConfig, with_changes
+from lengen_core.models.initial import initial_model
 from lengen_core.serving.store import RunStore, preset_store
-from lengen_core.training import Run, initial_model
+from lengen_core.training import Run
 
 pytestmark = pytest.mark.e2e
 CHUNK = 1 << 20

@@ -119,7 +119,7 @@ MEASURE = textwrap.dedent(
     from lengen_core.analysis.carrier import extract_carrier
     from lengen_core.config import RunConfig, with_changes
     from lengen_core.analysis.dilution import predict
-    from lengen_core.training import initial_model
+    from lengen_core.models.initial import initial_model
     kind, vocab, width, encoding, longest = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
     config = with_changes(RunConfig(), vocab_size=vocab, d_model=width, encoding=encoding)
     model = initial_model(config).eval().requires_grad_(False)

@@ -237,15 +237,15 @@ def head(layer: int, index: int, carrier: bool, pinned_key: int | None, argmax: 
 
 def test_head_grid_caption_checks_carriers_for_rope_and_pinning_for_a_table() -> None:
     carriers = [head(0, 0, False, None, 0), head(1, 0, True, None)]
-    assert "here L1H0" in mechanism_captions.head_grid_caption(carriers, "rope", True)
-    assert "(C8)" in mechanism_captions.head_grid_caption(carriers, "rope", True)
+    assert "here L1H0" in mechanism_captions.head_grid_caption(carriers, "rope", "softmax", True)
+    assert "(C8)" in mechanism_captions.head_grid_caption(carriers, "rope", "softmax", True)
     assert "this RoPE run has NO carrier head" in mechanism_captions.head_grid_caption([head(0, 0, False, None, 0)],
-                                                                                       "rope", True)
+                                                                                       "rope", "softmax", True)
     pinned = [head(0, 0, False, 12, 0), head(1, 0, True, 9)]
-    text = mechanism_captions.head_grid_caption(pinned, "learned", True)
+    text = mechanism_captions.head_grid_caption(pinned, "learned", "softmax", True)
     assert "L0H0 (key 12, 90%)" in text and "L1H0 select k inside training and pin past it" in text
     assert "(C4, C8)" in text
-    assert "NO pinned head" in mechanism_captions.head_grid_caption(carriers, "learned", True)
+    assert "NO pinned head" in mechanism_captions.head_grid_caption(carriers, "learned", "softmax", True)
 
 
 def test_heads_table_caption_lists_this_runs_carriers() -> None:
@@ -262,7 +262,7 @@ def test_heads_table_caption_lists_this_runs_carriers() -> None:
 def test_position_caption_follows_or_contradicts_the_claim(encoding, past, holds, phrase) -> None:
     positions = np.arange(3, 64)
     accuracy = np.where(positions < 16, 1.0, np.where(positions < 32, past, 0.3))
-    text = accuracy_captions.position_caption(positions, accuracy, 64, 16, CHANCE, 64, encoding, learned=True)
+    text = accuracy_captions.position_caption(positions, accuracy, 64, 16, CHANCE, 64, encoding, "softmax", learned=True)
     assert "1.00 on the positions inside training" in text
     assert phrase in text
     assert ("NOT" in text) != holds

@@ -15,8 +15,10 @@ from test_cli import assert_user_error, ok_json, run_cli
 from lengen_core.analysis.evaluate import evaluate, wilson_interval
 from lengen_core.analysis.verdict import CHANCE_TOLERANCE
 from lengen_core.config import ConfigError, RunConfig, with_changes
-from lengen_core.models.construct import MIN_GAP, amplitude, carrier_gap, frequencies
-from lengen_core.training import Run, initial_model, train
+from lengen_core.frequencies import MIN_GAP, carrier_gap
+from lengen_core.models.construct import amplitude, frequencies
+from lengen_core.models.initial import initial_model
+from lengen_core.training import Run, train
 
 LEARNED = with_changes(RunConfig(), encoding="learned")  # the `learned` fixture's config
 CONSTRUCTED = with_changes(LEARNED, init="constructed", steps=0)

@@ -13,7 +13,7 @@ from lengen_core.analysis.evaluate import EVAL_MEMORY_BYTES, FLOAT
 from lengen_core.analysis.heads import analyse_heads
 from lengen_core.analysis.sequence import FORWARD_FLOATS_PER_TOKEN, TOKENS_PER_BATCH, tokens_per_batch
 from lengen_core.config import MAX_D_MODEL, RunConfig, with_changes
-from lengen_core.training import initial_model
+from lengen_core.models.initial import initial_model
 
 WIDE = with_changes(RunConfig(), d_model=MAX_D_MODEL, n_layers=1, n_heads=2, train_length=16, offset=3)
 

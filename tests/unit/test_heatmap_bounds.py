@@ -19,7 +19,7 @@ from lengen_core.analysis.evaluate import sequence_tokens
 from lengen_core.analysis.heatmap import MAX_HEATMAP_LENGTH, attention_heatmap, head_map
 from lengen_core.config import MAX_D_MODEL, MAX_HEADS, MAX_LAYERS, RunConfig, with_changes
 from lengen_core.models.encodings import LengthError
-from lengen_core.training import initial_model
+from lengen_core.models.initial import initial_model
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = with_changes(RunConfig(), task="shift", n_layers=3, n_heads=2, d_model=32, encoding="rope")
@@ -66,7 +66,7 @@ MEASURE = textwrap.dedent(
     from lengen_core.serving.runtime import limit_heap_growth
     from lengen_core.config import RunConfig, with_changes
     from lengen_core.analysis.heatmap import attention_heatmap
-    from lengen_core.training import initial_model
+    from lengen_core.models.initial import initial_model
     limit_heap_growth()
     def peak():  # this process's own high-water mark (ru_maxrss keeps the parent's across exec on Linux)
         return int(re.search(r"VmHWM:\\s+(\\d+) kB", open("/proc/self/status").read()).group(1)) * 1024

@@ -1,6 +1,8 @@
 """Live probes while training: the horizon and m_out predicted from the weights every few dozen steps,
 recorded in the history, without changing a single weight, and only while their time fits the cost
-rule (at most `probe_share` of the steps' time, lengen_core.training.Training)."""
+rule (at most `probe_share` of the steps' time, lengen_core.training.Training). The training calls the
+probe it is given (minGPT: the trainer knows nothing of its observers); the server gives it
+lengen_core.analysis.horizon.live_probe (lengen_core.serving.training_process.live_training)."""
 
 from __future__ import annotations
 
@@ -14,13 +16,16 @@ from lengen_core.analysis.dilution import predict
 from lengen_core.analysis.horizon import PROBE_STEPS, Probe, live_probe, predicted_horizon, probe_interval
 from lengen_core.config import RunConfig, with_changes
 from lengen_core.serving import budget
+from lengen_core.serving.store import RunStore
+from lengen_core.serving.training_process import live_training
 from lengen_core.training import PROBE_SHARE, Training
 
 CONFIG = with_changes(RunConfig(), steps=150, keep_training=True)
 
 
 def trained(probe_every: int, probe_share: float = PROBE_SHARE) -> Training:
-    training = Training(CONFIG, "cpu", probe_every=probe_every, probe_share=probe_share)
+    training = Training(CONFIG, "cpu", probe=live_probe, probe_every=probe_every,
+                        probe_estimate=horizon.probe_seconds_estimate(CONFIG), probe_share=probe_share)
     for _ in training:
         pass
     return training
@@ -71,20 +76,20 @@ def scheduled(monkeypatch, step_seconds: float, probe_seconds: float, estimate: 
     """A training whose steps and probes take the given (fake) seconds: the probe schedule alone."""
     clock = FakeClock()
     config = with_changes(CONFIG, steps=steps)
-    training = Training(config, "cpu", probe_every=PROBE_STEPS, probe_share=share)
+
+    def probe(model, config, step):
+        clock.now += probe_seconds
+        return Probe(step, None, 64 * config.task.train_length, config.task.train_length, None)
+
+    training = Training(config, "cpu", probe=probe, probe_every=PROBE_STEPS, probe_estimate=estimate,
+                        probe_share=share)
     training.clock = clock
 
     def step():
         clock.now += step_seconds
         return 1.0, 0.5
 
-    def probe(model, config, step):
-        clock.now += probe_seconds
-        return Probe(step, None, 64 * config.task.train_length, config.task.train_length, None)
-
     monkeypatch.setattr(training, "step", step)
-    monkeypatch.setattr(horizon, "live_probe", probe)
-    monkeypatch.setattr(horizon, "probe_seconds_estimate", lambda config: estimate)
     for _ in training:
         pass
     return training
@@ -109,6 +114,17 @@ def test_an_expensive_probe_waits_and_a_cheap_first_estimate_is_corrected_by_the
     assert corrected.history["probe_step"] == [50, 256, 384]  # the estimate let the first in; its 0.5 s then counts
     none = scheduled(monkeypatch, step_seconds=STEP, probe_seconds=1.0, estimate=1.0, steps=200)
     assert none.history["probe_step"] == [] and none.history["probe_seconds"] == []  # too short a training for one
+
+
+def test_a_training_probes_only_with_a_probe_to_call():
+    with pytest.raises(ValueError, match="probe"):
+        Training(CONFIG, "cpu", probe_every=PROBE_STEPS)
+
+
+def test_the_server_trains_with_the_live_probe(tmp_path):
+    training = live_training(CONFIG, "cpu", RunStore(tmp_path))
+    assert training.probe is live_probe and training.probe_every == probe_interval(CONFIG)
+    assert training._next_probe_seconds == horizon.probe_seconds_estimate(CONFIG)
 
 
 def test_probes_are_spaced_by_the_steps_and_only_for_the_single_head():

@@ -12,7 +12,8 @@ import torch
 
 from lengen_core.analysis.evaluate import evaluate
 from lengen_core.config import RunConfig, with_changes
-from lengen_core.training import initial_model, train
+from lengen_core.models.initial import initial_model
+from lengen_core.training import train
 
 RECIPE = dict(d_model=128, qk_init=0.1)
 PANEL = (  # (offset, vocab, training length, seed): tests/unit/test_prediction_panel.py's RoPE runs

@@ -226,7 +226,7 @@ def test_pi_reads_a_sinusoidal_table_and_an_alibi_bias_at_the_interpolated_posit
     """The other encodings PI is defined for: the sinusoidal table is read at p·L_train/L and ALiBi's
     bias at the interpolated distances; the last-query evaluation and its prediction run under it."""
     from lengen_core.models.encodings import sinusoidal_table
-    from lengen_core.training import initial_model
+    from lengen_core.models.initial import initial_model
 
     config = with_changes(RunConfig(), encoding=encoding)
     model = initial_model(config)

@@ -31,7 +31,7 @@ torch.set_num_threads(1)
 from bench.common import peak_rss_bytes, rss_bytes
 from lengen_core.config import RunConfig, with_changes
 from lengen_core.analysis.sequence import evaluate_sequence
-from lengen_core.training import initial_model
+from lengen_core.models.initial import initial_model
 layers, heads, d_model, vocab, length = (int(a) for a in sys.argv[1:6])
 config = with_changes(RunConfig(), task="shift", vocab_size=vocab, d_model=d_model, n_heads=heads, n_layers=layers,
                       max_positions=length)

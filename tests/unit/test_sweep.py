@@ -3,6 +3,7 @@ worker processes, gathered into one table; resumed, not redone; a bad cell repor
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import shutil
@@ -11,9 +12,18 @@ import threading
 import pandas as pd
 import pytest
 
-from lengen_core.serving.cli import main
+from lengen_core.serving.cli import build_parser, main
 from lengen_core.serving.store import RunStore
-from lengen_core.serving.sweep import SweepError, SweepGrid, cell_config, run_sweep, sweep_dir
+from lengen_core.serving.sweep import (
+    AXES,
+    GRID_AXES,
+    SweepError,
+    SweepGrid,
+    cell_config,
+    grid_from_toml,
+    run_sweep,
+    sweep_dir,
+)
 from ui.presets import PRESETS
 
 GRID = SweepGrid(encodings=("rope", "learned"), offsets=(1, 3), seeds=(0,), lengths=(16, 64), samples=64,
@@ -98,6 +108,24 @@ def test_an_unknown_backend_is_refused_before_any_work(tmp_path):
     with pytest.raises(SweepError, match="allowed local, ray"):
         run_sweep(GRID, tmp_path, backend="slurm")
     assert not (tmp_path / "sweeps").exists()
+
+
+def test_one_registry_names_each_axis_in_the_grid_the_file_the_options_and_the_table(tmp_path):
+    assert GRID_AXES == ("encoding", "attention", "offset", "train_length", "vocab_size", "seed")  # cell order
+    assert {axis.field for axis in AXES} <= {item.name for item in dataclasses.fields(SweepGrid)}
+    assert tuple(GRID.axes) == GRID_AXES
+    parser = build_parser()
+    for axis in AXES:  # each axis's option, named after its field
+        value = "rope" if axis.kind is str else "3"
+        assert getattr(parser.parse_args(["sweep", axis.flag, value]), axis.field) == [axis.kind(value)]
+    for spelling in ("--vocab-sizes", "--vocabs"):  # the older spelling still works
+        assert parser.parse_args(["sweep", spelling, "8,16"]).vocab_sizes == [8, 16]
+    grid_file = tmp_path / "grid.toml"
+    grid_file.write_text("vocabs = [8, 16]\n")  # the older TOML key, read as vocab_sizes
+    assert SweepGrid(**{key: tuple(value) for key, value in grid_from_toml(grid_file).items()}).vocab_sizes == (8, 16)
+    grid_file.write_text("vocabs = [8]\nvocab_sizes = [16]\n")
+    with pytest.raises(SweepError, match="both vocabs and vocab_sizes"):
+        grid_from_toml(grid_file)
 
 
 def test_the_command_line_runs_a_grid_from_a_toml_file_and_options(tmp_path, monkeypatch):

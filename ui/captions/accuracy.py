@@ -2,23 +2,24 @@
 position (Transformer) and training (Train), each computed from the run's own numbers. No Streamlit.
 
 The accuracy charts claim (docs/science.md §1): RoPE with softmax attention stays near 1 past its
-training length (C1); a learned table (C1) and linear attention (C7) fall to chance there.
+training length (C1); a learned table (C1) and linear attention (C7) fall to chance there. What each
+run is expected to show comes from lengen_core.claims.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 
 from lengen_core.analysis.evaluate import wilson_interval
 from lengen_core.analysis.fit import LAW_TOLERANCE, FitResult
 from lengen_core.analysis.verdict import CHANCE_TOLERANCE, Verdict
+from lengen_core.claims import expectation
 from lengen_core.config import RunConfig
+from lengen_core.thresholds import ACCURACY_BAR
 from ui.captions.common import (
-    NEAR_ONE,
     accuracy_points,
     chance_from,
     did_not_learn,
@@ -29,20 +30,6 @@ from ui.captions.common import (
 )
 
 PREDICTION_TOLERANCE = 0.1  # the predicted p "tracks" the measured p when within this at every length
-
-
-def expectation(encoding: str, attention: str) -> Literal["extrapolates", "chance"] | None:
-    """What the accuracy charts claim for a run of this kind (None: no claim)."""
-    if attention == "linear":
-        return "chance"  # C7
-    return {"rope": "extrapolates", "learned": "chance"}.get(encoding)  # C1
-
-
-def _kind(encoding: str, attention: str) -> str:
-    """'RoPE', 'learned-position', 'linear-attention': how a caption names the run it contradicts."""
-    if attention == "linear":
-        return "linear-attention"
-    return {"rope": "RoPE", "learned": "learned-position"}.get(encoding, encoding)
 
 
 def _times(length: int, train_length: int) -> str:
@@ -71,10 +58,10 @@ def run_curve(label: str, config: RunConfig, verdict: Verdict | None, lengths: S
               accuracy: Sequence[float], accuracy_low: Sequence[float], every_position: bool = False) -> Curve:
     """A Curve from a run's config and verdict and its measured accuracies; `every_position`: they score
     every position t ≥ k of the shift task, not the positions past training alone (no claim is read)."""
-    claim = "C7" if config.model.attention == "linear" else "C1"
+    claim = expectation(config.model.encoding, config.model.attention).accuracy_claim
     return Curve(label, config.model.encoding, config.model.attention, config.task.train_length,
                  1 / config.task.vocab_size, tuple(lengths), tuple(accuracy), tuple(accuracy_low),
-                 None if verdict is None else verdict.learned, claim + (", C8" if config.model.n_layers > 0 else ""),
+                 None if verdict is None else verdict.learned, claim + (", C8" if not config.model.minimal else ""),
                  every_position)
 
 
@@ -85,23 +72,23 @@ def curve_caption(curve: Curve, multiples: Sequence[int] = (1, 2, 4)) -> str:
     top = horizon(curve.lengths, curve.accuracy)
     floor = chance_from(curve.lengths, curve.accuracy_low, curve.chance, L)
     half = first_length_below(curve.lengths, curve.accuracy, 0.5)
-    facts = [f"≥ {NEAR_ONE:.2f} up to {top:,} ({_times(top, L)})"] if top is not None else []
+    facts = [f"≥ {ACCURACY_BAR:.2f} up to {top:,} ({_times(top, L)})"] if top is not None else []
     if half is not None and half != floor:
         facts.append(f"below 0.5 from {half:,} ({_times(half, L)})")
     facts.append(f"at chance from {floor:,} ({_times(floor, L)}) on" if floor is not None
                  else f"above chance up to {curve.lengths[-1]:,}")
     numbers = f"{points}; {', '.join(facts)}"
     if curve.learned is False:
-        return f"{name} did not learn the task (a learned task needs ≥ {NEAR_ONE:.2f} at 1×), so it tests no claim: {numbers}."
+        return f"{name} did not learn the task (a learned task needs ≥ {ACCURACY_BAR:.2f} at 1×), so it tests no claim: {numbers}."
     past = [(n, a, low) for n, a, low in zip(curve.lengths, curve.accuracy, curve.accuracy_low, strict=True) if n > L]
-    expected, claim = expectation(curve.encoding, curve.attention), curve.claim
+    expected, claim = expectation(curve.encoding, curve.attention).accuracy, curve.claim
     if curve.every_position:
         return (f"{name}: {numbers} (over every position t ≥ k, those inside training included; the Transformer "
                 "page scores the positions past training alone).")
     if expected is None or not past:
         return f"{name}: {numbers}."
     length, accuracy, low = past[0]
-    kind = _kind(curve.encoding, curve.attention)
+    kind = expectation(curve.encoding, curve.attention).name  # how the caption names a run it contradicts
     if expected == "extrapolates":
         if top is not None and top > L:
             return f"{name}: {numbers}. It stays near 1 past its training length ({claim})."
@@ -160,7 +147,7 @@ def m_out_text(fit: FitResult, samples: int | None = None) -> str:
 
 
 def position_caption(positions: Sequence[int], accuracy: Sequence[float], length: int, train_length: int,
-                     chance: float, samples: int, encoding: str, learned: bool | None) -> str:
+                     chance: float, samples: int, encoding: str, attention: str, learned: bool | None) -> str:
     """At the longest length: accuracy inside training, just past it, and where it first drops below 0.5."""
     starts, values = np.asarray(positions), np.asarray(accuracy, dtype=np.float64)
     widths = np.diff(np.append(starts, length))  # positions per bin
@@ -177,13 +164,14 @@ def position_caption(positions: Sequence[int], accuracy: Sequence[float], length
              + (f"below 0.5 from position {below:,}" if below is not None else f"never below 0.5 up to {length - 1:,}"))
     if learned is False:
         return f"{text}.{did_not_learn(learned)}"
-    if encoding == "rope":
-        if just_past >= NEAR_ONE:
-            return f"{text}: RoPE holds its accuracy past the training length (C8)."
+    expected = expectation(encoding, attention)
+    if expected.heads == "carries":
+        if just_past >= ACCURACY_BAR:
+            return f"{text}: RoPE holds its accuracy past the training length ({expected.heads_claim})."
         return f"{text}: this RoPE run does NOT hold its accuracy past the training length."
-    if encoding == "learned":
+    if expected.heads == "pins":
         if low <= chance + CHANCE_TOLERANCE:
-            return f"{text}: at chance ({share(chance)}) on the first positions it never trained (C4, C8)."
+            return f"{text}: at chance ({share(chance)}) on the first positions it never trained ({expected.heads_claim})."
         return f"{text}: this learned-position run does NOT drop to chance ({share(chance)}) past its training length."
     return f"{text}."
 

@@ -13,6 +13,7 @@ from typing import Literal
 import numpy as np
 
 from lengen_core.analysis.heads import PIN_SHARE
+from lengen_core.claims import expectation
 from ui.captions.common import did_not_learn, percent, share
 
 
@@ -88,10 +89,9 @@ def weights_trace(weights: np.ndarray, train_length: int, offset: int) -> Argmax
 
 
 def trace_expectation(encoding: str, attention: str) -> Literal["relative", "pinned"] | None:
-    """What the attention charts claim: RoPE with softmax follows t − k (C3), a learned table pins (C4)."""
-    if attention == "softmax" and encoding == "rope":
-        return "relative"
-    return "pinned" if encoding == "learned" else None
+    """What the attention charts claim (lengen_core.claims): RoPE with softmax follows t − k (C3), a learned
+    table pins (C4)."""
+    return expectation(encoding, attention).trace
 
 
 def zoom_caption(last_key: int, target: int, weight_on_target: float | None, learned: bool | None) -> str:

@@ -17,9 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from lengen_core.analysis.verdict import CHANCE_TOLERANCE, LEARNED_ACCURACY, Verdict
-
-NEAR_ONE = LEARNED_ACCURACY  # "near 1": the verdict's bar for having learned the task (0.9)
+from lengen_core.analysis.verdict import CHANCE_TOLERANCE, Verdict
+from lengen_core.thresholds import ACCURACY_BAR  # "near 1": learned, and the horizon's bar
 
 
 def share(value: float) -> str:
@@ -42,7 +41,7 @@ def verdict_text(verdict: Verdict, train_length: int, limit: str | None = None) 
     head = "Learned the task" if verdict.learned else "Did not learn the task"
     text = f"**{head}**: accuracy {share(verdict.in_range_accuracy)} at the training length {train_length} {interval}"
     if not verdict.learned:
-        text += f", below the {LEARNED_ACCURACY:.2f} a learned task needs"
+        text += f", below the {ACCURACY_BAR:.2f} a learned task needs"
     if verdict.beyond_length is not None:
         where = "at chance" if verdict.at_chance_beyond else "above chance"
         text += (f"; {where} past it: {share(verdict.beyond_accuracy)} at length {verdict.beyond_length} "
@@ -71,7 +70,7 @@ def first_length_below(lengths: Sequence[int], accuracies: Sequence[float], thre
     return next((n for n, a in zip(lengths, accuracies, strict=True) if a < threshold), None)
 
 
-def horizon(lengths: Sequence[int], accuracies: Sequence[float], threshold: float = NEAR_ONE) -> int | None:
+def horizon(lengths: Sequence[int], accuracies: Sequence[float], threshold: float = ACCURACY_BAR) -> int | None:
     """The largest measured length up to which every accuracy is ≥ `threshold`;
     None when the first one is already below."""
     below = first_length_below(lengths, accuracies, threshold)

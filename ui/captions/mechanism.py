@@ -11,10 +11,11 @@ import numpy as np
 
 from lengen_core.analysis.carrier import ALIGNMENT_MARGIN
 from lengen_core.analysis.heads import HeadReport
+from lengen_core.claims import expectation
+from lengen_core.models.encodings import ENCODING_CLASSES
 from ui.captions.common import did_not_learn, percent, share
 
 TOEPLITZ_UNCHANGED = 0.02  # a trained Toeplitz fraction this close to its untrained one is unchanged
-RELATIVE_ENCODINGS = ("rope", "alibi", "nope")  # logits depend on t − u alone, trained or not
 
 
 def carrier_peak(values: Sequence[float], train_length: int, offset: int) -> tuple[int, float]:
@@ -61,7 +62,7 @@ def _head_name(head: HeadReport) -> str:
     return f"L{head.layer}H{head.head}"
 
 
-def head_grid_caption(heads: Sequence[HeadReport], encoding: str, learned: bool | None) -> str:
+def head_grid_caption(heads: Sequence[HeadReport], encoding: str, attention: str, learned: bool | None) -> str:
     """Which heads carry the offset and which pin, and whether that is what the encoding's claim says."""
     carriers = [_head_name(h) for h in heads if h.is_carrier]
     pinned = [f"{_head_name(h)} (key {h.pinned_key}, {percent(h.pinned_share)})" for h in heads
@@ -73,10 +74,13 @@ def head_grid_caption(heads: Sequence[HeadReport], encoding: str, learned: bool 
         text += f"; {', '.join(both)} select k inside training and pin past it"
     if learned is False:
         return f"{text}.{did_not_learn(learned)}"
-    if encoding == "rope":
-        return f"{text}: a head carries the offset (C8)." if carriers else f"{text}: this RoPE run has NO carrier head."
-    if encoding == "learned":
-        return f"{text}: the learned table pins (C4, C8)." if pinned else f"{text}: this learned-position run has NO pinned head."
+    expected = expectation(encoding, attention)
+    if expected.heads == "carries":
+        return (f"{text}: a head carries the offset ({expected.heads_claim})." if carriers else
+                f"{text}: this RoPE run has NO carrier head.")
+    if expected.heads == "pins":
+        return (f"{text}: the learned table pins ({expected.heads_claim})." if pinned else
+                f"{text}: this learned-position run has NO pinned head.")
     return f"{text}."
 
 
@@ -110,7 +114,7 @@ def equivariance_caption(shifts: Sequence[int], differences: Sequence[float | No
         text = (f"the largest difference over shifts up to {measured[-1][0]:,} is {max(d for _, d in measured):.1e}, "
                 f"under the tolerance {tolerance:g} (the logits themselves reach {logit_scale:.2g}): the logit "
                 "depends on t − u alone")
-    relative = encoding in RELATIVE_ENCODINGS
+    relative = ENCODING_CLASSES[encoding].relative  # logits depend on t − u alone, trained or not
     if learned is False:
         claim = ". This run did not learn the task; the check reads its weights all the same."
     elif relative != bool(above):

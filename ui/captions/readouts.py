@@ -13,9 +13,9 @@ import numpy as np
 from lengen_core.analysis.carrier import ALIGNMENT_MARGIN, CarrierMetrics
 from lengen_core.analysis.fit import FitResult
 from lengen_core.analysis.verdict import Verdict
-from ui.captions.common import NEAR_ONE, accuracy_points, first_length_below, horizon, share
-
-EXTRAPOLATES = NEAR_ONE  # the horizon: the longest length at which accuracy stays at least this (0.9)
+from lengen_core.claims import expectation
+from lengen_core.thresholds import ACCURACY_BAR
+from ui.captions.common import accuracy_points, first_length_below, horizon, share
 
 
 def _horizon(lengths: Sequence[int], accuracies: Sequence[float], train_length: int) -> str:
@@ -24,19 +24,20 @@ def _horizon(lengths: Sequence[int], accuracies: Sequence[float], train_length: 
     if not pairs:
         return f"was not measured at or past the training length {train_length}"
     lengths, accuracies = [n for n, _ in pairs], [a for _, a in pairs]
-    below = first_length_below(lengths, accuracies, EXTRAPOLATES)
+    below = first_length_below(lengths, accuracies, ACCURACY_BAR)
     if below is None:
-        return f"stays ≥ {EXTRAPOLATES} at every length measured, up to {lengths[-1]:,}"
-    top = horizon(lengths, accuracies, EXTRAPOLATES)
+        return f"stays ≥ {ACCURACY_BAR} at every length measured, up to {lengths[-1]:,}"
+    top = horizon(lengths, accuracies, ACCURACY_BAR)
     if top is None or top <= train_length:
-        return f"falls below {EXTRAPOLATES} already at L = {below:,} ({below / train_length:g}× the training length)"
-    return f"stays ≥ {EXTRAPOLATES} up to L = {top:,} ({top / train_length:g}×), below it from {below:,}"
+        return f"falls below {ACCURACY_BAR} already at L = {below:,} ({below / train_length:g}× the training length)"
+    return f"stays ≥ {ACCURACY_BAR} up to L = {top:,} ({top / train_length:g}×), below it from {below:,}"
 
 
 def dilution_caption(encoding: str, attention: str, lengths: Sequence[int], accuracies: Sequence[float],
                      predicted: Sequence[float], train_length: int, verdict: Verdict | None) -> str:
     """Accuracy against length: the run's points, its horizon, the prediction's largest miss, and
-    whether it bears out C1/C6 (RoPE with softmax extrapolates) or C1/C4/C7 (the others do not)."""
+    whether it bears out C1/C6 (RoPE with softmax extrapolates) or C1/C7 (a learned table, linear attention
+    do not), as lengen_core.claims says for its encoding and attention; no claim for the other encodings."""
     chance = verdict.chance if verdict is not None else None
     points = accuracy_points(lengths, accuracies, train_length)
     text = f"this run: {points}" + (f"; chance {share(chance)}" if chance is not None else "") + ". "
@@ -48,16 +49,21 @@ def dilution_caption(encoding: str, attention: str, lengths: Sequence[int], accu
     if verdict is not None and not verdict.learned:
         return text + _partial_learner(verdict, lengths, accuracies, train_length)
     beyond = [a for n, a in zip(lengths, accuracies, strict=True) if n >= 2 * train_length]
-    holds_at_2x = bool(beyond) and beyond[0] >= EXTRAPOLATES
-    if encoding == "rope" and attention == "softmax":
+    holds_at_2x = bool(beyond) and beyond[0] >= ACCURACY_BAR
+    expected = expectation(encoding, attention)
+    if expected.accuracy == "extrapolates":
         return text + ("As C1 and C6 say, RoPE keeps its rule past the training length and decays by dilution."
                        if holds_at_2x else
                        "This RoPE run does NOT bear out C1: it is already below "
-                       f"{EXTRAPOLATES} at twice its training length.")
+                       f"{ACCURACY_BAR} at twice its training length.")
+    if expected.accuracy is None:  # ALiBi, sinusoidal or no positions with softmax: the lab claims nothing
+        return text + (f"No claim covers {encoding} with {attention} attention: this run "
+                       + (f"still holds {ACCURACY_BAR} at twice its training length." if holds_at_2x else
+                          "does not extrapolate."))
     if holds_at_2x:
-        return text + (f"Unlike the claim for {encoding} with {attention} attention, this run still holds "
-                       f"{EXTRAPOLATES} at twice its training length.")
-    return text + f"As C1 says for {encoding} with {attention} attention, it does not extrapolate."
+        return text + (f"Unlike the claim for {encoding} with {attention} attention ({expected.accuracy_claim}), "
+                       f"this run still holds {ACCURACY_BAR} at twice its training length.")
+    return text + f"As {expected.accuracy_claim} says for {encoding} with {attention} attention, it does not extrapolate."
 
 
 def _partial_learner(verdict: Verdict, lengths: Sequence[int], accuracies: Sequence[float], train_length: int) -> str:
@@ -69,7 +75,7 @@ def _partial_learner(verdict: Verdict, lengths: Sequence[int], accuracies: Seque
     kept = "" if not far else (f"; past the training length it keeps little of it: {share(far[0][1])} at "
                                f"{far[0][0] // train_length}× (chance {share(verdict.chance)})")
     return (f"This run did not fully learn the task ({share(verdict.in_range_accuracy)} at its training length, "
-            f"below the 0.90 a learned task needs){kept}.")
+            f"below the {ACCURACY_BAR:.2f} a learned task needs){kept}.")
 
 
 def inverse_mass_caption(lengths: Sequence[int], masses: Sequence[float], train_length: int) -> str:
@@ -118,11 +124,6 @@ def carrier_caption(metrics: CarrierMetrics, baseline: CarrierMetrics, offset: i
     if verdict is not None and not verdict.learned:
         parts.append("This run did not learn the task: read these numbers as what training did not achieve.")
     return " ".join(parts)
-
-
-def metric_change(name: str, trained: float, untrained: float, digits: int = 3) -> str:
-    """'Toeplitz 0.99998 trained against 0.986 untrained' for a metric's help text."""
-    return f"{name}: {trained:.{digits}f} after training, {untrained:.{digits}f} for the untrained initialisation."
 
 
 def spectrum_caption(amplitudes: np.ndarray, active: int, active_untrained: int) -> str:

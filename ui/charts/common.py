@@ -12,6 +12,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from lengen_core.thresholds import ACCURACY_BAR
+
 HEIGHT = 380
 MAP_HEIGHT = 500  # a square heatmap: as tall as a stacked chart on a 1024 px screen is wide
 MEASURED, PREDICTED, FITTED, REFERENCE = "#1f77b4", "#ff7f0e", "#2ca02c", "#7f7f7f"
@@ -123,8 +125,8 @@ def probe_curve(probes: pd.DataFrame, total_steps: int, train_length: int) -> go
                        mode="lines+markers", marker_size=5, secondary_y=True, line_dash="dot",
                        hovertemplate=hover("step %{x:,}", "m_out %{y:.2f} nats"))
     figure.update_xaxes(range=[0, total_steps])
-    if times.dropna().empty:  # below 0.9 at the training length at every probe so far
-        figure.add_annotation(text="no horizon yet: predicted accuracy below 0.9 at the training length",
+    if times.dropna().empty:  # below the bar at the training length at every probe so far
+        figure.add_annotation(text=f"no horizon yet: predicted accuracy below {ACCURACY_BAR:g} at the training length",
                               xref="paper", yref="paper", x=0.5, y=0.5, showarrow=False)
     log_axis(figure, "y", times.dropna(), title_text="horizon (× training length)", secondary_y=False)
     figure.update_yaxes(title_text="m_out (nats)", secondary_y=True)

@@ -29,6 +29,7 @@ from ui.lessons.files import Step
 from ui.presets import (
     DILUTION_LONGEST,
     DILUTION_SAMPLES,
+    POSITION_MULTIPLES,
     PRESETS,
     START_LENGTHS,
     START_SAMPLES,
@@ -176,7 +177,8 @@ def head_carriers(step: Step, presenting: bool) -> None:
                                         "s": h.carrier, "is_carrier": h.is_carrier, "pinned_key": h.pinned_key})
                           for h in reports])
     _draw(transformer_charts.head_grid(carriers, model.n_layers, model.n_heads, k),
-          mechanism_captions.head_grid_caption(reports, model.encoding, None if run.verdict is None else run.verdict.learned),
+          mechanism_captions.head_grid_caption(reports, model.encoding, model.attention,
+                                               None if run.verdict is None else run.verdict.learned),
           carriers, "head-carriers", run.run_id, presenting)
 
 
@@ -200,12 +202,12 @@ def accuracy_by_position(step: Step, presenting: bool) -> None:
     """A transformer's accuracy at every position of sequences 4× the training length (the Transformer page's)."""
     run = _run(step)
     task, samples = run.config.task, 64
-    evaluated = sequence_evaluation(run.run_id, length_multiples(run.run_id, (1, 4)), samples)
+    evaluated = sequence_evaluation(run.run_id, length_multiples(run.run_id, POSITION_MULTIPLES), samples)
     table, longest = transformer_charts.position_table(evaluated), evaluated[-1]
     _draw(transformer_charts.accuracy_by_position(table, task.train_length, 1 / task.vocab_size),
           accuracy_captions.position_caption(longest.positions, longest.accuracy_by_position, longest.length,
                                              task.train_length, 1 / task.vocab_size, samples,
-                                             run.config.model.encoding,
+                                             run.config.model.encoding, run.config.model.attention,
                                              None if run.verdict is None else run.verdict.learned),
           table, "accuracy-by-position", run.run_id, presenting)
 

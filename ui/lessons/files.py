@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from lengen_core.config import SETTINGS, ConfigError, RunConfig, with_changes
 from lengen_core.serving.lineage import continuation
-from ui.presets import PRESETS
+from ui.presets import LESSON_MULTIPLES, LONGEST_CHOICES, PRESETS
 
 LESSON_ROOT = Path(__file__).resolve().parents[2] / "assets" / "lessons"
 LESSON_KEYS = {"title": "the lesson's name", "summary": "one or two sentences", "steps": "the [[steps]] tables",
@@ -59,18 +59,18 @@ ELEMENTS: dict[str, Element] = {
     "accuracy-overlay": Element("several", "accuracy against length of several presets (the Start page's picture)",
                                 single_head=True),
     "heatmap": Element("one", "attention map at a multiple of the training length (Attention page)",
-                       options=(("multiple", (1, 2, 4, 8, 16), 4),)),
+                       options=(("multiple", LESSON_MULTIPLES, 4),)),
     "argmax-trace": Element("one", "the key each query attends to most (Attention page)", single_head=True,
-                            options=(("multiple", (1, 2, 4, 8, 16), 4),)),
+                            options=(("multiple", LESSON_MULTIPLES, 4),)),
     "carrier-chart": Element("one", "the carrier s(Δ) with its margin beside the untrained one (Carrier page)",
                              single_head=True),
     "dilution-chart": Element("one", "accuracy against length, measured and predicted (Dilution page)",
-                              single_head=True, options=(("longest", tuple(1 << p for p in range(6, 17)), 1 << 16),)),
+                              single_head=True, options=(("longest", LONGEST_CHOICES, 1 << 16),)),
     "inverse-mass-chart": Element("one", "1/target mass against length, the law's slope (Dilution page)",
                                   single_head=True,
-                                  options=(("longest", tuple(1 << p for p in range(6, 17)), 1 << 16),)),
+                                  options=(("longest", LONGEST_CHOICES, 1 << 16),)),
     "horizon": Element("one", "the measured and predicted horizon, with Train longer (Dilution page)",
-                       single_head=True, options=(("longest", tuple(1 << p for p in range(6, 17)), 1 << 16),)),
+                       single_head=True, options=(("longest", LONGEST_CHOICES, 1 << 16),)),
     "head-carriers": Element("one", "every head's carrier in a transformer (Transformer page)", single_head=False),
     "head-attention": Element("one", "the carrier head's attention at a multiple of the training length "
                               "(Transformer page)", single_head=False, options=(("multiple", (1, 2, 4), 4),)),

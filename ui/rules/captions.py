@@ -20,6 +20,7 @@ from ui.captions.attention import ArgmaxTrace
 from ui.captions.common import percent, share
 
 MASS_DIFFERENCE = 0.02  # target masses closer than this are "the same" (their s.e.m. is below 0.01 at 64 samples)
+KEEPS_MASS = 0.9  # a rule "keeps p" where p is at least this share of its mass at the training length
 NO_LAW = {"too_few_points": "p ≤ 2/V past training", "not_learned": "not learned",
           "at_chance": "at chance past training", "not_applicable": "transformer"}
 
@@ -73,7 +74,7 @@ def _effect(curve: RuleCurve, base: RuleCurve, train_length: int, chance: float,
                      f"k·s = {offset * s:g}: the head trained to read offset {offset} now reads the wrong key")
         return text + "."
     if p > p0 + MASS_DIFFERENCE:
-        kept = p >= 0.9 * curve.target_mass[curve.lengths.index(train_length)] if train_length in curve.lengths else False
+        kept = p >= KEEPS_MASS * curve.target_mass[curve.lengths.index(train_length)] if train_length in curve.lengths else False
         verb = "keeps p at" if kept else "raises p to"
         text = f"{name} {verb} {share(p)} at {at} where the unmodified run falls to {share(p0)}"
         if better:

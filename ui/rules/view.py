@@ -17,6 +17,7 @@ from lengen_core.analysis.fit import NOT_APPLICABLE, FitResult
 from lengen_core.analysis.horizon import Horizon
 from lengen_core.analysis.rules import parse_rule
 from lengen_core.config import ConfigError, RunConfig
+from lengen_core.thresholds import ACCURACY_BAR
 from lengen_core.training import Run
 from ui import widgets
 from ui.rules import captions as rule_captions
@@ -91,7 +92,7 @@ def _numbers(rows: list[dict], laws: list[str], one_run: bool) -> None:
                                                         "measured under the rule, far keys weighed by its prediction, "
                                                         "with a 95% bootstrap interval; a sentence where the law "
                                                         "does not describe the run under it."),
-        "horizon predicted": st.column_config.TextColumn(help="The largest length with predicted accuracy ≥ 0.9 under "
+        "horizon predicted": st.column_config.TextColumn(help=f"The largest length with predicted accuracy ≥ {ACCURACY_BAR:g} under "
                                                               "the rule, looked for up to the longest length measured."),
     })
     if laws:

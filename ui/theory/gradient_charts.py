@@ -9,12 +9,12 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from lengen_core.analysis.verdict import CHANCE_TOLERANCE
+from lengen_core.thresholds import ACCURACY_BAR
 from ui.charts.common import MEASURED, PREDICTED, REFERENCE, _layout, accuracy_hover, band, hover, log_axis
 
 CONSTRUCTED, RANDOM = "constructed head", "random start"
 COLOURS = {CONSTRUCTED: PREDICTED, RANDOM: MEASURED}
 HOLDS = 0.95  # "retrieves": the accuracy the construction promises (lengen_core.models.construct)
-KEEPS = 0.9  # "keeps the rule" after training: LEARNED_ACCURACY's bar, read at 4×
 
 
 def at_chance(low: float, chance: float) -> bool:
@@ -129,10 +129,10 @@ def drift_caption(table: pd.DataFrame, chance: float, train_length: int, offset:
     rows = (" Rows ≥ L_train got no gradient here either: they are still the built ones, so what moved are the "
             "projections, which every position goes through, and the rows in range." if beyond == 0.0
             else f" Rows ≥ L_train got gradients up to {beyond:.2g}.")
-    if last.accuracy >= KEEPS:
+    if last.accuracy >= ACCURACY_BAR:
         return text + rows + " Training kept the relative rule here: this run does not show a drift to memorising."
     if at_chance(last.accuracy_low, chance):
         return text + rows + (" Training left the rule for a solution that fits the training range only, even from "
                               "a start that generalised (C1).")
-    return text + rows + (f" Lowering the loss on the training range moved the head away from the rule (below {KEEPS} "
+    return text + rows + (f" Lowering the loss on the training range moved the head away from the rule (below {ACCURACY_BAR} "
                           "at 4×), though not yet to chance in these steps.")

@@ -25,9 +25,9 @@ import streamlit as st
 
 from lengen_core.analysis.evaluate import LengthReport, evaluate
 from lengen_core.config import ConfigError, RunConfig
+from lengen_core.models.initial import initial_model
 from lengen_core.optimisation import TrainingTrace, trace_training
 from lengen_core.serving.budget import check_single_head_evaluation, check_training
-from lengen_core.training import initial_model
 from ui.presets import (
     DRIFT_EVERY,
     DRIFT_STEPS,  # noqa: F401 (ui.theory.gradients.DRIFT_STEPS: the tests read the experiment here)

@@ -15,6 +15,7 @@ import streamlit as st
 from lengen_core.analysis.horizon import NEAR_MULTIPLE, probe_seconds_estimate
 from lengen_core.analysis.watch import LiveView
 from lengen_core.serving.jobs import JobStatus, TrainingPool
+from lengen_core.thresholds import ACCURACY_BAR
 from lengen_core.training import PROBE_SHARE, Run
 from ui.captions import accuracy as accuracy_captions
 from ui.captions import attention as attention_captions
@@ -179,7 +180,7 @@ def probe_caption(probes: pd.DataFrame, train_length: int, ceiling: int) -> str:
     """Where the predicted horizon and m_out started and where they are now, from the probes so far."""
     def horizon(value) -> str:
         if value is None or pd.isna(value):
-            return "none (below 0.9 at the training length)"
+            return f"none (below {ACCURACY_BAR:g} at the training length)"
         if value >= ceiling:
             return f"≥ {ceiling:,} tokens, the most this view looks at"
         return f"{int(value):,} tokens ({value / train_length:.1f}× the training length)"

@@ -1,0 +1,77 @@
+"""What each pair of positional encoding and attention is expected to show, claim by claim
+(docs/science.md §1): the one registry the captions, the pages and the lessons read, instead of
+testing an encoding's name.
+
+    expected = expectation("rope", "softmax")
+    expected.accuracy       # past the training length: "extrapolates" (C1), "chance" (C1, C7) or None (no claim)
+    expected.accuracy_claim # the claim the accuracy charts test: "C1", or "C7" for linear attention
+    expected.trace          # where the queries past training attend: "relative" (C3, t − k) or "pinned" (C4)
+    expected.carrier        # an aligned low-rank carrier (C5): RoPE with softmax
+    expected.heads          # in a transformer (C8): a head "carries" the offset, or the table "pins"
+    expected.relative       # the logit depends on t − u alone (C3's check), the encoding's own property
+
+A pair with no claim (ALiBi, sinusoidal or no positions, with softmax) expects nothing: the captions
+describe what its run does and say no claim.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+from lengen_core.config import AttentionName, EncodingName
+from lengen_core.models.encodings import ENCODING_CLASSES
+
+CLAIMS = {  # the short form of docs/science.md §1's table
+    "C1": "RoPE extrapolates to longer inputs, learned absolute positions do not",
+    "C2": "a minimal fixed-offset retrieval task isolates positional selection",
+    "C3": "with RoPE the logit depends on t − u alone, so the rule learned at L_train holds at every length",
+    "C4": "a learned table leaves positions past training unconstrained: the head pins inside the training range",
+    "C5": "the learned RoPE rule is a low-rank carrier kernel aligned with the target offset",
+    "C6": "accuracy decays gracefully with length by an attention-dilution law",
+    "C7": "linear attention (no normalisation) does not extrapolate",
+    "C8": "all of this transfers to a multi-layer, multi-head transformer on the shift task",
+    "C9": "shift_right(x, k) is a one-line length-independent RASP-L program; the carrier is how it is learned",
+}
+
+
+@dataclass(frozen=True)
+class Expectation:
+    encoding: str
+    attention: str
+    name: str  # how a caption names such a run: 'RoPE', 'learned-position', 'linear-attention', or the encoding
+    accuracy: Literal["extrapolates", "chance"] | None  # past the training length (None: no claim)
+    accuracy_claim: str  # the claim the accuracy charts test ("C1"; "C7" for linear attention)
+    trace: Literal["relative", "pinned"] | None  # the argmax of the queries past training (C3 / C4)
+    carrier: bool  # an aligned low-rank carrier is claimed (C5)
+    heads: Literal["carries", "pins"] | None  # what a transformer's heads do (C8; pins: C4 too)
+    relative: bool  # the logit depends on t − u alone (the encoding's class says)
+
+    @property
+    def heads_claim(self) -> str:
+        return "C4, C8" if self.heads == "pins" else "C8"
+
+
+# The encoding's own claims (softmax attention): name, accuracy past training, argmax trace, carrier, heads.
+_ENCODING_CLAIMS = {
+    "rope": ("RoPE", "extrapolates", "relative", True, "carries"),
+    "learned": ("learned-position", "chance", "pinned", False, "pins"),
+}
+
+
+def _expectation(encoding: str, attention: str) -> Expectation:
+    name, accuracy, trace, carrier, heads = _ENCODING_CLAIMS.get(encoding, (encoding, None, None, False, None))
+    relative = ENCODING_CLASSES[encoding].relative
+    if attention == "linear":  # C7: no normalisation, no extrapolation, whatever the positions; no relative trace
+        return Expectation(encoding, attention, "linear-attention", "chance", "C7",
+                           "pinned" if trace == "pinned" else None, False, heads, relative)
+    return Expectation(encoding, attention, name, accuracy, "C1", trace, carrier, heads, relative)
+
+
+EXPECTATIONS = {(encoding, attention): _expectation(encoding, attention)
+                for encoding in get_args(EncodingName) for attention in get_args(AttentionName)}
+
+
+def expectation(encoding: str, attention: str) -> Expectation:
+    """What a run of this encoding and attention is expected to show (KeyError: not a pair the config allows)."""
+    return EXPECTATIONS[encoding, attention]
