@@ -28,16 +28,17 @@ seed, rule) every reader shows the same numbers. One policy for each point on wh
 - Transformers and the shift task (not `config.single_head`) are read by forward passes, one length at
   a time under the rule (lengen_core.analysis.sequence): no closed-form prediction, no law, no horizon.
 
-Every cost is checked against this server's budgets (lengen_core.serving.budget) before the work it
-prices starts; a horizon search over budget is left out with a note, not refused, since the rest of the
-answer stands without it. `Shipped` hands in what a preset ships (scripts.build_presets), computed
+With `prices` (a server's budgets: the command line, a sweep and the app pass lengen_core.serving.budget,
+which the science never imports) every cost is checked before the work it prices starts; a horizon
+search over budget is left out with a note, not refused, since the rest of the answer stands without it. `Shipped` hands in what a preset ships (scripts.build_presets), computed
 earlier by these same calls, so a first visit to the app computes none of it again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from lengen_core.analysis.dilution import Prediction, predict
 from lengen_core.analysis.evaluate import LengthReport, check_lengths, check_sampling, check_sweep, evaluate
@@ -46,11 +47,26 @@ from lengen_core.analysis.horizon import Horizon, horizon_ceiling, measured_hori
 from lengen_core.analysis.rules import InferenceRule, NoRule, under_rule
 from lengen_core.analysis.sequence import MAX_SEQUENCE_LENGTH, SequenceReport, evaluate_sequence
 from lengen_core.analysis.verdict import Verdict
+from lengen_core.config import ConfigError, RunConfig
 from lengen_core.models.encodings import LengthError
-from lengen_core.serving import budget
 from lengen_core.training import Run
 
 EVALUATION_SEED = 12_345  # the default seed of the evaluation sequences (the pages' and the command line's)
+
+
+class Prices(Protocol):
+    """A server's budgets, as lengen_core.serving.budget (the module itself) gives them: each check raises a
+    ConfigError naming the limit and what to change when the work is over it."""
+
+    def check_single_head_evaluation(self, config: RunConfig, lengths: Sequence[int], samples: int) -> object: ...
+
+    def check_sequence_evaluation(self, config: RunConfig, lengths: Sequence[int], samples: int) -> object: ...
+
+    def check_prediction(self, config: RunConfig, lengths: Sequence[int], rule=None) -> object: ...
+
+    def check_horizon(self, config: RunConfig, ceiling: int, rule=None) -> object: ...
+
+    def prediction_fits(self, config: RunConfig, budgets=None, rule=None) -> Callable[[list[int]], bool]: ...
 
 
 @dataclass(frozen=True)
@@ -103,10 +119,11 @@ def search_ceiling(run: Run, lengths: Sequence[int], rule: InferenceRule) -> int
 
 
 def check_measurement(run: Run, lengths: Sequence[int], samples: int, rule: InferenceRule | None = None,
-                      seed: int = EVALUATION_SEED, shipped: Shipped | None = None) -> None:
+                      seed: int = EVALUATION_SEED, shipped: Shipped | None = None,
+                      prices: Prices | None = None) -> None:
     """Every refusal of `measure` before any of its work: bad lengths or samples (LengthError), a rule
-    undefined for the run (RuleError) and what is over this server's budgets (BudgetError). Work that
-    `shipped` answers costs nothing and is not priced."""
+    undefined for the run (RuleError) and, with `prices`, what is over its budgets. Work that `shipped`
+    answers costs nothing and is not priced."""
     rule = rule or NoRule()
     config = run.config
     check_sampling(samples, seed)
@@ -118,22 +135,24 @@ def check_measurement(run: Run, lengths: Sequence[int], samples: int, rule: Infe
         if too_long:
             raise LengthError(f"length {too_long[0]} is beyond {MAX_SEQUENCE_LENGTH}, the limit for full-sequence "
                               "evaluation")
-        budget.check_sequence_evaluation(config, lengths, samples)
+        if prices is not None:
+            prices.check_sequence_evaluation(config, lengths, samples)
         return
-    if _shipped_reports(shipped, lengths, samples, seed, rule) is None:
-        budget.check_single_head_evaluation(config, lengths, samples)
+    if prices is not None and _shipped_reports(shipped, lengths, samples, seed, rule) is None:
+        prices.check_single_head_evaluation(config, lengths, samples)
     at = _predicted_lengths(run, lengths)
-    if _shipped_predictions(shipped, at, rule) is None:
-        budget.check_prediction(config, at, rule)
+    if prices is not None and _shipped_predictions(shipped, at, rule) is None:
+        prices.check_prediction(config, at, rule)
 
 
 def measure(run: Run, lengths: Sequence[int], samples: int = 256, rule: InferenceRule | None = None,
-            seed: int = EVALUATION_SEED, shipped: Shipped | None = None) -> Measurement:
+            seed: int = EVALUATION_SEED, shipped: Shipped | None = None, prices: Prices | None = None) -> Measurement:
     """The run measured at `lengths` with `samples` sequences each (drawn from `seed`), read under `rule`
-    (None: as trained), on the device its model is on. Checked first (`check_measurement`)."""
+    (None: as trained), on the device its model is on. Checked first (`check_measurement`), against
+    `prices` where given."""
     rule = rule or NoRule()
     lengths = tuple(lengths)
-    check_measurement(run, lengths, samples, rule, seed, shipped)
+    check_measurement(run, lengths, samples, rule, seed, shipped, prices)
     config, model = run.config, run.model
     L = config.task.train_length
     common = dict(run_id=run.run_id, rule=rule.label, lengths=lengths, samples=samples, seed=seed, train_length=L,
@@ -150,7 +169,7 @@ def measure(run: Run, lengths: Sequence[int], samples: int = 256, rule: Inferenc
     fit = fit_dilution(lengths, [r.target_mass for r in reports], [r.target_mass_sem for r in reports], L,
                        config.task.vocab_size, run.verdict, {n: p.target_mass for n, p in found.items()})
     ceiling = search_ceiling(run, lengths, rule)
-    horizon, note = _predicted_horizon(run, rule, ceiling, shipped)
+    horizon, note = _predicted_horizon(run, rule, ceiling, shipped, prices)
     return Measurement(**common, reports=reports, predictions=tuple(found[n] for n in lengths),
                        train_prediction=found[L], fit=fit,
                        measured_horizon=measured_horizon(lengths, [r.accuracy for r in reports], L),
@@ -162,18 +181,20 @@ def _predicted_lengths(run: Run, lengths: Sequence[int]) -> list[int]:
     return sorted({run.config.task.train_length, *lengths})
 
 
-def _predicted_horizon(run: Run, rule: InferenceRule, ceiling: int,
-                       shipped: Shipped | None) -> tuple[Horizon | None, str | None]:
+def _predicted_horizon(run: Run, rule: InferenceRule, ceiling: int, shipped: Shipped | None,
+                       prices: Prices | None) -> tuple[Horizon | None, str | None]:
     """The search up to `ceiling`, priced first (over budget: none, and why), each later step priced too."""
     if rule.trivial and shipped is not None and shipped.horizon is not None and shipped.horizon.ceiling == ceiling:
         return shipped.horizon, None
     config = run.config
-    try:
-        budget.check_horizon(config, ceiling, rule)
-    except budget.BudgetError as error:
-        return None, f"not computed here: {' '.join(str(error).split())}"
-    reach = predicted_horizon(run.model, config, ceiling=ceiling, afford=budget.prediction_fits(config, rule=rule),
-                              rule=rule)
+    afford = None
+    if prices is not None:
+        try:
+            prices.check_horizon(config, ceiling, rule)
+        except ConfigError as error:
+            return None, f"not computed here: {' '.join(str(error).split())}"
+        afford = prices.prediction_fits(config, rule=rule)
+    reach = predicted_horizon(run.model, config, ceiling=ceiling, afford=afford, rule=rule)
     if not reach.resolved:
         return reach, f"bracket only: {reach.text}"
     if not rule.trivial:

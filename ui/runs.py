@@ -34,6 +34,7 @@ from lengen_core.analysis.horizon import Horizon
 from lengen_core.analysis.rules import parse_rule
 from lengen_core.config import RunConfig
 from lengen_core.measure import Measurement, Shipped, measure
+from lengen_core.serving import budget
 from lengen_core.serving.budget import check_attention_map, check_carrier, check_single_head_evaluation
 from lengen_core.serving.runtime import DEVICE_ENV, device_setting
 from lengen_core.serving.store import RunStore, StoreError, preset_store
@@ -255,7 +256,7 @@ def measurement(run_id: str, lengths: tuple[int, ...], samples: int = 256, rule:
 
 @st.cache_data(show_spinner="Measuring the run…", max_entries=128)
 def _measurement(run_id: str, lengths: tuple[int, ...], samples: int, rule: str) -> Measurement:
-    return measure(load_run(run_id), lengths, samples, parse_rule(rule), shipped=shipped(run_id))
+    return measure(load_run(run_id), lengths, samples, parse_rule(rule), shipped=shipped(run_id), prices=budget)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,9 @@ given, so it stays testable and the rest of the core never prints.
 Every command that computes takes `--device` (auto by default: CUDA, then MPS, then the CPU,
 `lengen_core.training.resolve_device`): `train`, `construct` and `continue` train there; `evaluate`,
 `carrier` and `heads` load the stored run onto it and compute there. `evaluate --rule NAME
-[--rule-param X]` reads the run under an inference rule (lengen_core.analysis.rules), each row saying which. Each answer's `device` says
+[--rule-param X]` reads the run under an inference rule (lengen_core.analysis.rules), each row saying which;
+its numbers are lengen_core.measure's, as the app's Dilution and Compare pages and a sweep's cells give
+them for the same lengths, samples and rule. Each answer's `device` says
 which device that was (for a training, the device the run was trained on, also when a stored run
 is reused), and `device_name` says it in words (the GPU's name on CUDA).
 """
@@ -39,6 +41,7 @@ from lengen_core.config import (
 )
 from lengen_core.measure import measure
 from lengen_core.models.encodings import LengthError
+from lengen_core.serving import budget
 from lengen_core.serving.budget import (
     check_carrier,
     check_head_analysis,
@@ -255,7 +258,7 @@ def command_evaluate(args: argparse.Namespace, store: RunStore) -> dict[str, Any
     config = run.config
     L = config.task.train_length
     lengths = args.lengths or [L * 2**i for i in range(7 if config.single_head else 5)]
-    m = measure(run, lengths, args.samples, rule, args.seed)
+    m = measure(run, lengths, args.samples, rule, args.seed, prices=budget)
     predictions = m.predictions or [None] * len(m.lengths)
     rows = [_row(report, prediction, fitted, L, m.rule)
             for report, prediction, fitted in zip(m.reports, predictions, m.fitted_masses, strict=True)]

@@ -210,7 +210,7 @@ def measure_run(run, lengths: Sequence[int], samples: int) -> dict[str, Any]:
     search = 4 * config.task.train_length
     if config.single_head:
         budget.check_carrier(config, search)  # priced with the measurement, before either starts
-    m = measure(run, allowed, samples)
+    m = measure(run, allowed, samples, prices=budget)
     record["lengths"] = [{"length": r.length, "accuracy": float(r.accuracy), "accuracy_low": float(r.accuracy_low),
                           "accuracy_high": float(r.accuracy_high), "target_mass": float(r.target_mass)}
                          for r in m.reports]

@@ -27,6 +27,7 @@ from lengen_core.analysis.carrier import (
 from lengen_core.analysis.heatmap import Heatmap, attention_heatmap
 from lengen_core.analysis.rules import parse_rule, under_rule
 from lengen_core.measure import check_measurement
+from lengen_core.serving import budget
 from lengen_core.serving.budget import check_attention_map, check_carrier
 from ui.runs import heatmap, load_run
 
@@ -36,7 +37,7 @@ def price(run_id: str, labels: Sequence[str], lengths: tuple[int, ...], samples:
     if over), as lengen_core.measure checks each before its own."""
     run = load_run(run_id)
     for label in labels:
-        check_measurement(run, lengths, samples, parse_rule(label))
+        check_measurement(run, lengths, samples, parse_rule(label), prices=budget)
 
 
 @dataclass(frozen=True)
