@@ -107,7 +107,7 @@ def from_app(run_id: str, lengths: tuple[int, ...]) -> list[dict[str, Any]]:
 
         run = load_run(run_id)
         text = m.predicted_horizon.text
-        assert key_numbers({run_id: "run"}, {run_id: compared}, {run_id: run})["horizon predicted"][0] == text
+        assert key_numbers({run_id: "run"}, {run_id: compared}, {run_id: run})["horizon, predicted"][0] == text
         ruled = {"none": _measure(run_id, "none", lengths, SAMPLES, Progress("Reading under the rules"))}
         assert _rows("this run", run.config, True, ruled)[0][0]["horizon predicted"] == text
     law = compared.fit.fit

@@ -107,7 +107,7 @@ def key_numbers(labels: dict[str, str], results: dict[str, Comparison], runs: di
             "past L_train": None if verdict is None or verdict.at_chance_beyond is None
             else "at chance" if verdict.at_chance_beyond else "above chance",
             "accuracy at 4×": four, "m_out (95%)": accuracy_captions.m_out_text(result.fit, result.samples),
-            "horizon predicted": _horizon_text(result),
+            "horizon, predicted": _horizon_text(result),
             "Toeplitz": result.toeplitz_fraction, "Toeplitz untrained": result.toeplitz_baseline,
             "argmax Δ": result.carrier_argmax, "samples": result.samples, "carrier": result.carrier_source,
             "encoding": config.model.encoding, "attention": config.model.attention,
