@@ -118,6 +118,9 @@ st.dataframe(numbers, hide_index=True, width="stretch", column_config={
     "m_out (95%)": st.column_config.TextColumn(help="Fitted effective margin of the dilution law with its 95% "
                                                     "bootstrap interval; no law for a run that did not learn, is "
                                                     "at chance past training, or is a transformer."),
+    "horizon, predicted": st.column_config.TextColumn(help="The largest length whose accuracy predicted from the "
+                                                          "weights is ≥ 0.90, looked for up to 2^20 tokens (or the "
+                                                          "end of a learned table): the Dilution page's figure."),
     "Toeplitz": st.column_config.NumberColumn(format="%.3f", help="Toeplitz fraction of the centred mean logit "
                                                                   "matrix: 1 means the logit depends on t − u alone."),
     "Toeplitz untrained": st.column_config.NumberColumn(format="%.3f", help="The same metric for the run's "

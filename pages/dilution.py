@@ -41,12 +41,12 @@ show_view("longest", str(longest))
 show_view("samples", str(samples))
 lengths = tuple(allowed_lengths(run.run_id, list(dilution_lengths(run.config, longest))))
 
-try:  # the prediction first: it is checked before the evaluation's work, not after
+try:  # lengen_core.measure: priced whole before any work, the numbers of `evaluate` on the command line
     data = dilution_data(run.run_id, lengths, samples)
 except ConfigError as error:  # over this server's budget (lengen_core.serving.budget)
     refusal("Not evaluated here", error)
     st.stop()
-reports, table, result, fit_table = data.reports, data.table, data.result, data.fit_table
+reports, table, result, fit_table = data.reports, data.table, data.result, data.fit_table  # one measurement
 fit = result.fit
 
 last = reports[-1]
@@ -70,7 +70,7 @@ c.metric("Largest error of the fit", "—" if fit is None else f"{fit.max_relati
          help=f"max |p_fit − p| / p over the measured lengths the law was fitted to; within {LAW_TOLERANCE:.0%} the "
               "law describes this run. R² cannot tell (it was 0.96 for learned positions and 0.9999999 for NoPE).")
 st.caption(f"**m_out: {accuracy_captions.m_out_text(result, samples)}.** {readouts.fit_caption(result)}")
-show_horizon(run, lengths, list(table["accuracy"]), samples)
+show_horizon(run, data.measurement)
 
 chart(charts.dilution(table, fit_table, 1 / task.vocab_size),
       readouts.dilution_caption(run.config.model.encoding, run.config.model.attention, lengths, table["accuracy"],

@@ -2,10 +2,11 @@
 
 Like `ui.runs`, every function reads the shared model and returns plain data; none changes it.
 `comparison` puts a single-head run and a transformer run into the same shape, so the Compare page
-overlays them without asking which is which; `comparisons` measures several, one after another,
-under one bar ("run i of n, m of 9 lengths done"). Like `ui.runs.evaluation`, full-sequence
-evaluations are cached length by length (each length has its own sequences, so the numbers are
-those of one batched call).
+overlays them without asking which is which, from `ui.runs.measurement` (lengen_core.measure: the
+numbers the command line and the Dilution page give for the same request); `comparisons` measures
+several, one after another, under one bar ("run i of n, now measuring 9 lengths"). The Transformer
+page's full-sequence evaluations are cached length by length, like `ui.runs.evaluation` (each length
+has its own sequences, so the numbers are those of one batched call).
 """
 
 from __future__ import annotations
@@ -16,26 +17,24 @@ import numpy as np
 import streamlit as st
 
 from lengen_core.analysis.evaluate import LengthError, check_lengths, check_sweep, doublings
-from lengen_core.analysis.fit import NOT_APPLICABLE, FitResult
+from lengen_core.analysis.fit import FitResult
 from lengen_core.analysis.heads import HeadReport, analyse_heads
 from lengen_core.analysis.heatmap import MAX_HEAD_MAP_CELLS, head_map
 from lengen_core.analysis.sequence import MAX_SEQUENCE_LENGTH, SequenceReport, evaluate_sequence
+from lengen_core.measure import Measurement
 from lengen_core.serving.budget import (
     check_attention_map,
     check_carrier,
     check_head_analysis,
-    check_prediction,
     check_sequence_evaluation,
 )
 from ui.runs import (
     Progress,
     allowed_lengths,
     carrier,
-    evaluation,
-    law_of,
     length_by_length,
     load_run,
-    prediction,
+    measurement,
 )
 from ui.theory.equivariance import ShiftCheck, check_equivariance
 
@@ -106,6 +105,7 @@ class Comparison:
     carrier_argmax: int
     fit: FitResult  # the dilution law (single-head retrieval runs that learned and decay)
     samples: int  # sequences per length behind every figure
+    measurement: Measurement  # where the lengths' figures, the law and the horizons come from
 
     @property
     def m_out(self) -> float | None:
@@ -138,32 +138,31 @@ def comparisons(run_ids: list[str], longest: int, samples: int) -> dict[str, Com
 
 
 def comparison(run_id: str, longest: int, samples: int, progress: Progress | None = None) -> Comparison:
-    """One run measured at the doubling lengths up to `longest`; every part is cached on its own."""
+    """One run measured at the doubling lengths up to `longest` (`ui.runs.measurement`, the numbers of the
+    command line's evaluate and the Dilution page for the same lengths and samples), with its carrier."""
     run = load_run(run_id)
     lengths = _multiples(run_id, longest)
     if run.config.single_head:
-        check_prediction(run.config, lengths)  # this server's budgets, before the evaluation's work
-        check_carrier(run.config, CARRIER_SEARCH)
-        reports = evaluation(run_id, lengths, samples, progress)
+        check_carrier(run.config, CARRIER_SEARCH)  # this server's budgets, before the measurement's work
+    m = measurement(run_id, lengths, samples, progress=progress)
+    reports = m.reports
+    if run.config.single_head:
         if progress is not None:
-            progress.doing("the prediction from the weights and the carrier")
-        predicted = tuple(p.target_mass for p in prediction(run_id, lengths))
+            progress.doing("the carrier")
         found = carrier(run_id, CARRIER_SEARCH)
         offsets, values, source = found.offsets, found.values, found.source
         toeplitz, argmax, baseline = found.toeplitz_fraction, found.argmax_offset, found.baseline.toeplitz_fraction
-        fit = law_of(run_id, lengths, reports)
     else:
-        reports = sequence_evaluation(run_id, lengths, samples, progress)
         if progress is not None:
             progress.doing("every head's carrier")
-        predicted = None
         best = max(heads(run_id), key=lambda h: (h.is_carrier, h.target_weight))
         offsets, values, source = np.arange(len(best.carrier)), best.carrier, f"measured, head L{best.layer}H{best.head}"
-        toeplitz, argmax, baseline, fit = best.toeplitz_fraction, best.argmax_offset, None, NOT_APPLICABLE
+        toeplitz, argmax, baseline = best.toeplitz_fraction, best.argmax_offset, None
     return Comparison(
         run_id=run_id, lengths=lengths, accuracy=tuple(r.accuracy for r in reports),
         accuracy_low=tuple(r.accuracy_low for r in reports), accuracy_high=tuple(r.accuracy_high for r in reports),
-        target_mass=tuple(r.target_mass for r in reports), predicted_mass=predicted, carrier_offsets=offsets,
-        carrier_values=values, carrier_source=source, toeplitz_fraction=toeplitz, toeplitz_baseline=baseline,
-        carrier_argmax=argmax, fit=fit, samples=samples,
+        target_mass=tuple(r.target_mass for r in reports),
+        predicted_mass=tuple(p.target_mass for p in m.predictions) if m.closed_form else None,
+        carrier_offsets=offsets, carrier_values=values, carrier_source=source, toeplitz_fraction=toeplitz,
+        toeplitz_baseline=baseline, carrier_argmax=argmax, fit=m.fit, samples=samples, measurement=m,
     )

@@ -3,17 +3,15 @@ it (train the run longer, as a new run that continues it)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import streamlit as st
 
-from lengen_core.analysis.horizon import Horizon, measured_horizon
+from lengen_core.analysis.horizon import Horizon
 from lengen_core.config import ConfigError
+from lengen_core.measure import Measurement
 from lengen_core.serving.lineage import continuation
 from lengen_core.serving.share import config_to_query
 from lengen_core.thresholds import ACCURACY_BAR
 from lengen_core.training import Run
-from ui.runs import predicted_horizon
 from ui.state import TRAIN_PAGE
 from ui.widgets import refusal
 
@@ -57,17 +55,14 @@ def horizon_caption(measured: Horizon | None, predicted: Horizon | None, train_l
     return " ".join(parts)
 
 
-def show_horizon(run: Run, lengths: Sequence[int], accuracies: Sequence[float], samples: int,
-                 controls: bool = True) -> None:
-    """Two metrics (measured, predicted), a caption from this run's numbers and, with `controls`, the
-    Train longer link (a lesson in presenter mode shows no control its step does not use)."""
-    L = run.config.task.train_length
-    measured = measured_horizon(lengths, accuracies, L)
-    try:
-        predicted = predicted_horizon(run.run_id)
-    except ConfigError as error:  # over this server's budget (lengen_core.serving.budget)
-        refusal("Predicted horizon not computed here", error)
-        predicted = None
+def show_horizon(run: Run, measured_run: Measurement, controls: bool = True) -> None:
+    """Two metrics (measured, predicted) of the run's measurement, a caption from its numbers and, with
+    `controls`, the Train longer link (a lesson in presenter mode shows no control its step does not use)."""
+    L, samples = run.config.task.train_length, measured_run.samples
+    measured, predicted = measured_run.measured_horizon, measured_run.predicted_horizon
+    if predicted is None and measured_run.horizon_note is not None:  # over this server's budget
+        refusal("Predicted horizon not computed here",
+                ConfigError(measured_run.horizon_note.removeprefix("not computed here: ")))
     a, b, c = st.columns(3)
     a.metric("Horizon, measured", "—" if measured is None or measured.length is None else
              (f"≥ {measured.length:,}" if measured.below is None else f"{measured.length:,}"),
@@ -79,8 +74,9 @@ def show_horizon(run: Run, lengths: Sequence[int], accuracies: Sequence[float], 
               f"≥ {predicted.length:,}" if predicted.below is None else f"{predicted.length:,}–{predicted.below:,}"),
              delta=None if predicted is None or predicted.length is None else _times(predicted.length, L),
              delta_color="off", delta_arrow="off",
-             help=f"The largest length up to {2**20:,} (or the end of a learned table) whose accuracy predicted from "
-                  f"the weights is ≥ {ACCURACY_BAR:g}, found by bisection to the token.")
+             help=f"The largest length up to {measured_run.horizon_ceiling or 2**20:,} (2^20 tokens, or the end of a "
+                  f"learned table) whose accuracy predicted from the weights is ≥ {ACCURACY_BAR:g}, found by "
+                  "bisection to the token.")
     if controls:
         longer = continuation(run.config)
         c.page_link(TRAIN_PAGE, label="Train longer", icon=":material/fitness_center:",

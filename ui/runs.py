@@ -5,9 +5,12 @@ here or in a page may change a model in place; analyses are plain data (`st.cach
 loaded onto `analysis_device()`, the app's one device for trainings and analyses: `$LENGEN_DEVICE`,
 auto by default (CUDA, then MPS, then the CPU); every analysis computes there and hands back CPU data.
 
-Evaluations are cached length by length, so a sweep that is not all cached yet shows a bar of the
-lengths done (`Progress`), and a longer sweep reuses the shorter one's lengths. The numbers are
-those of one batched call: each length draws its sequences from its own seed.
+A run's measurement (`measurement`: lengen_core.measure's evaluation, prediction, law and horizons, the
+one chain the command line's evaluate and a sweep's cells run too) is cached whole, keyed by run id,
+lengths, samples and rule. Evaluations alone (the Start page's picture, the lessons' accuracy charts)
+are cached length by length, so a sweep that is not all cached yet shows a bar of the lengths done
+(`Progress`), and a longer sweep reuses the shorter one's lengths. The numbers are those of one
+batched call, the measurement's rows among them: each length draws its sequences from its own seed.
 """
 
 from __future__ import annotations
@@ -23,21 +26,16 @@ import streamlit as st
 from streamlit.runtime.scriptrunner import add_script_run_ctx
 
 from lengen_core.analysis.carrier import Carrier, extract_carrier
-from lengen_core.analysis.dilution import Prediction, predict
+from lengen_core.analysis.dilution import Prediction
 from lengen_core.analysis.evaluate import LengthError, LengthReport, check_lengths, check_sweep, evaluate
-from lengen_core.analysis.fit import FitResult, fit_dilution
+from lengen_core.analysis.fit import FitResult
 from lengen_core.analysis.heatmap import Heatmap, attention_heatmap
-from lengen_core.analysis.horizon import Horizon, horizon_ceiling
-from lengen_core.analysis.horizon import predicted_horizon as find_horizon
+from lengen_core.analysis.horizon import Horizon
+from lengen_core.analysis.rules import parse_rule
 from lengen_core.config import RunConfig
-from lengen_core.serving.budget import (
-    check_attention_map,
-    check_carrier,
-    check_horizon,
-    check_prediction,
-    check_single_head_evaluation,
-    prediction_fits,
-)
+from lengen_core.measure import Measurement, Shipped, measure
+from lengen_core.serving import budget
+from lengen_core.serving.budget import check_attention_map, check_carrier, check_single_head_evaluation
 from lengen_core.serving.runtime import DEVICE_ENV, device_setting
 from lengen_core.serving.store import RunStore, StoreError, preset_store
 from lengen_core.training import Run, resolve_device
@@ -226,81 +224,70 @@ def _evaluation_at(run_id: str, length: int, samples: int) -> LengthReport:
     return evaluate(run.model, run.config, [length], samples=samples)[0]
 
 
+def shipped(run_id: str) -> Shipped | None:
+    """What a preset ships (scripts.build_presets): its evaluations, predictions and predicted horizon,
+    computed by the calls `measure` makes, so a first visit computes none of them again; None for any
+    other run."""
+    data = precomputed(run_id)
+    if not data:
+        return None
+    evaluations = {int(samples): {int(n): LengthReport(**report) for n, report in by_length.items()}
+                   for samples, by_length in data.get("evaluations", {}).items()}
+    predictions = {int(n): Prediction(**p) for n, p in data.get("predictions", {}).items()}
+    horizon = None if data.get("horizon") is None else Horizon(**data["horizon"])
+    return Shipped(evaluations, predictions, horizon)
+
+
+def measurement(run_id: str, lengths: tuple[int, ...], samples: int = 256, rule: str = "none",
+                progress: Progress | None = None) -> Measurement:
+    """The run measured at `lengths` under the rule `rule` (a label: "none", "ntk:4"): lengen_core.measure,
+    the call the command line's evaluate and a sweep's cells make, so a page shows their numbers for the
+    same request. Checked against this server's budgets before any work; cached whole (`progress` says
+    what is being measured, once the lengths before it are done)."""
+    if progress is not None:
+        progress.doing(f"measuring {len(lengths)} lengths" + ("" if rule == "none" else f" under {rule}"))
+    return _measurement(run_id, tuple(lengths), samples, rule)
+
+
+@st.cache_data(show_spinner="Measuring the run…", max_entries=128)
+def _measurement(run_id: str, lengths: tuple[int, ...], samples: int, rule: str) -> Measurement:
+    return measure(load_run(run_id), lengths, samples, parse_rule(rule), shipped=shipped(run_id), prices=budget)
+
+
 @dataclass(frozen=True)
 class DilutionData:
     """What the Dilution page draws (and a lesson's dilution steps): the measured and predicted rows, the
     law fitted to them, and the fitted p on a grid where it was fitted (None without a law)."""
 
-    reports: list[LengthReport]
+    measurement: Measurement
     table: pd.DataFrame  # a row per length: measured, predicted, and `fitted_mass` where there is a law
-    result: FitResult
     fit_table: pd.DataFrame | None  # length, fitted_mass: the training length to the longest fitted length
+
+    @property
+    def reports(self) -> list[LengthReport]:
+        return list(self.measurement.reports)
+
+    @property
+    def result(self) -> FitResult:
+        return self.measurement.fit
 
 
 def dilution_data(run_id: str, lengths: tuple[int, ...], samples: int) -> DilutionData:
-    """The prediction first (checked before the evaluation's work, not after), the evaluation, the law."""
-    predictions = prediction(run_id, lengths)
-    reports = evaluation(run_id, lengths, samples)
+    """The run's measurement at `lengths`, as the Dilution page's table, with the fitted law on a grid."""
+    m = measurement(run_id, lengths, samples)
+    reports, predictions = m.reports, m.predictions
     table = pd.DataFrame({
         "length": lengths, "samples": [r.samples for r in reports], "accuracy": [r.accuracy for r in reports],
         "accuracy_low": [r.accuracy_low for r in reports], "accuracy_high": [r.accuracy_high for r in reports],
         "target_mass": [r.target_mass for r in reports], "target_mass_sem": [r.target_mass_sem for r in reports],
         "predicted_accuracy": [p.accuracy for p in predictions], "predicted_mass": [p.target_mass for p in predictions],
     })
-    result = law_of(run_id, lengths, reports)
-    fit_table = None
-    if result.fit is not None:  # drawn only where it was fitted: from the training length to the longest measured length
-        grid = np.unique(np.geomspace(load_run(run_id).config.task.train_length, result.fit.longest, 64).astype(int))
-        fit_table = pd.DataFrame({"length": grid, "fitted_mass": result.fit.target_mass(grid)})
-        table["fitted_mass"] = result.fit.drawn_at(lengths)
-    return DilutionData(reports, table, result, fit_table)
-
-
-def law_of(run_id: str, lengths: tuple[int, ...], reports: list[LengthReport],
-           predict_at: Callable[[tuple[int, ...]], list[Prediction]] | None = None) -> FitResult:
-    """The law fitted to `reports`, the run's evaluation at `lengths`, far keys counted by the weight the
-    prediction from the weights gives them (at the training length too: the count starts there);
-    `predict_at(lengths)` gives that prediction (the run's own by default, an inference rule's for
-    reports read under it)."""
-    run = load_run(run_id)
-    verdict = run.verdict
-    if verdict is not None and (not verdict.learned or verdict.at_chance_beyond):  # no law: no prediction needed
-        predicted = ()
-    else:
-        at = tuple(sorted({run.config.task.train_length, *lengths}))
-        found = prediction(run_id, at) if predict_at is None else predict_at(at)
-        predicted = tuple((p.length, p.target_mass) for p in found)
-    return _fit(run_id, lengths, tuple(r.target_mass for r in reports), tuple(r.target_mass_sem for r in reports),
-                predicted)
-
-
-@st.cache_data(show_spinner="Fitting the dilution law…", max_entries=64)
-def _fit(run_id: str, lengths: tuple[int, ...], masses: tuple[float, ...], sems: tuple[float, ...],
-         predicted: tuple[tuple[int, float], ...] = ()) -> FitResult:
-    run = load_run(run_id)
-    return fit_dilution(lengths, masses, sems, run.config.task.train_length, run.config.task.vocab_size, run.verdict,
-                        dict(predicted) or None)
-
-
-@st.cache_data(show_spinner="Predicting from the weights…", max_entries=64)
-def prediction(run_id: str, lengths: tuple[int, ...]) -> list[Prediction]:
-    shipped = precomputed(run_id).get("predictions", {})
-    if all(str(n) in shipped for n in lengths):  # a preset's, shipped (scripts.build_presets)
-        return [Prediction(**shipped[str(n)]) for n in lengths]
-    run = load_run(run_id)
-    check_prediction(run.config, lengths)  # this server's budgets (lengen_core.serving.budget)
-    return predict(run.model, run.config, list(lengths))
-
-
-@st.cache_data(show_spinner="Finding the horizon from the weights…", max_entries=64)
-def predicted_horizon(run_id: str) -> Horizon:
-    """The run's predicted horizon (lengen_core.analysis.horizon), a preset's shipped (scripts.build_presets)."""
-    shipped = precomputed(run_id).get("horizon")
-    if shipped is not None:
-        return Horizon(**shipped)
-    run = load_run(run_id)
-    check_horizon(run.config, horizon_ceiling(run.model))  # this server's budgets (lengen_core.serving.budget)
-    return find_horizon(run.model, run.config, afford=prediction_fits(run.config))  # each later step priced too
+    fit, fit_table = m.fit.fit, None
+    if fit is not None:  # drawn only where it was fitted: from the training length to the longest measured length
+        grid = np.unique(np.geomspace(m.train_length, fit.longest, 64).astype(int))
+        fit_table = pd.DataFrame({"length": grid, "fitted_mass": fit.target_mass(grid)})
+        table["fitted_mass"] = m.fitted_masses
+    return DilutionData(m, table, fit_table)
 
 
 @st.cache_data(show_spinner="Extracting the carrier…", max_entries=64)

@@ -4,9 +4,11 @@ Two figures, never mixed:
 - **predicted**, from the weights alone (lengen_core.analysis.dilution.predict): the largest length up to the
   ceiling (2^20 tokens, or the end of a learned table) whose predicted accuracy is ≥ 0.9. Found by
   bisection, sped up by asking the prediction at several lengths at once: first every doubling of
-  the training length (up to 64× in one sweep over the keys for a relative encoding, the rest only if
-  those all hold), then, between the last doubling that holds and the first that does not, SECTIONS
-  evenly spaced lengths a round until the two are one token apart. Each call of the prediction has
+  the training length (up to 64× in one sweep over the keys for a relative encoding; then up to
+  1,024×, then the rest, each stage only if every doubling before it holds: the sweep to 2^20 costs
+  64 times the one to 1,024× at L_train 16, so only a run that holds past 1,024× pays for it), then,
+  between the last doubling that holds and the first that does not, SECTIONS evenly spaced lengths a
+  round until the two are one token apart. Each call of the prediction has
   a fixed cost (its draws) besides the sweep, so a few calls of a few lengths beat many of one. The
   prediction uses fixed draws, so the answer is the same every time. Like any bisection it finds where accuracy *first* falls below 0.9 on that grid; accuracy that recovers
   further out (it does not on any run measured) would not extend it.
@@ -31,7 +33,8 @@ from lengen_core.models.encodings import ENCODING_CLASSES
 from lengen_core.thresholds import ACCURACY_BAR
 
 SECTIONS = 7  # lengths asked per round of the bisection (3 bits a round): one sweep over the keys serves them all
-NEAR_MULTIPLE = 64  # the doublings up to 64× the training length are asked first, the rest only if they all hold
+NEAR_MULTIPLE = 64  # the doublings up to 64× the training length are asked first,
+FAR_MULTIPLE = 1024  # then those up to 1,024×, then the rest, each only if every doubling before it holds
 PROBES = 20  # live probes over a training (at most; and at least PROBE_STEPS steps apart)
 PROBE_STEPS = 50
 PROBE_DRAWS = 512  # the live probe's readout draws (the full prediction: GAUSSIAN_DRAWS); see live_probe
@@ -89,12 +92,17 @@ def search_horizon(accuracy_at: Callable[[list[int]], list[float]], train_length
     `afford(lengths)`, asked before every call after the first: False stops the search there, with
     the bracket found so far (`resolved` False), so each step's cost is checked before it starts."""
     grid = sorted({*(train_length << j for j in range(64) if train_length << j < ceiling), ceiling})
-    near = [n for n in grid if n <= NEAR_MULTIPLE * train_length]  # where most runs fall: asked first
-    accuracies = accuracy_at(near)
-    if min(accuracies) >= threshold and len(near) < len(grid):
-        if afford is not None and not afford(grid[len(near):]):
-            return Horizon(near[-1], None, near[-1], threshold, resolved=False)
-        accuracies += accuracy_at(grid[len(near):])
+    stages = [[n for n in grid if n <= NEAR_MULTIPLE * train_length],  # where most runs fall: asked first
+              [n for n in grid if NEAR_MULTIPLE * train_length < n <= FAR_MULTIPLE * train_length],
+              [n for n in grid if n > FAR_MULTIPLE * train_length]]  # a sweep to 2^20 only for a run reaching past
+    stages = [stage for stage in stages if stage]
+    accuracies = accuracy_at(stages[0])
+    for stage in stages[1:]:
+        if min(accuracies) < threshold:
+            break
+        if afford is not None and not afford(stage):
+            return Horizon(grid[len(accuracies) - 1], None, grid[len(accuracies) - 1], threshold, resolved=False)
+        accuracies += accuracy_at(stage)
     first = _first_below(accuracies, threshold)
     if first == 0:
         return Horizon(None, train_length, ceiling, threshold)

@@ -9,7 +9,9 @@ given, so it stays testable and the rest of the core never prints.
 Every command that computes takes `--device` (auto by default: CUDA, then MPS, then the CPU,
 `lengen_core.training.resolve_device`): `train`, `construct` and `continue` train there; `evaluate`,
 `carrier` and `heads` load the stored run onto it and compute there. `evaluate --rule NAME
-[--rule-param X]` reads the run under an inference rule (lengen_core.analysis.rules), each row saying which. Each answer's `device` says
+[--rule-param X]` reads the run under an inference rule (lengen_core.analysis.rules), each row saying which;
+its numbers are lengen_core.measure's, as the app's Dilution and Compare pages and a sweep's cells give
+them for the same lengths, samples and rule. Each answer's `device` says
 which device that was (for a training, the device the run was trained on, also when a stored run
 is reused), and `device_name` says it in words (the GPU's name on CUDA).
 """
@@ -24,15 +26,11 @@ from collections.abc import Sequence
 from typing import Any, TextIO, get_args
 
 from lengen_core.analysis.carrier import ALIGNMENT_MARGIN, extract_carrier
-from lengen_core.analysis.dilution import predict
-from lengen_core.analysis.evaluate import doublings, evaluate
-from lengen_core.analysis.fit import LAW_TOLERANCE, NOT_APPLICABLE, fit_dilution
+from lengen_core.analysis.evaluate import LengthReport, doublings
+from lengen_core.analysis.fit import LAW_TOLERANCE
 from lengen_core.analysis.heads import analyse_heads
-from lengen_core.analysis.horizon import horizon_ceiling, measured_horizon, predicted_horizon
-from lengen_core.analysis.rules import RULES, InferenceRule, make_rule, under_rule
-from lengen_core.analysis.sequence import evaluate_sequence
+from lengen_core.analysis.rules import RULES, make_rule
 from lengen_core.config import (
-    MAX_EVAL_LENGTH,
     SETTINGS,
     ConfigError,
     DeviceName,
@@ -40,17 +38,13 @@ from lengen_core.config import (
     Setting,
     with_changes,
 )
+from lengen_core.measure import measure
 from lengen_core.models.encodings import LengthError
+from lengen_core.serving import budget
 from lengen_core.serving.budget import (
-    BudgetError,
     check_carrier,
     check_head_analysis,
-    check_horizon,
-    check_prediction,
-    check_sequence_evaluation,
-    check_single_head_evaluation,
     check_training,
-    prediction_fits,
 )
 from lengen_core.serving.lineage import continuation, starting_weights
 from lengen_core.serving.runtime import deterministic_cublas, device_name, limit_heap_growth
@@ -240,91 +234,47 @@ def command_construct(args: argparse.Namespace, store: RunStore) -> dict[str, An
     return command_train(args, store)
 
 
-def _single_head_rows(run, lengths: list[int], samples: int, seed: int, rule: InferenceRule) -> list[dict[str, Any]]:
-    """Retrieval on the minimal head: chunked O(L) evaluation and the prediction from the weights."""
-    config = run.config
-    reports = evaluate(run.model, config, lengths, samples=samples, seed=seed, rule=rule)
-    predictions = predict(run.model, config, lengths, rule=rule)
-    return [
-        {**vars(report),
-         "accuracy_beyond": report.accuracy if report.length > config.task.train_length else None,
-         "predicted_accuracy": p.accuracy, "predicted_vote_accuracy": p.vote_accuracy,
-         "predicted_target_mass": p.target_mass}
-        for report, p in zip(reports, predictions)
-    ]
-
-
-def _sequence_rows(run, lengths: list[int], samples: int, seed: int, rule: InferenceRule) -> list[dict[str, Any]]:
-    """The shift task or the transformer: forward passes, one length at a time under `rule`; no
-    closed-form prediction."""
-    rows = []
-    for length in lengths:
-        report = evaluate_sequence(under_rule(run.model, rule, length), run.config, [length], samples=samples,
-                                   seed=seed)[0]
-        row = {key: value for key, value in vars(report).items() if key not in ("positions", "accuracy_by_position")}
-        row["rule"] = rule.label
-        row["accuracy_by_position"] = [
-            {"position": int(p), "accuracy": float(a)} for p, a in zip(report.positions, report.accuracy_by_position)
-        ]
-        rows.append({**row, "predicted_accuracy": None, "predicted_vote_accuracy": None,
-                     "predicted_target_mass": None})
-    return rows
+def _row(report, prediction, fitted: float | None, train_length: int, rule: str) -> dict[str, Any]:
+    """One length of `evaluate --json`: the report's fields (a transformer's accuracy by position as
+    pairs), the prediction from the weights and the fitted law's p there (None where there is none)."""
+    row = {key: value for key, value in vars(report).items() if key not in ("positions", "accuracy_by_position")}
+    if isinstance(report, LengthReport):
+        row["accuracy_beyond"] = report.accuracy if report.length > train_length else None
+    else:
+        row["rule"] = rule
+        row["accuracy_by_position"] = [{"position": int(p), "accuracy": float(a)}
+                                       for p, a in zip(report.positions, report.accuracy_by_position)]
+    return {**row,
+            "predicted_accuracy": None if prediction is None else prediction.accuracy,
+            "predicted_vote_accuracy": None if prediction is None else prediction.vote_accuracy,
+            "predicted_target_mass": None if prediction is None else prediction.target_mass,
+            "fitted_target_mass": fitted}
 
 
 def command_evaluate(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
+    """The run measured (lengen_core.measure) at the lengths asked, default 1×…64× training (1×…16× by
+    forward passes), written out as it is."""
     rule = make_rule(args.rule, args.rule_param)
     run = _load(args.run_id, store, args.device)
     config = run.config
-    rule.check(config)  # undefined for this run: one line, status 2
-    single_head = config.single_head
-    default = list(doublings(config.task.train_length, 7 if single_head else 5))
-    lengths = args.lengths or default
-    if max(lengths) > MAX_EVAL_LENGTH:
-        raise LengthError(f"length {max(lengths)} is beyond the evaluation limit of {MAX_EVAL_LENGTH} tokens")
-    if single_head:
-        check_single_head_evaluation(config, lengths, args.samples)
-        check_prediction(config, lengths, rule)
-    else:
-        check_sequence_evaluation(config, lengths, args.samples)
-    rows = (_single_head_rows if single_head else _sequence_rows)(run, lengths, args.samples, args.seed, rule)
-    result = NOT_APPLICABLE
-    if single_head:
-        predicted = {r["length"]: r["predicted_target_mass"] for r in rows}
-        L = config.task.train_length
-        if L not in predicted and any(n >= L for n in lengths):  # the law's key count starts at L_train
-            predicted[L] = predict(run.model, config, [L], rule=rule)[0].target_mass
-        result = fit_dilution(lengths, [r["target_mass"] for r in rows], [r["target_mass_sem"] for r in rows],
-                              L, config.task.vocab_size, run.verdict, predicted)
-    drawn = result.fit.drawn_at(lengths) if result.fit is not None else [None] * len(rows)
-    for row, fitted in zip(rows, drawn, strict=True):
-        row["fitted_target_mass"] = fitted
-    fitted = None if result.fit is None else {"law": result.fit.law, **vars(result.fit), "holds": result.fit.holds,
-                                              "weighted": result.fit.weighted, "tolerance": LAW_TOLERANCE}
-    horizon = {"predicted_horizon": None, "predicted_horizon_below": None, "predicted_horizon_note": None,
-               "measured_horizon": None, "measured_horizon_below": None}
-    if single_head:  # the largest length with accuracy ≥ ACCURACY_BAR, by bisection on the prediction up to 2^20
-        measured = measured_horizon(lengths, [r["accuracy"] for r in rows], config.task.train_length)
-        horizon.update(measured_horizon=None if measured is None else measured.length,
-                       measured_horizon_below=None if measured is None else measured.below)
-        # under a rule every length asked costs a sweep of its own: the search looks up to the longest length
-        # evaluated, as the app does (as trained, one sweep serves them all: up to 2^20)
-        ceiling = horizon_ceiling(run.model) if rule.trivial else min(max(lengths), horizon_ceiling(run.model))
-        try:
-            check_horizon(config, ceiling, rule)  # over budget: the rest of the answer still stands
-        except BudgetError as error:
-            horizon["predicted_horizon_note"] = f"not computed here: {' '.join(str(error).split())}"
-        else:  # each later step priced
-            reach = predicted_horizon(run.model, config, ceiling=ceiling, afford=prediction_fits(config, rule=rule),
-                                      rule=rule)
-            horizon.update(predicted_horizon=reach.length, predicted_horizon_below=reach.below)
-            if not reach.resolved:
-                horizon["predicted_horizon_note"] = f"bracket only: {reach.text}"
-            elif not rule.trivial:
-                horizon["predicted_horizon_note"] = (f"under {rule.label}, looked for up to the longest length "
-                                                     f"evaluated, {ceiling:,}")
-    return {"run_id": run.run_id, "rule": rule.label, "task": config.task.task, "chance": 1 / config.task.vocab_size,
-            "verdict": run.verdict.to_dict(), "lengths": rows, "fit": fitted, "fit_status": result.status,
-            "fit_reason": result.reason, "horizon_accuracy": ACCURACY_BAR, **horizon, **_device(run)}
+    L = config.task.train_length
+    lengths = args.lengths or list(doublings(L, 7 if config.single_head else 5))
+    m = measure(run, lengths, args.samples, rule, args.seed, prices=budget)
+    predictions = m.predictions or [None] * len(m.lengths)
+    rows = [_row(report, prediction, fitted, L, m.rule)
+            for report, prediction, fitted in zip(m.reports, predictions, m.fitted_masses, strict=True)]
+    fit = m.fit.fit
+    fitted = None if fit is None else {"law": fit.law, **vars(fit), "holds": fit.holds, "weighted": fit.weighted,
+                                       "tolerance": LAW_TOLERANCE}
+    measured, predicted = m.measured_horizon, m.predicted_horizon
+    return {"run_id": run.run_id, "rule": m.rule, "task": config.task.task, "chance": 1 / config.task.vocab_size,
+            "verdict": run.verdict.to_dict(), "lengths": rows, "fit": fitted, "fit_status": m.fit.status,
+            "fit_reason": m.fit.reason, "horizon_accuracy": ACCURACY_BAR,
+            "predicted_horizon": None if predicted is None else predicted.length,
+            "predicted_horizon_below": None if predicted is None else predicted.below,
+            "predicted_horizon_ceiling": m.horizon_ceiling, "predicted_horizon_note": m.horizon_note,
+            "measured_horizon": None if measured is None else measured.length,
+            "measured_horizon_below": None if measured is None else measured.below, **_device(run)}
 
 
 def command_heads(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:

@@ -52,12 +52,10 @@ import torch
 
 from lengen_core.analysis.carrier import extract_carrier
 from lengen_core.analysis.collapse import Collapse, collapse
-from lengen_core.analysis.dilution import predict
-from lengen_core.analysis.evaluate import MAX_EVAL_SAMPLES, LengthError, check_lengths, evaluate
-from lengen_core.analysis.fit import fit_dilution
-from lengen_core.analysis.horizon import horizon_ceiling, measured_horizon, predicted_horizon
-from lengen_core.analysis.sequence import evaluate_sequence, tokens_per_batch
+from lengen_core.analysis.evaluate import MAX_EVAL_SAMPLES, LengthError, check_lengths
+from lengen_core.analysis.sequence import tokens_per_batch
 from lengen_core.config import MAX_EVAL_LENGTH, ConfigError, RunConfig, with_changes
+from lengen_core.measure import measure
 from lengen_core.serving import budget
 from lengen_core.serving.budget import BudgetError, check_training, duration
 from lengen_core.serving.runtime import env_whole_number
@@ -103,7 +101,6 @@ NUMBER_COLUMNS = {"m_out", "m_out_low", "m_out_high", "carrier_margin", "argmax_
                   "measured_horizon", "predicted_horizon_ceiling", "steps", "length", "accuracy", "accuracy_low",
                   "accuracy_high", "target_mass"}  # the table's numeric figures, whichever cells have them
 LENGTH_COLUMNS = ("length", "accuracy", "accuracy_low", "accuracy_high", "target_mass")  # a row of a cell's lengths
-HORIZON_MULTIPLE = 1024  # a cell's predicted horizon is looked for up to this multiple of L_train (or the table's end)
 
 
 class SweepError(ValueError):
@@ -224,9 +221,9 @@ def run_cell(store_root: str, config_data: dict[str, Any], lengths: Sequence[int
 
 
 def measure_run(run, lengths: Sequence[int], samples: int) -> dict[str, Any]:
-    """The verdict, the evaluation rows at `lengths` (those the run allows), the fit's m_out, the
-    carrier's argmax offset and margin, and the predicted horizon (single head only); each cost is
-    checked against the budgets first."""
+    """The verdict, the measurement at `lengths` (those the run allows; lengen_core.measure, as the command
+    line's evaluate and the app take it), and the carrier's argmax offset and margin (single head only);
+    each cost is checked against the budgets first."""
     config, model = run.config, run.model
     allowed = []
     for n in lengths:
@@ -239,43 +236,25 @@ def measure_run(run, lengths: Sequence[int], samples: int) -> dict[str, Any]:
                               "lengths": [], "m_out": None, "m_out_low": None, "m_out_high": None,
                               "fit_status": None, "argmax_offset": None, "carrier_margin": None,
                               "predicted_horizon": None, "measured_horizon": None}
+    search = 4 * config.task.train_length
     if config.single_head:
-        budget.check_single_head_evaluation(config, allowed, samples)
-        reports = evaluate(model, config, allowed, samples=samples)
-    else:
-        budget.check_sequence_evaluation(config, allowed, samples)
-        reports = evaluate_sequence(model, config, allowed, samples=samples)
+        budget.check_carrier(config, search)  # priced with the measurement, before either starts
+    m = measure(run, allowed, samples, prices=budget)
     record["lengths"] = [{"length": r.length, "accuracy": float(r.accuracy), "accuracy_low": float(r.accuracy_low),
                           "accuracy_high": float(r.accuracy_high), "target_mass": float(r.target_mass)}
-                         for r in reports]
+                         for r in m.reports]
     if not config.single_head:
         return record
-    L = config.task.train_length
-    budget.check_prediction(config, sorted({L, *allowed}))
-
-    predicted = {p.length: p.target_mass for p in predict(model, config, sorted({L, *allowed}))}
-    result = fit_dilution(allowed, [r.target_mass for r in reports], [r.target_mass_sem for r in reports], L,
-                          config.task.vocab_size, run.verdict, predicted)
-    record["fit_status"] = result.status
-    if result.fit is not None:
-        record.update(m_out=result.fit.m_out, m_out_low=result.fit.m_out_low, m_out_high=result.fit.m_out_high)
-    search = 4 * L
-    budget.check_carrier(config, search)
+    record["fit_status"] = m.fit.status
+    if m.fit.fit is not None:
+        record.update(m_out=m.fit.fit.m_out, m_out_low=m.fit.fit.m_out_low, m_out_high=m.fit.fit.m_out_high)
     carrier = extract_carrier(model, config, search_length=search, samples=256)
     record.update(argmax_offset=int(carrier.argmax_offset), carrier_margin=float(carrier.margin))
-    measured = measured_horizon(allowed, [r.accuracy for r in reports], L)
-    record["measured_horizon"] = None if measured is None else measured.length
-    ceiling = min(horizon_ceiling(model), HORIZON_MULTIPLE * L)
-    record["predicted_horizon_ceiling"] = ceiling
-    try:
-        budget.check_horizon(config, ceiling)
-    except budget.BudgetError as error:  # the rest of the cell's answer still stands
-        record["predicted_horizon_note"] = f"not computed: {' '.join(str(error).split())}"
-    else:
-        reach = predicted_horizon(model, config, ceiling=ceiling, afford=budget.prediction_fits(config))
-        record["predicted_horizon"] = reach.length
-        if not reach.resolved:
-            record["predicted_horizon_note"] = reach.text
+    record["measured_horizon"] = None if m.measured_horizon is None else m.measured_horizon.length
+    record["predicted_horizon"] = None if m.predicted_horizon is None else m.predicted_horizon.length
+    record["predicted_horizon_ceiling"] = m.horizon_ceiling
+    if m.horizon_note is not None:
+        record["predicted_horizon_note"] = m.horizon_note
     return record
 
 

@@ -13,8 +13,8 @@ from lengen_core.serving.lineage import continuation
 from lengen_core.serving.share import config_to_query
 from lengen_core.serving.store import RunStore, preset_store
 from lengen_core.training import train
-from ui.presets import preset_ids
-from ui.runs import predicted_horizon
+from ui.presets import dilution_lengths, preset_ids
+from ui.runs import measurement
 from ui.training.pool import training_pool
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
@@ -41,7 +41,8 @@ def test_dilution_shows_the_measured_and_predicted_horizon_of_the_run(monkeypatc
     app = open_page("pages/dilution.py", {"run": ROPE, "longest": "65536", "samples": "256"})  # shipped
     assert not app.exception, [e.value for e in app.exception]
     shown = metrics(app)
-    predicted = predicted_horizon(ROPE)
+    config = preset_store().load(ROPE).config
+    predicted = measurement(ROPE, dilution_lengths(config, 65536), 256).predicted_horizon  # the page's request
     assert shown["Horizon, predicted"] == f"{predicted.length:,}"  # 8,674 on this preset (179 at the old default)
     measured = shown["Horizon, measured"]
     assert measured in {"4,096", "8,192"}, measured  # 0.945 at 8,192, 0.566 at 16,384: the doubling before the fall

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from lengen_core import measure
 from lengen_core.config import MAX_D_MODEL, MAX_EVAL_LENGTH, MAX_VOCAB, RunConfig, with_changes
 from lengen_core.serving import cli
 from lengen_core.serving.budget import (
@@ -93,8 +94,8 @@ def test_the_command_line_refuses_an_over_budget_carrier_before_any_work(stored,
 
 def test_the_command_line_refuses_an_over_budget_prediction_before_any_work(stored, monkeypatch):
     """One sample per length: the evaluation fits in a second, the prediction to 2^20 does not."""
-    monkeypatch.setattr(cli, "evaluate", refuse_work)
-    monkeypatch.setattr(cli, "predict", refuse_work)
+    monkeypatch.setattr(measure, "evaluate", refuse_work)  # where evaluate's work is done (lengen_core.measure)
+    monkeypatch.setattr(measure, "predict", refuse_work)
     monkeypatch.setenv(SECONDS_ENV, "1")
     out, err = io.StringIO(), io.StringIO()
     lengths = ",".join(map(str, DOUBLINGS))

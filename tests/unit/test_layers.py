@@ -5,6 +5,7 @@
     tasks, models/, claims       the data, the models, what each encoding and attention is expected to show
     analysis/                    what a trained model shows; reads models, never trains
     training, optimisation       trainings (the trainer knows nothing of its observers: it is given a probe)
+    measure                      the one measurement of a run (evaluate → predict → fit → horizon)
     serving/                     store, jobs, budgets, links, sweeps, the CLI
 
 Every import counts, at the top, under TYPE_CHECKING or inside a function: the graph of lengen_core
@@ -104,6 +105,7 @@ def test_the_graph_reads_the_imports_it_should():
     assert "lengen_core.models.initial" in GRAPH["lengen_core.training"]
     assert "lengen_core.serving.budget" in GRAPH["lengen_core.serving.sweep"]  # `from lengen_core.serving import budget`
     assert "lengen_core.frequencies" in GRAPH["lengen_core.config"]
+    assert "lengen_core.measure" in GRAPH["lengen_core.serving.sweep"]
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert _cycle({"a": {"b"}, "b": set()}) is None
 
@@ -129,15 +131,16 @@ def _layer(name: str) -> str:
 
 # What each layer may not import (besides the cycles the graph already forbids).
 FORBIDDEN = {
-    "config": {"models", "analysis", "serving", "training", "optimisation", "tasks"},
-    "frequencies": {"config", "models", "analysis", "serving", "training", "optimisation", "tasks"},
-    "thresholds": {"config", "models", "analysis", "serving", "training", "optimisation", "tasks"},
-    "tasks": {"models", "analysis", "serving", "training", "optimisation"},
-    "models": {"analysis", "serving", "training", "optimisation", "claims"},
-    "claims": {"analysis", "serving", "training", "optimisation"},
-    "analysis": {"serving", "training", "optimisation"},
-    "training": {"serving", "optimisation"},
-    "optimisation": {"serving"},
+    "config": {"measure", "models", "analysis", "serving", "training", "optimisation", "tasks"},
+    "frequencies": {"measure", "config", "models", "analysis", "serving", "training", "optimisation", "tasks"},
+    "thresholds": {"measure", "config", "models", "analysis", "serving", "training", "optimisation", "tasks"},
+    "tasks": {"measure", "models", "analysis", "serving", "training", "optimisation"},
+    "models": {"measure", "analysis", "serving", "training", "optimisation", "claims"},
+    "claims": {"measure", "analysis", "serving", "training", "optimisation"},
+    "analysis": {"measure", "serving", "training", "optimisation"},
+    "training": {"measure", "serving", "optimisation"},
+    "optimisation": {"measure", "serving"},
+    "measure": {"serving", "optimisation"},
 }
 
 

@@ -86,6 +86,16 @@ def carrier_overlay(table: pd.DataFrame, train_lengths: list[int], offsets: list
     return _layout(figure, title, "offset Δ = t − u", y_title, height=420)
 
 
+def _horizon_text(result: Comparison) -> str:
+    """The predicted horizon as the Dilution page's table says it, or why there is none."""
+    m = result.measurement
+    if not m.closed_form:
+        return "n/a (transformer)"
+    if m.predicted_horizon is None:
+        return m.horizon_note or "—"
+    return m.predicted_horizon.text
+
+
 def key_numbers(labels: dict[str, str], results: dict[str, Comparison], runs: dict[str, Run]) -> pd.DataFrame:
     """One row per run: its verdict and readouts first, its config after (a narrow screen scrolls to it)."""
     rows = []
@@ -97,6 +107,7 @@ def key_numbers(labels: dict[str, str], results: dict[str, Comparison], runs: di
             "past L_train": None if verdict is None or verdict.at_chance_beyond is None
             else "at chance" if verdict.at_chance_beyond else "above chance",
             "accuracy at 4×": four, "m_out (95%)": accuracy_captions.m_out_text(result.fit, result.samples),
+            "horizon, predicted": _horizon_text(result),
             "Toeplitz": result.toeplitz_fraction, "Toeplitz untrained": result.toeplitz_baseline,
             "argmax Δ": result.carrier_argmax, "samples": result.samples, "carrier": result.carrier_source,
             "encoding": config.model.encoding, "attention": config.model.attention,

@@ -36,7 +36,7 @@ from ui.presets import (
     dilution_lengths,
 )
 from ui.reach import show_horizon
-from ui.runs import allowed_lengths, carrier, dilution_data, evaluation, heatmap, load_run, stores
+from ui.runs import allowed_lengths, carrier, dilution_data, evaluation, heatmap, load_run, measurement, stores
 from ui.state import select_run
 from ui.training.form import request, show_message, train_form
 from ui.training.live import live_training
@@ -160,7 +160,7 @@ def horizon(step: Step, presenting: bool) -> None:
     """The measured and predicted horizon (with Train longer, but in presenter mode), under the accuracy it
     is read from."""
     run, lengths, table, _, _ = _dilution(step)
-    show_horizon(run, lengths, list(table["accuracy"]), DILUTION_SAMPLES, controls=not presenting)
+    show_horizon(run, measurement(run.run_id, lengths, DILUTION_SAMPLES), controls=not presenting)  # cached
     _draw(charts.dilution(  # the accuracy the horizon is read from, without the law
         table, None, 1 / run.config.task.vocab_size),
         readouts.dilution_caption(run.config.model.encoding, run.config.model.attention, lengths, table["accuracy"],

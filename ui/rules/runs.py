@@ -2,10 +2,10 @@
 rule's label ("log-n", "ntk:4"), parsed inside: a label is a plain string the caches can key on.
 
 Like `ui.runs`, nothing here changes the shared model: `under_rule` gives a view that shares its weights.
-The rule `none` is the run as trained and goes to `ui.runs` and `ui.analyses`, so it shares their caches
-(a preset's shipped numbers too). Measurements and predictions are cached length by length, as
-`ui.runs.evaluation` is: a ruled prediction costs one sweep per length anyway. `price` checks a whole
-request against this server's budgets before any of its work starts.
+A run's measurement under a rule (evaluation, prediction, law, horizons) is `ui.runs.measurement`, the
+same call as the rule none's; here are the carrier and the attention map under a rule, and `price`,
+which checks a whole request (every rule's measurement) against this server's budgets before any of
+its work starts.
 """
 
 from __future__ import annotations
@@ -24,100 +24,20 @@ from lengen_core.analysis.carrier import (
     find_near_recurrences,
     token_coefficients,
 )
-from lengen_core.analysis.dilution import Prediction, predict
-from lengen_core.analysis.evaluate import LengthReport, check_lengths, check_sweep, evaluate
-from lengen_core.analysis.fit import FitResult
 from lengen_core.analysis.heatmap import Heatmap, attention_heatmap
-from lengen_core.analysis.horizon import RULE_RESOLUTION, Horizon, search_horizon
-from lengen_core.analysis.horizon import predicted_horizon as find_horizon
 from lengen_core.analysis.rules import parse_rule, under_rule
-from lengen_core.analysis.sequence import SequenceReport, evaluate_sequence
-from lengen_core.serving.budget import (
-    check_attention_map,
-    check_carrier,
-    check_horizon,
-    check_prediction,
-    check_sequence_evaluation,
-    check_single_head_evaluation,
-    prediction_fits,
-)
-from ui.analyses import sequence_evaluation
-from ui.runs import Progress, evaluation, heatmap, law_of, length_by_length, load_run, prediction
+from lengen_core.measure import check_measurement
+from lengen_core.serving import budget
+from lengen_core.serving.budget import check_attention_map, check_carrier
+from ui.runs import heatmap, load_run
 
 
 def price(run_id: str, labels: Sequence[str], lengths: tuple[int, ...], samples: int) -> None:
-    """Every rule's evaluation and prediction at `lengths`, checked before any work (ConfigError if over)."""
+    """Every rule's measurement at `lengths` (`ui.runs.measurement`), checked before any work (ConfigError
+    if over), as lengen_core.measure checks each before its own."""
     run = load_run(run_id)
-    check_lengths(run.config, run.model, lengths)
-    check_sweep(lengths, samples)
     for label in labels:
-        rule = parse_rule(label)
-        rule.check(run.config)
-        if run.config.single_head:
-            check_single_head_evaluation(run.config, lengths, samples)
-            check_prediction(run.config, lengths, rule)
-        else:
-            check_sequence_evaluation(run.config, lengths, samples)
-
-
-def ruled_evaluation(run_id: str, label: str, lengths: tuple[int, ...], samples: int,
-                     progress: Progress | None = None) -> list[LengthReport] | list[SequenceReport]:
-    """The run's evaluation under the rule: the last query (single head) or every position (transformer)."""
-    run = load_run(run_id)
-    if parse_rule(label).trivial:
-        return (evaluation if run.config.single_head else sequence_evaluation)(run_id, lengths, samples, progress)
-    price(run_id, [label], lengths, samples)
-    measure = _evaluation_at if run.config.single_head else _sequence_at
-    return length_by_length(lengths, lambda n: measure(run_id, label, n, samples), progress, f"Evaluating under {label}")
-
-
-@st.cache_data(show_spinner=False, max_entries=1024)  # the bar says what is going on
-def _evaluation_at(run_id: str, label: str, length: int, samples: int) -> LengthReport:
-    run = load_run(run_id)
-    return evaluate(run.model, run.config, [length], samples=samples, rule=parse_rule(label))[0]
-
-
-@st.cache_data(show_spinner=False, max_entries=1024)
-def _sequence_at(run_id: str, label: str, length: int, samples: int) -> SequenceReport:
-    run = load_run(run_id)
-    return evaluate_sequence(under_rule(run.model, parse_rule(label), length), run.config, [length], samples=samples)[0]
-
-
-def ruled_prediction(run_id: str, label: str, lengths: tuple[int, ...],
-                     progress: Progress | None = None) -> list[Prediction]:
-    """The prediction from the weights under the rule, checked as one request, cached length by length."""
-    if parse_rule(label).trivial:
-        return prediction(run_id, lengths)
-    run = load_run(run_id)
-    check_prediction(run.config, lengths, parse_rule(label))
-    return length_by_length(lengths, lambda n: _prediction_at(run_id, label, n), progress, f"Predicting under {label}")
-
-
-@st.cache_data(show_spinner=False, max_entries=1024)
-def _prediction_at(run_id: str, label: str, length: int) -> Prediction:
-    run = load_run(run_id)
-    return predict(run.model, run.config, [length], rule=parse_rule(label))[0]
-
-
-def ruled_law(run_id: str, label: str, lengths: tuple[int, ...], reports: list[LengthReport]) -> FitResult:
-    """The dilution law fitted to the reports read under the rule, far keys weighed by its prediction."""
-    return law_of(run_id, lengths, reports, lambda at: ruled_prediction(run_id, label, at))
-
-
-@st.cache_data(show_spinner="Finding the horizon under the rule from the weights…", max_entries=64)
-def ruled_horizon(run_id: str, label: str, ceiling: int) -> Horizon:
-    """The predicted horizon under the rule, looked for up to `ceiling` (the longest length the page
-    measured: past it, a ruled search costs a sweep per length and can run for minutes), priced first."""
-    run = load_run(run_id)
-    rule = parse_rule(label)
-    check_horizon(run.config, ceiling, rule)  # this server's budgets (lengen_core.serving.budget)
-    afford = prediction_fits(run.config, rule=rule)
-    if rule.trivial:
-        return find_horizon(run.model, run.config, ceiling=ceiling, afford=afford)
-    # lengen_core.analysis.horizon.predicted_horizon's search, its accuracy read from the per-length cache: the
-    # doublings are the lengths the page predicted already
-    return search_horizon(lambda lengths: [_prediction_at(run_id, label, n).accuracy for n in lengths],
-                          run.config.task.train_length, ceiling, afford=afford, relative=RULE_RESOLUTION)
+        check_measurement(run, lengths, samples, parse_rule(label), prices=budget)
 
 
 @dataclass(frozen=True)

@@ -13,10 +13,9 @@ from collections.abc import Sequence
 import pandas as pd
 import streamlit as st
 
-from lengen_core.analysis.fit import NOT_APPLICABLE, FitResult
-from lengen_core.analysis.horizon import Horizon
 from lengen_core.analysis.rules import parse_rule
 from lengen_core.config import ConfigError, RunConfig
+from lengen_core.measure import Measurement
 from lengen_core.thresholds import ACCURACY_BAR
 from lengen_core.training import Run
 from ui import widgets
@@ -25,7 +24,7 @@ from ui.rules import charts as rule_charts
 from ui.rules import runs as rule_runs
 from ui.rules.captions import RuleCurve
 from ui.rules.select import rule_selector, why_undefined
-from ui.runs import Progress
+from ui.runs import Progress, measurement
 from ui.state import plain
 
 INTRO = ("Length-aware inference rules change how the trained weights are read at a longer length, with no "
@@ -33,25 +32,17 @@ INTRO = ("Length-aware inference rules change how the trained weights are read a
          "unmodified run (none), measured (solid, with its 95% band) and predicted from the weights (dashed).")
 
 
-def _measure(run_id: str, label: str, lengths: tuple[int, ...], samples: int, single_head: bool,
-             progress: Progress) -> tuple[RuleCurve, FitResult]:
-    reports = rule_runs.ruled_evaluation(run_id, label, lengths, samples, progress)
-    predicted = None
-    if single_head:  # the same bar counts the prediction's lengths after the evaluation's
-        predicted = rule_runs.ruled_prediction(run_id, label, lengths, progress)
+def _measure(run_id: str, label: str, lengths: tuple[int, ...], samples: int,
+             progress: Progress) -> tuple[RuleCurve, Measurement]:
+    """The run's measurement under the rule (`ui.runs.measurement`: the command line's `evaluate --rule`),
+    as a curve; the law and the horizons stay in the measurement."""
+    m = measurement(run_id, lengths, samples, label, progress)
+    reports, predicted = m.reports, m.predictions if m.closed_form else None
     curve = RuleCurve(label, list(lengths), [r.accuracy for r in reports], [r.accuracy_low for r in reports],
                       [r.accuracy_high for r in reports], [r.target_mass for r in reports],
                       None if predicted is None else [p.accuracy for p in predicted],
                       None if predicted is None else [p.target_mass for p in predicted])
-    fit = rule_runs.ruled_law(run_id, label, lengths, reports) if single_head else NOT_APPLICABLE
-    return curve, fit
-
-
-def _horizon(run_id: str, label: str, ceiling: int) -> tuple[Horizon | None, str | None]:
-    try:
-        return rule_runs.ruled_horizon(run_id, label, ceiling), None
-    except ConfigError as error:  # over this server's budget: said in the table, the rest is shown
-        return None, str(error)
+    return curve, m
 
 
 def _table(run: str, curves: list[RuleCurve], samples: int) -> pd.DataFrame:
@@ -63,21 +54,23 @@ def _table(run: str, curves: list[RuleCurve], samples: int) -> pd.DataFrame:
         "predicted_mass": c.predicted_mass or nan * len(c.lengths)}) for c in curves], ignore_index=True)
 
 
-def _rows(run: str, config: RunConfig, single_head: bool, measured: dict[str, tuple[RuleCurve, FitResult]],
-          run_id: str) -> tuple[list[dict], list[str]]:
+def _rows(run: str, config: RunConfig, single_head: bool,
+          measured: dict[str, tuple[RuleCurve, Measurement]]) -> tuple[list[dict], list[str]]:
     """One row per rule, and the sentences saying why a rule has no law (prefixed by the run on Compare)."""
     rows, laws, L = [], [], config.task.train_length
-    for label, (curve, fit) in measured.items():
-        horizon, refused = _horizon(run_id, label, curve.lengths[-1]) if single_head else (None, None)
-        cell, why = rule_captions.law_cell(fit, curve, L)
+    for label, (curve, m) in measured.items():
+        refused = None  # a horizon search over this server's budget: said in the table, the rest is shown
+        if m.predicted_horizon is None and m.horizon_note is not None:
+            refused = m.horizon_note.removeprefix("not computed here: ")
+        cell, why = rule_captions.law_cell(m.fit, curve, L)
         if why is not None and single_head:
             laws.append(why if run == "this run" else f"**{plain(run)}**: {why}")
         rows.append({"run": run, "rule": label, "changes": parse_rule(label).changes,
                      "longest L": curve.lengths[-1], "accuracy there": curve.accuracy[-1],
                      "p there": curve.target_mass[-1], "m_out (95%)": cell,
                      "horizon measured": rule_captions.measured_cell(curve.lengths, curve.accuracy, L),
-                     "horizon predicted": rule_captions.predicted_cell(horizon, refused) if single_head else
-                     "n/a (transformer)"})
+                     "horizon predicted": rule_captions.predicted_cell(m.predicted_horizon, refused) if single_head
+                     else "n/a (transformer)"})
     return rows, laws
 
 
@@ -93,7 +86,9 @@ def _numbers(rows: list[dict], laws: list[str], one_run: bool) -> None:
                                                         "with a 95% bootstrap interval; a sentence where the law "
                                                         "does not describe the run under it."),
         "horizon predicted": st.column_config.TextColumn(help=f"The largest length with predicted accuracy ≥ {ACCURACY_BAR:g} under "
-                                                              "the rule, looked for up to the longest length measured."),
+                                                              "the rule, looked for up to the longest length measured "
+                                                              "(for none, as trained: up to 2^20 tokens or the end of "
+                                                              "a learned table, as above)."),
     })
     if laws:
         st.caption(" ".join(laws))
@@ -116,7 +111,7 @@ def dilution_rules(run: Run, lengths: Sequence[int], samples: int) -> None:
     with Progress("Reading under the rules", runs=len(labels), unit="rule") as progress:
         measured = {}
         for label in labels:
-            measured[label] = _measure(run.run_id, label, lengths, samples, True, progress)
+            measured[label] = _measure(run.run_id, label, lengths, samples, progress)
             progress.next_run()
     curves = [curve for curve, _ in measured.values()]
     table = _table("this run", curves, samples)
@@ -131,7 +126,7 @@ def dilution_rules(run: Run, lengths: Sequence[int], samples: int) -> None:
                                       "target mass p"),
                   f"measured (solid) against predicted from the weights before any measurement (dashed): {tracked}.",
                   table, "rules-mass", run.run_id)
-    _numbers(*_rows("this run", run.config, True, measured, run.run_id), one_run=True)
+    _numbers(*_rows("this run", run.config, True, measured), one_run=True)
 
 
 def compare_rules(labels: dict[str, str], runs: dict[str, Run], lengths: dict[str, tuple[int, ...]],
@@ -163,11 +158,11 @@ def compare_rules(labels: dict[str, str], runs: dict[str, Run], lengths: dict[st
             single = runs[run_id].config.single_head
             measured = {}
             for label in chosen:
-                measured[label] = _measure(run_id, label, lengths[run_id], samples, single, progress)
+                measured[label] = _measure(run_id, label, lengths[run_id], samples, progress)
                 progress.next_run()
             curves[run_id] = [curve for curve, _ in measured.values()]
             tables.append(_table(labels[run_id], curves[run_id], samples))
-            found_rows, found_laws = _rows(labels[run_id], runs[run_id].config, single, measured, run_id)
+            found_rows, found_laws = _rows(labels[run_id], runs[run_id].config, single, measured)
             rows, laws = rows + found_rows, laws + found_laws
     table = pd.concat(tables, ignore_index=True)
     chance = min(1 / run.config.task.vocab_size for run in runs.values())
