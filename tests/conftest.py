@@ -18,7 +18,7 @@ from lengen_core.serving.runtime import limit_heap_growth
 # for the suite to stay within its CI time. `thorough` explores afresh on every run, keeps failing
 # examples in the database and runs several times as many: for changes to the encodings, the
 # evaluation or the config validation. Tests whose every example runs a model take a fixed share
-# of either (tests/property/example_counts.py). Loaded here, before any test module is imported,
+# of either (tests/helpers/example_counts.py). Loaded here, before any test module is imported,
 # so every `@settings` in a test inherits the profile.
 settings.register_profile("ci", settings.get_profile("ci"), max_examples=300)
 settings.register_profile("thorough", settings.get_profile("default"), max_examples=2_000)

@@ -11,12 +11,12 @@ from __future__ import annotations
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
-from test_browser import SHOTS, settle
 
 from lengen_core.config import RunConfig, with_changes
 from lengen_core.serving.share import config_to_query
 from lengen_core.serving.store import RunStore
 from lengen_core.training import train
+from tests.helpers.browser import SHOTS, settle
 from ui.presets import preset_ids, transformer_presets
 
 pytestmark = pytest.mark.e2e

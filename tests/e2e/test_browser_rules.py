@@ -5,20 +5,17 @@ Screenshots of each section in artifacts/screenshots/rules-*.png."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from test_browser import settle
 
+from tests.helpers.browser import MAIN, SHOTS, settle
 from ui.presets import PRESETS, preset_ids
 
 pytestmark = pytest.mark.e2e
 playwright = pytest.importorskip("playwright.sync_api")
 
-SHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
 WIDTH = 1280
-MAIN = '[data-testid="stMain"]'
 TASK = PRESETS["RoPE"].task
 
 

@@ -4,23 +4,12 @@ the browser. Screenshots in artifacts/screenshots/sweeps-*.png."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+
+from tests.helpers.browser import MAIN, SHOTS, VEGA, settle
 
 pytestmark = pytest.mark.e2e
 playwright = pytest.importorskip("playwright.sync_api")
-
-SHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
-VEGA = '[data-testid="stVegaLiteChart"] canvas, [data-testid="stVegaLiteChart"] svg'
-MAIN = '[data-testid="stMain"]'
-
-
-def settle(page, timeout_ms: int = 240_000) -> None:
-    page.wait_for_timeout(500)
-    page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=timeout_ms)
-    page.wait_for_timeout(1_500)
-    page.mouse.move(0, 0)
 
 
 def test_the_sweeps_page_draws_the_preset_sweep_and_its_collapse(open_tab) -> None:

@@ -15,10 +15,11 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from serving import ROOT, UID, can_serve, dockerfile, serve_image, traversable_interpreter
+
+from tests.helpers.browser import BROWSER_ARGS, CHROMIUM
+from tests.helpers.serving import ROOT, UID, can_serve, dockerfile, serve_image, traversable_interpreter
 
 pytestmark = pytest.mark.e2e
-CHROMIUM = "/usr/bin/chromium"
 
 
 def test_dockerfile_runs_as_a_non_root_user_and_declares_a_health_check():
@@ -56,8 +57,7 @@ def test_the_page_loads_with_the_shipped_presets_offline(container):
         pytest.skip(f"no chromium at {CHROMIUM}")
     playwright = pytest.importorskip("playwright.sync_api")
     with playwright.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                    args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=BROWSER_ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 1600})
         page.goto(container["url"] + "/dilution")
         page.wait_for_selector(".js-plotly-plot", timeout=180_000)

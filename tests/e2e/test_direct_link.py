@@ -10,9 +10,9 @@ stayed on, the navigation listed file names ('app', 'train', …) and no page ha
 from __future__ import annotations
 
 import pytest
-from serving import serve_checkout
-from test_browser import settle
 
+from tests.helpers.browser import settle
+from tests.helpers.serving import serve_checkout
 from ui.presets import preset_ids
 
 pytestmark = pytest.mark.e2e

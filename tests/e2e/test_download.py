@@ -14,11 +14,11 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from serving import serve_checkout
 
 from lengen_core.config import MAX_D_MODEL, MAX_HEADS, MAX_LAYERS, MAX_POSITIONS, RunConfig, with_changes
 from lengen_core.serving.store import RunStore, preset_store
 from lengen_core.training import Run, initial_model
+from tests.helpers.serving import serve_checkout
 
 pytestmark = pytest.mark.e2e
 CHUNK = 1 << 20

@@ -28,12 +28,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from serving import ROOT, dockerfile
 
 from bench.app_bench import free_port, wait_healthy
+from tests.helpers.browser import BROWSER_ARGS, CHROMIUM
+from tests.helpers.serving import ROOT, dockerfile
 
 pytestmark = pytest.mark.e2e
-CHROMIUM = "/usr/bin/chromium"
 # In the new namespace: the store stays writable (a bind mount of its own), / becomes read-only for
 # this namespace only, and /tmp a fresh tmpfs, sized as the README's `docker run` line sizes it.
 MOUNTS = ('mount --bind "$STORE" "$STORE" && {keep}mount -o remount,bind,ro / && '
@@ -146,8 +146,7 @@ def test_the_app_serves_trains_and_downloads_under_a_read_only_root(sealed):
     with served(sealed) as app, playwright.sync_playwright() as p:
         health = sealed["spec"]["health"].replace("8501", str(app["port"]))
         assert subprocess.run(shlex.split(health), timeout=30, check=False).returncode == 0
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                    args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=BROWSER_ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 1800})
         page.goto(app["url"] + "/train")
         steps = page.get_by_role("spinbutton", name="Steps")

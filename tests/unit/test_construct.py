@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_cli import assert_user_error, ok_json, run_cli
 
 from lengen_core.analysis.evaluate import evaluate, wilson_interval
 from lengen_core.analysis.verdict import CHANCE_TOLERANCE
 from lengen_core.config import ConfigError, RunConfig, with_changes
 from lengen_core.models.construct import MIN_GAP, amplitude, carrier_gap, frequencies
 from lengen_core.training import Run, initial_model, train
+from tests.helpers.cli import assert_user_error, ok_json, run_cli
 
 LEARNED = with_changes(RunConfig(), encoding="learned")  # the `learned` fixture's config
 CONSTRUCTED = with_changes(LEARNED, init="constructed", steps=0)
