@@ -14,13 +14,14 @@ from lengen_core.serving.runtime import limit_heap_growth
 
 # Hypothesis profiles, chosen by HYPOTHESIS_PROFILE (default `ci`; `thorough` on demand). `ci` is
 # Hypothesis's own CI profile (derandomized, so a run is reproducible; no deadline, which a loaded
-# 2-core runner trips; no example database; a reproduction blob on failure) with enough examples
-# for the suite to stay within its CI time. `thorough` explores afresh on every run, keeps failing
-# examples in the database and runs several times as many: for changes to the encodings, the
-# evaluation or the config validation. Tests whose every example runs a model take a fixed share
+# 2-core runner trips; no example database; a reproduction blob on failure) with 100 examples, which
+# keeps the fast tier within minutes (300 cost the property tests three times as long; being
+# derandomized, the same 100 run every time). `thorough` explores afresh on every run, keeps failing
+# examples in the database and runs 20 times as many: for changes to the encodings, the evaluation
+# or the config validation (`HYPOTHESIS_PROFILE=thorough bash scripts/test.sh tests/property`). Tests whose every example runs a model take a fixed share
 # of either (tests/helpers/example_counts.py). Loaded here, before any test module is imported,
 # so every `@settings` in a test inherits the profile.
-settings.register_profile("ci", settings.get_profile("ci"), max_examples=300)
+settings.register_profile("ci", settings.get_profile("ci"), max_examples=100)
 settings.register_profile("thorough", settings.get_profile("default"), max_examples=2_000)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 limit_heap_growth()  # as the app, its training children and the command line do (lengen_core.serving.runtime)

@@ -72,6 +72,7 @@ def big(tmp_path_factory):
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # measures the server's peak memory
 def test_the_largest_run_streams_while_the_server_grows_by_far_less_than_its_zip(big, tmp_path):
     pid, url = big["process"].pid, big["url"]
     preset = next(iter(preset_store().size()))

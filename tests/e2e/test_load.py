@@ -36,7 +36,7 @@ from tests.helpers import serving
 from tests.helpers.browser import CHROMIUM
 from tests.helpers.load_probe import BROWSER_ARGS
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.serial]  # serial: a class on both cores, timed
 playwright = pytest.importorskip("playwright.async_api")
 
 ROOT = serving.ROOT

@@ -30,7 +30,7 @@ from lengen_core.serving.budget import MEMORY_ENV, Budgets, attention_map_cost
 from tests.helpers.browser import CHART, SHOTS, settle
 from tests.helpers.serving import serve_checkout
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.serial]  # serial: measures the server's peak memory
 playwright = pytest.importorskip("playwright.sync_api")
 
 ROOT = Path(__file__).resolve().parents[2]

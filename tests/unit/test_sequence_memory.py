@@ -51,6 +51,7 @@ def measure(layers: int) -> dict:
     return json.loads(done.stdout.splitlines()[-1])
 
 
+@pytest.mark.serial  # measures a peak memory
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="peak memory is read from /proc")
 @pytest.mark.parametrize("layers", [2, pytest.param(MAX_LAYERS, marks=pytest.mark.slow)])
 def test_the_largest_forward_pass_evaluation_stays_within_the_target(layers: int):
