@@ -29,6 +29,21 @@ os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic CUD
 
 
 @pytest.fixture(scope="session", autouse=True)
+def single_cpu_thread() -> Iterator[None]:
+    """One torch thread in every test process. The models are tiny: a second intra-op thread only adds
+    synchronisation, and when another process shares the CPU (the other xdist worker, a server, a
+    training child) a parallel region waits for its descheduled thread, which slowed a training step
+    from milliseconds to a tenth of a second and the AppTest pages' analyses tenfold. The cores are
+    used by the xdist workers instead (scripts/test.sh). Servers and other subprocesses choose their own."""
+    import torch
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+@pytest.fixture(scope="session", autouse=True)
 def lengen_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """Point `LENGEN_HOME` at a temp directory for the session.
 

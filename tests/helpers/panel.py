@@ -6,6 +6,8 @@ session's `trained` fixture (tests/unit/conftest.py) each is trained once per te
 
 from __future__ import annotations
 
+import pytest
+
 # Every run stops early once 200 batches in a row reach 0.99 (two runs hover at 0.999 and would
 # otherwise spend all 1,500 steps); max_positions 4096 covers 64× every training length.
 PANEL = (
@@ -20,3 +22,14 @@ PANEL = (
     dict(encoding="sinusoidal", offset=4, vocab_size=12, train_length=24, seed=3),
 )
 SEED_11 = dict(offset=7, train_length=24, vocab_size=20, seed=11)  # where the Gaussian was 0.07 off; as given
+
+
+def trained_once(changes: dict) -> pytest.MarkDecorator:
+    """An `xdist_group` named after the config: every test that trains it (marked so) runs on the same
+    xdist worker, where the session's `trained` fixture trains it once for all of them."""
+    return pytest.mark.xdist_group("trained-" + ",".join(f"{key}={changes[key]}" for key in sorted(changes)))
+
+
+def with_trained_once(configs) -> list:
+    """`configs` as parameters, each marked `trained_once`."""
+    return [pytest.param(changes, marks=trained_once(changes)) for changes in configs]

@@ -25,7 +25,7 @@ from lengen_core.analysis.evaluate import evaluate
 from lengen_core.analysis.fit import fit_dilution
 from lengen_core.config import RunConfig, with_changes
 from lengen_core.models.head import build_model
-from tests.helpers.panel import PANEL, SEED_11
+from tests.helpers.panel import PANEL, SEED_11, with_trained_once
 
 MULTIPLES = (1, 2, 4, 8, 16, 32, 64)
 PANEL_BOUND = 0.05  # |predicted − measured accuracy| at every length of every run
@@ -36,7 +36,8 @@ def _panel_id(changes: dict) -> str:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("changes", [{**c, "target_accuracy": 0.99} for c in PANEL] + [SEED_11], ids=_panel_id)
+@pytest.mark.parametrize("changes", with_trained_once([{**c, "target_accuracy": 0.99} for c in PANEL] + [SEED_11]),
+                         ids=_panel_id)
 def test_the_prediction_holds_across_the_panel(changes, trained):
     run = trained(**changes)
     config = run.config
