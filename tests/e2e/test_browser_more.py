@@ -46,6 +46,7 @@ def test_theory_checks_equivariance_of_the_rope_preset(tab) -> None:
     tab.screenshot(path=SHOTS / "theory-rope-preset.png", full_page=True)
 
 
+@pytest.mark.slow  # both transformer presets' pages; the identity walk and tests/app/test_more_pages.py open it quickly
 def test_transformer_page_for_both_presets(tab) -> None:
     open_page(tab, "Transformer")
     assert "minimal single head" in tab.locator(MAIN).inner_text()

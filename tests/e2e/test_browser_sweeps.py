@@ -54,6 +54,7 @@ def test_a_run_clicked_in_the_collapse_is_picked_in_the_table_at_1280_px(server,
     page.screenshot(path=SHOTS / "sweeps-picked.png", full_page=True)
 
 
+@pytest.mark.slow  # minutes of training; tests/app/test_sweeps_page.py runs a small grid on the server quickly
 def test_a_small_sweep_runs_from_the_browser_and_is_shown(open_tab) -> None:
     """One cell, a short grid: progress while it runs, then its own results on the page."""
     page = open_tab(3000)
