@@ -257,6 +257,7 @@ def test_runs_on_an_empty_store_lists_the_presets_read_only(home: Path) -> None:
     assert outcome.stdout.count("(preset, read-only)") == len(presets)
 
 
+@pytest.mark.slow  # evaluates, searches and reads a preset; the app tests and test_rules.py load presets quickly
 def test_a_preset_id_opens_from_a_fresh_home_and_cannot_be_deleted(home: Path) -> None:
     """The ids the app shows for its presets work here: evaluate, carrier and heads read them from
     the shipped store; delete refuses and the preset stays; nothing is written to the person's store."""
@@ -435,6 +436,7 @@ HEAD_KEYS = {"layer", "head", "carrier", "argmax_offset", "toeplitz_fraction", "
              "is_carrier", "pinned_key", "pinned_share"}
 
 
+@pytest.mark.slow  # the transformer evaluations below train theirs from the command line quickly
 def test_train_a_shift_transformer() -> None:
     result = train_quick(*SHIFT)
     config = RunConfig.from_dict(result["config"])

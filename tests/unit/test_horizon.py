@@ -75,6 +75,7 @@ def test_a_learned_table_is_asked_only_up_to_its_end(learned):
     assert horizon.length is not None and horizon.length < 2 * learned.config.task.train_length  # pinned
 
 
+@pytest.mark.slow  # a minute on a busy machine; the default run's search within its budgets stays fast
 def test_a_search_over_its_budget_stops_with_the_bracket_it_has(rope):
     """`afford` is asked before every call after the first: refusing one ends the search there, unresolved."""
     asked = []
