@@ -93,6 +93,7 @@ def test_a_search_over_its_budget_stops_with_the_bracket_it_has(rope):
     assert never.length == 64 * 16 and never.below is None and not never.resolved  # held to 64×, not looked further
 
 
+@pytest.mark.slow  # half a minute; the predicted horizon of the trained RoPE run stays fast
 def test_the_default_runs_search_fits_the_default_budgets_step_by_step(rope):
     from lengen_core.serving.budget import Budgets, check, horizon_cost, prediction_fits
 
