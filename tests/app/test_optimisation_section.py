@@ -78,7 +78,6 @@ def test_the_gradient_map_shows_zero_past_the_training_length(page: AppTest) -> 
     assert np.isfinite(rows[15]).all()  # the query's own row is read at every step
 
 
-@pytest.mark.slow  # trains the drift again (minutes on a busy machine); the construction and gradient tests above stay fast
 def test_the_drift_caption_carries_the_numbers_of_the_training_it_draws(page: AppTest) -> None:
     trace = trace_training(optimisation.TRAINED_ON, optimisation.DRIFT_EVERY, (16, 64), optimisation.TRACE_SAMPLES)
     far = trace.accuracy(64)
