@@ -6,7 +6,7 @@
 #   bash scripts/test.sh tests/unit/test_fit.py   extra arguments go to pytest: here one file (fast tier)
 #
 # Two passes, each printing its slowest tests (--durations): first the tests on both cores (pytest-xdist,
-# one process per core, `--dist loadgroup` keeping an `xdist_group` on one of them), then the `serial`
+# one process per core, `--dist loadscope`: each module on one of them, in order), then the `serial`
 # tests alone (they measure memory or time, or cannot share the machine). A `-m` of yours replaces the
 # tier's selection and runs in a single pass. LENGEN_TEST_WORKERS sets the number of processes (2).
 # Ray (requirements-ray.txt, optional for the app) is installed so the sweep tests run on a real cluster.
@@ -43,14 +43,14 @@ status() {
 }
 
 for arg in ${args[@]+"${args[@]}"}; do
-    case "$arg" in -m|-m*) exec "${pytest[@]}" -n "$workers" --dist loadgroup ${args[@]+"${args[@]}"} ;; esac
+    case "$arg" in -m|-m*) exec "${pytest[@]}" -n "$workers" --dist loadscope ${args[@]+"${args[@]}"} ;; esac
 done
 
 both="not serial${tier:+ and $tier}"
 alone="serial${tier:+ and $tier}"
 echo "== on $workers processes: -m \"$both\""
 parallel=0
-"${pytest[@]}" -n "$workers" --dist loadgroup -m "$both" ${args[@]+"${args[@]}"} || parallel=$?
+"${pytest[@]}" -n "$workers" --dist loadscope -m "$both" ${args[@]+"${args[@]}"} || parallel=$?
 echo "== alone: -m \"$alone\""
 serial=0
 "${pytest[@]}" -n 0 -m "$alone" ${args[@]+"${args[@]}"} || serial=$?

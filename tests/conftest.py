@@ -60,15 +60,8 @@ def lengen_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         os.environ["LENGEN_HOME"] = previous
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under `--dist loadgroup` (scripts/test.sh) every test without an `xdist_group` of its own is in
-    its module's group: a module runs on one worker, in order, so its module-scoped fixtures (a trained
-    pair of runs, a tab that follows the selected run from page to page) are built once, not once per
-    worker. Then skip `gpu`-marked tests when CUDA is unavailable, rather than letting them fail."""
-    for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+    """Skip `gpu`-marked tests when CUDA is unavailable, rather than letting them fail."""
     gpu_tests = [item for item in items if "gpu" in item.keywords]
     if not gpu_tests:
         return

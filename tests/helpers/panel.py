@@ -25,8 +25,10 @@ SEED_11 = dict(offset=7, train_length=24, vocab_size=20, seed=11)  # where the G
 
 
 def trained_once(changes: dict) -> pytest.MarkDecorator:
-    """An `xdist_group` named after the config: every test that trains it (marked so) runs on the same
-    xdist worker, where the session's `trained` fixture trains it once for all of them."""
+    """An `xdist_group` named after the config, for the tests that train it (here and in test_rules.py).
+    Inert for now: pytest-xdist 3.8 honours groups (`--dist loadgroup`) by renaming a test's node id,
+    which pytest 9.2 no longer lets it do, so scripts/test.sh uses `--dist loadscope` (a module per
+    worker) and such a config may be trained once on each worker (seconds, slow tier only)."""
     return pytest.mark.xdist_group("trained-" + ",".join(f"{key}={changes[key]}" for key in sorted(changes)))
 
 
