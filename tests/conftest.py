@@ -14,17 +14,33 @@ from lengen_core.serving.runtime import limit_heap_growth
 
 # Hypothesis profiles, chosen by HYPOTHESIS_PROFILE (default `ci`; `thorough` on demand). `ci` is
 # Hypothesis's own CI profile (derandomized, so a run is reproducible; no deadline, which a loaded
-# 2-core runner trips; no example database; a reproduction blob on failure) with enough examples
-# for the suite to stay within its CI time. `thorough` explores afresh on every run, keeps failing
-# examples in the database and runs several times as many: for changes to the encodings, the
-# evaluation or the config validation. Tests whose every example runs a model take a fixed share
-# of either (tests/property/example_counts.py). Loaded here, before any test module is imported,
+# 2-core runner trips; no example database; a reproduction blob on failure) with 100 examples, which
+# keeps the fast tier within minutes (300 cost the property tests three times as long; being
+# derandomized, the same 100 run every time). `thorough` explores afresh on every run, keeps failing
+# examples in the database and runs 20 times as many: for changes to the encodings, the evaluation
+# or the config validation (`HYPOTHESIS_PROFILE=thorough bash scripts/test.sh tests/property`). Tests whose every example runs a model take a fixed share
+# of either (tests/helpers/example_counts.py). Loaded here, before any test module is imported,
 # so every `@settings` in a test inherits the profile.
-settings.register_profile("ci", settings.get_profile("ci"), max_examples=300)
+settings.register_profile("ci", settings.get_profile("ci"), max_examples=100)
 settings.register_profile("thorough", settings.get_profile("default"), max_examples=2_000)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 limit_heap_growth()  # as the app, its training children and the command line do (lengen_core.serving.runtime)
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic CUDA matmuls in the gpu tests, as the app sets
+
+
+@pytest.fixture(scope="session", autouse=True)
+def single_cpu_thread() -> Iterator[None]:
+    """One torch thread in every test process. The models are tiny: a second intra-op thread only adds
+    synchronisation, and when another process shares the CPU (the other xdist worker, a server, a
+    training child) a parallel region waits for its descheduled thread, which slowed a training step
+    from milliseconds to a tenth of a second and the AppTest pages' analyses tenfold. The cores are
+    used by the xdist workers instead (scripts/test.sh). Servers and other subprocesses choose their own."""
+    import torch
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -1,39 +1,57 @@
-"""`streamlit run serve.py` on a free port for the browser tests, healthy before any test starts, and
-Debian's chromium opening tabs on it (`open_tab`)."""
+"""One `streamlit run serve.py` on a free port and one headless chromium per test session (per xdist
+worker: each has its own of both), started by the first test that asks for them; `open_tab` opens
+tabs on the app's Start page. Every page and context a test module left open is closed after it.
+
+A module that needs a server of its own (a fresh one, another store, a measured one) starts it with
+`tests.helpers.serving`; the server here is shared, so what one module trains or sweeps on it is seen
+by the next (the run store, `LENGEN_HOME`, was already the session's).
+"""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from serving import serve_checkout
 
-ROOT = Path(__file__).resolve().parents[2]
-SHOTS = ROOT / "artifacts" / "screenshots"
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run"]
+from tests.helpers.browser import BROWSER_ARGS, CHROMIUM, SHOTS
+from tests.helpers.serving import serve_checkout
+
+_LAUNCHED: list = []  # the session's browser, once launched
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def server() -> Iterator[str]:
     """The app's address; the server inherits `LENGEN_HOME` (a temp store) from the test session."""
     with serve_checkout() as served:
         yield served["url"]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def browser():
-    """Debian's chromium, headless, one per test module."""
+    """Debian's chromium, headless, one per session (per xdist worker)."""
     playwright = pytest.importorskip("playwright.sync_api")
     if not Path(CHROMIUM).exists():
         pytest.skip(f"no chromium at {CHROMIUM}")
     SHOTS.mkdir(parents=True, exist_ok=True)
     with playwright.sync_playwright() as p:
-        launched = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        launched = p.chromium.launch(executable_path=CHROMIUM, args=BROWSER_ARGS, headless=True)
+        _LAUNCHED.append(launched)
         yield launched
+        _LAUNCHED.remove(launched)
         launched.close()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def close_what_the_module_opened() -> Iterator[None]:
+    """After each module (its own fixtures torn down first), close the pages and contexts it left open
+    in the shared browser, so that no tab keeps a session on the shared server."""
+    yield
+    for launched in _LAUNCHED:
+        for context in list(launched.contexts):
+            with contextlib.suppress(Exception):  # already closed, or the browser went away
+                context.close()
 
 
 @pytest.fixture(scope="module")

@@ -2,41 +2,24 @@
 
 Visits every page through the sidebar (one browser session, so the selected run follows), checks the
 plotly charts are drawn, trains a small run from the browser, and screenshots every page into
-`artifacts/screenshots/`. The server fixture is in conftest.py.
+`artifacts/screenshots/`. The server and browser fixtures are in conftest.py (one of each per session).
 """
 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
+from tests.helpers.browser import CHART, SHOTS, open_page, settle
+
 pytestmark = pytest.mark.e2e
 playwright = pytest.importorskip("playwright.sync_api")
-
-SHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
-CHART = ".js-plotly-plot"
 
 
 @pytest.fixture(scope="module")
 def page(open_tab):
     return open_tab(2400)
-
-
-def settle(tab, timeout_ms: int = 180_000) -> None:
-    """Wait until the script run is over (the status widget says 'Running' while it runs)."""
-    tab.wait_for_timeout(500)
-    tab.wait_for_function(
-        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=timeout_ms
-    )
-    tab.wait_for_timeout(800)  # let plotly finish drawing
-    tab.mouse.move(0, 0)  # no tooltip left over in the screenshots
-
-
-def open_page(tab, title: str) -> None:
-    tab.locator('[data-testid="stSidebarNav"]').get_by_role("link", name=title).click()
-    settle(tab)
 
 
 def test_start_page_shows_claims_and_presets(page) -> None:

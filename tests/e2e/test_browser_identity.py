@@ -11,12 +11,12 @@ from __future__ import annotations
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
-from test_browser import SHOTS, settle
 
 from lengen_core.config import RunConfig, with_changes
 from lengen_core.serving.share import config_to_query
 from lengen_core.serving.store import RunStore
 from lengen_core.training import train
+from tests.helpers.browser import SHOTS, settle
 from ui.presets import preset_ids, transformer_presets
 
 pytestmark = pytest.mark.e2e
@@ -94,7 +94,12 @@ LINKS = [  # page path, link, what must come back in the address bar (the page r
 ]
 
 
-@pytest.mark.parametrize("path, link, expected", LINKS, ids=[path or "start" for path, _, _ in LINKS])
+QUICK_LINKS = ("", "dilution")  # the fast tier's representatives; every other page's link is slow (tens of seconds each)
+
+
+@pytest.mark.parametrize("path, link, expected", [
+    pytest.param(*case, marks=() if case[0] in QUICK_LINKS else pytest.mark.slow) for case in LINKS
+], ids=[path or "start" for path, _, _ in LINKS])
 def test_each_page_opens_from_its_own_link(server, context, look_alikes, path, link, expected) -> None:
     link = {k: look_alikes[v.lower()] if v in ("SHIFT", "RETRIEVAL") else v for k, v in link.items()}
     tab = context.new_page()  # a fresh context per test: a person pasting the link into a new window
@@ -110,6 +115,7 @@ def test_each_page_opens_from_its_own_link(server, context, look_alikes, path, l
     tab.screenshot(path=SHOTS / f"identity-link-{path or 'start'}.png", full_page=True)
 
 
+@pytest.mark.slow  # a minute on a busy machine; the bad-id link below stays in the fast tier
 def test_compare_from_its_link_shows_exactly_those_two_runs(server, context, look_alikes) -> None:
     tab = context.new_page()
     link = {"compare": [look_alikes["shift"], LINEAR], "longest": "256", "samples": "64", "scaled": "false"}

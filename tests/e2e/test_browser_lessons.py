@@ -6,25 +6,16 @@ Screenshots in artifacts/screenshots/lesson1-*.png."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
+from tests.helpers.browser import MAIN, SHOTS, settle
 from ui.lessons.files import load_lessons
 
 pytestmark = pytest.mark.e2e
 playwright = pytest.importorskip("playwright.sync_api")
 
-SHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
-MAIN = '[data-testid="stMain"]'
 LESSON = "why-rope-generalises"
-
-
-def settle(page, timeout_ms: int = 240_000) -> None:
-    page.wait_for_timeout(500)
-    page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=timeout_ms)
-    page.wait_for_timeout(1_000)
-    page.mouse.move(0, 0)
 
 
 def progress_text(page) -> str:

@@ -5,17 +5,13 @@ fixture in conftest.py) driven by Debian's chromium; charts drawn, screenshots i
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+
+from tests.helpers.browser import CHART, MAIN, SHOTS, open_page, settle
 
 pytestmark = pytest.mark.e2e
 playwright = pytest.importorskip("playwright.sync_api")
 expect = playwright.expect
-
-SHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
-CHART = ".js-plotly-plot"
-MAIN = '[data-testid="stMain"]'
 
 
 @pytest.fixture(scope="module")
@@ -23,19 +19,6 @@ def tab(open_tab):
     page = open_tab(4000)
     page.get_by_role("heading", name="The claims, and where to see them").wait_for(timeout=120_000)
     return page
-
-
-def settle(page, timeout_ms: int = 240_000) -> None:
-    """Wait until the script run is over, then for plotly to draw; no tooltip left in the screenshot."""
-    page.wait_for_timeout(500)
-    page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=timeout_ms)
-    page.wait_for_timeout(1_000)
-    page.mouse.move(0, 0)
-
-
-def open_page(page, title: str) -> None:
-    page.locator('[data-testid="stSidebarNav"]').get_by_role("link", name=title).click()
-    settle(page)
 
 
 def charts_drawn(page, at_least: int) -> None:
@@ -74,6 +57,7 @@ def test_theory_checks_equivariance_of_the_rope_preset(tab) -> None:
     tab.screenshot(path=SHOTS / "theory-rope-preset.png", full_page=True)
 
 
+@pytest.mark.slow  # both transformer presets' pages; the identity walk and tests/app/test_more_pages.py open it quickly
 def test_transformer_page_for_both_presets(tab) -> None:
     open_page(tab, "Transformer")
     expect(tab.locator(MAIN)).to_contain_text("minimal single head", timeout=240_000)  # the page, not the last one

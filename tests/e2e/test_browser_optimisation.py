@@ -5,7 +5,8 @@ whole page are screenshot into `artifacts/screenshots/` (look at them)."""
 from __future__ import annotations
 
 import pytest
-from test_screenshots import SHOTS, VIEWPORTS, check_and_shoot, settle
+
+from tests.helpers.browser import SHOTS, VIEWPORTS, check_and_shoot, settle
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 playwright = pytest.importorskip("playwright.sync_api")

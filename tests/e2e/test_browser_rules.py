@@ -5,20 +5,17 @@ Screenshots of each section in artifacts/screenshots/rules-*.png."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from test_browser import settle
 
+from tests.helpers.browser import MAIN, SHOTS, settle
 from ui.presets import PRESETS, preset_ids
 
 pytestmark = pytest.mark.e2e
 playwright = pytest.importorskip("playwright.sync_api")
 
-SHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
 WIDTH = 1280
-MAIN = '[data-testid="stMain"]'
 TASK = PRESETS["RoPE"].task
 
 
@@ -42,6 +39,7 @@ def query(tab) -> dict[str, list[str]]:
     return parse_qs(urlsplit(tab.url).query)
 
 
+@pytest.mark.slow  # the attention link below is the fast tier's rule in a browser (and tests/app/test_rule_selector.py)
 def test_log_n_on_dilution_draws_its_curves_beside_the_unmodified_run(server, browser) -> None:
     tab = browser.new_page(viewport={"width": WIDTH, "height": 6000})
     tab.goto(f"{server}/dilution?longest=4096&samples=256")
@@ -58,6 +56,7 @@ def test_log_n_on_dilution_draws_its_curves_beside_the_unmodified_run(server, br
     tab.close()
 
 
+@pytest.mark.slow  # the attention link below is the fast tier's rule in a browser (and tests/app/test_rule_selector.py)
 def test_pi_and_ntk_on_carrier_reshape_the_carrier(server, browser) -> None:
     tab = browser.new_page(viewport={"width": WIDTH, "height": 5000})
     tab.goto(f"{server}/carrier")
@@ -78,6 +77,7 @@ def test_pi_and_ntk_on_carrier_reshape_the_carrier(server, browser) -> None:
     tab.close()
 
 
+@pytest.mark.slow  # the attention link below is the fast tier's rule in a browser (and tests/app/test_rule_selector.py)
 def test_a_compare_link_with_rules_opens_with_them_a_panel_per_run(server, browser) -> None:
     runs = [preset_ids()[name] for name in ("RoPE", "RoPE + linear attention", "Learned (APE)")]
     tab = browser.new_page(viewport={"width": WIDTH, "height": 7000})

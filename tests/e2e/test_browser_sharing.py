@@ -9,10 +9,10 @@ from __future__ import annotations
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
-from test_browser import CHART, SHOTS, settle
 
 from lengen_core.config import RunConfig, with_changes
 from lengen_core.serving.share import config_to_query
+from tests.helpers.browser import CHART, SHOTS, settle
 from ui.presets import PRESETS
 
 pytestmark = pytest.mark.e2e

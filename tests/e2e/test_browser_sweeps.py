@@ -4,23 +4,12 @@ the browser. Screenshots in artifacts/screenshots/sweeps-*.png."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+
+from tests.helpers.browser import MAIN, SHOTS, VEGA, settle
 
 pytestmark = pytest.mark.e2e
 playwright = pytest.importorskip("playwright.sync_api")
-
-SHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
-VEGA = '[data-testid="stVegaLiteChart"] canvas, [data-testid="stVegaLiteChart"] svg'
-MAIN = '[data-testid="stMain"]'
-
-
-def settle(page, timeout_ms: int = 240_000) -> None:
-    page.wait_for_timeout(500)
-    page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=timeout_ms)
-    page.wait_for_timeout(1_500)
-    page.mouse.move(0, 0)
 
 
 def test_the_sweeps_page_draws_the_preset_sweep_and_its_collapse(open_tab) -> None:
@@ -65,6 +54,7 @@ def test_a_run_clicked_in_the_collapse_is_picked_in_the_table_at_1280_px(server,
     page.screenshot(path=SHOTS / "sweeps-picked.png", full_page=True)
 
 
+@pytest.mark.slow  # minutes of training; tests/app/test_sweeps_page.py runs a small grid on the server quickly
 def test_a_small_sweep_runs_from_the_browser_and_is_shown(open_tab) -> None:
     """One cell, a short grid: progress while it runs, then its own results on the page."""
     page = open_tab(3000)

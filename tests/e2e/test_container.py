@@ -15,10 +15,10 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from serving import ROOT, UID, can_serve, dockerfile, serve_image, traversable_interpreter
+
+from tests.helpers.serving import ROOT, UID, can_serve, dockerfile, serve_image, traversable_interpreter
 
 pytestmark = pytest.mark.e2e
-CHROMIUM = "/usr/bin/chromium"
 
 
 def test_dockerfile_runs_as_a_non_root_user_and_declares_a_health_check():
@@ -51,19 +51,14 @@ def test_the_served_app_runs_as_the_image_user_and_passes_its_health_check(conta
     assert subprocess.run(shlex.split(health), timeout=30, check=False).returncode == 0
 
 
-def test_the_page_loads_with_the_shipped_presets_offline(container):
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"no chromium at {CHROMIUM}")
-    playwright = pytest.importorskip("playwright.sync_api")
-    with playwright.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                    args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"])
-        page = browser.new_page(viewport={"width": 1400, "height": 1600})
-        page.goto(container["url"] + "/dilution")
-        page.wait_for_selector(".js-plotly-plot", timeout=180_000)
-        assert page.locator("text=Traceback").count() == 0
-        assert page.locator(".js-plotly-plot").count() >= 1
-        browser.close()
+def test_the_page_loads_with_the_shipped_presets_offline(container, browser):
+    """In the session's chromium (conftest.py): a second Playwright cannot start beside it in one process."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1600})
+    page.goto(container["url"] + "/dilution")
+    page.wait_for_selector(".js-plotly-plot", timeout=180_000)
+    assert page.locator("text=Traceback").count() == 0
+    assert page.locator(".js-plotly-plot").count() >= 1
+    page.close()
 
 
 def test_runs_are_written_to_the_volume_by_the_image_user(container):

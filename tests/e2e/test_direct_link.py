@@ -10,9 +10,9 @@ stayed on, the navigation listed file names ('app', 'train', …) and no page ha
 from __future__ import annotations
 
 import pytest
-from serving import serve_checkout
-from test_browser import settle
 
+from tests.helpers.browser import settle
+from tests.helpers.serving import serve_checkout
 from ui.presets import preset_ids
 
 pytestmark = pytest.mark.e2e
@@ -21,7 +21,7 @@ playwright = pytest.importorskip("playwright.sync_api")
 TITLES = ["Start", "Train", "Attention", "Carrier", "Dilution", "Compare", "Transformer", "Theory"]
 
 
-@pytest.mark.parametrize("page", ["dilution", "train"])
+@pytest.mark.parametrize("page", ["dilution", pytest.param("train", marks=pytest.mark.slow)])  # a fresh server each
 def test_a_link_straight_to_a_page_as_the_first_request_gets_the_whole_app(browser, page):
     run_id = preset_ids()["Learned (APE)"]
     with serve_checkout() as served:

@@ -14,12 +14,12 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from serving import serve_checkout
 
 from lengen_core.config import MAX_D_MODEL, MAX_HEADS, MAX_LAYERS, MAX_POSITIONS, RunConfig, with_changes
 from lengen_core.models.initial import initial_model
 from lengen_core.serving.store import RunStore, preset_store
 from lengen_core.training import Run
+from tests.helpers.serving import serve_checkout
 
 pytestmark = pytest.mark.e2e
 CHUNK = 1 << 20
@@ -73,6 +73,7 @@ def big(tmp_path_factory):
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # measures the server's peak memory
 def test_the_largest_run_streams_while_the_server_grows_by_far_less_than_its_zip(big, tmp_path):
     pid, url = big["process"].pid, big["url"]
     preset = next(iter(preset_store().size()))

@@ -3,7 +3,7 @@ the image's files, config, user and command; `streamlit run` from the checkout w
 built), and N browser sessions (Playwright contexts in one chromium, kept back in a low-weight
 cgroup as they stand in for the students' own machines) open it on loopback within a few seconds of
 each other, and each starts its own training. A health probe and a newcomer opening the Train page
-every few seconds run as processes of their own (`load_probe.py`).
+every few seconds run as processes of their own (`tests/helpers/load_probe.py`).
 
 Recorded in artifacts/load_test.json: how many finished, the median and worst wait from click to
 the finished message, page-load times, the health endpoint's latency throughout, the server's peak
@@ -28,18 +28,19 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import serving
-from load_probe import BROWSER_ARGS, CHROMIUM
 
 from lengen_core.config import RunConfig, with_changes
 from lengen_core.serving.share import config_to_query
 from lengen_core.serving.store import RunStore
+from tests.helpers import serving
+from tests.helpers.browser import CHROMIUM
+from tests.helpers.load_probe import BROWSER_ARGS
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.serial]  # serial: a class on both cores, timed
 playwright = pytest.importorskip("playwright.async_api")
 
 ROOT = serving.ROOT
-PROBE = Path(__file__).with_name("load_probe.py")
+PROBE = "tests.helpers.load_probe"  # run as a module from the checkout: python -m tests.helpers.load_probe
 SESSIONS = int(os.environ.get("LENGEN_LOAD_SESSIONS", "0"))  # opt-in: LENGEN_LOAD_SESSIONS=20
 STEPS = 60
 
@@ -201,7 +202,7 @@ def test_a_class_of_sessions_each_gets_its_run(tmp_path):
         pytest.skip(f"no chromium at {CHROMIUM}")
     observed = {name: tmp_path / f"{name}.jsonl" for name in ("health", "newcomer")}
     with served(tmp_path) as (url, pid, store, how):
-        probes = [subprocess.Popen([sys.executable, str(PROBE), name, url, str(path)], cwd=ROOT)
+        probes = [subprocess.Popen([sys.executable, "-m", PROBE, name, url, str(path)], cwd=ROOT)
                   for name, path in observed.items()]
         try:
             began = time.monotonic()

@@ -28,12 +28,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from serving import ROOT, dockerfile
 
 from bench.app_bench import free_port, wait_healthy
+from tests.helpers.serving import ROOT, dockerfile
 
 pytestmark = pytest.mark.e2e
-CHROMIUM = "/usr/bin/chromium"
 # In the new namespace: the store stays writable (a bind mount of its own), / becomes read-only for
 # this namespace only, and /tmp a fresh tmpfs, sized as the README's `docker run` line sizes it.
 MOUNTS = ('mount --bind "$STORE" "$STORE" && {keep}mount -o remount,bind,ro / && '
@@ -139,15 +138,12 @@ def server_log(log) -> str:
     return log.read().decode(errors="replace")[-4000:]
 
 
-def test_the_app_serves_trains_and_downloads_under_a_read_only_root(sealed):
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"no chromium at {CHROMIUM}")
+def test_the_app_serves_trains_and_downloads_under_a_read_only_root(sealed, browser):
+    """The browser is the session's chromium (conftest.py): a second Playwright cannot start beside it."""
     playwright = pytest.importorskip("playwright.sync_api")
-    with served(sealed) as app, playwright.sync_playwright() as p:
+    with served(sealed) as app:
         health = sealed["spec"]["health"].replace("8501", str(app["port"]))
         assert subprocess.run(shlex.split(health), timeout=30, check=False).returncode == 0
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                    args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"])
         page = browser.new_page(viewport={"width": 1400, "height": 1800})
         page.goto(app["url"] + "/train")
         steps = page.get_by_role("spinbutton", name="Steps")
@@ -162,7 +158,7 @@ def test_the_app_serves_trains_and_downloads_under_a_read_only_root(sealed):
             main = page.locator('[data-testid="stMain"]').inner_text()
             raise AssertionError(f"no training saved; page: {main[-1500:]}\nserver: {server_log(app['log'])}") from None
         assert not page.locator('[data-testid="stException"]').count()
-        browser.close()
+        page.close()
         runs = sorted((sealed["store"] / "runs").iterdir(), key=lambda d: d.stat().st_mtime)
         run_id = runs[-1].name  # the newest: the app's
         assert json.loads((runs[-1] / "metrics.json").read_text())["steps"] == 30

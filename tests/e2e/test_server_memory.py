@@ -23,14 +23,14 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
-from serving import serve_checkout
-from test_browser import CHART, SHOTS, settle
 
 from lengen_core.analysis.heatmap import MAX_HEATMAP_LENGTH
 from lengen_core.config import MAX_D_MODEL, MAX_HEADS, MAX_LAYERS, RunConfig, with_changes
 from lengen_core.serving.budget import MEMORY_ENV, Budgets, attention_map_cost
+from tests.helpers.browser import CHART, SHOTS, settle
+from tests.helpers.serving import serve_checkout
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.serial]  # serial: measures the server's peak memory
 playwright = pytest.importorskip("playwright.sync_api")
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -16,6 +16,9 @@ from pathlib import Path
 import pytest
 
 ray = pytest.importorskip("ray", reason="Ray is not installed here (pip install -r requirements-ray.txt)")
+# slow: a head starts in many seconds and each grid trains twice. One worker: `ray stop` ends every Ray
+# process of the machine, so the module's cluster must not meet another.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]
 
 ROOT = Path(__file__).resolve().parents[2]
 RAY = str(Path(sys.executable).with_name("ray"))
@@ -30,11 +33,11 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-@pytest.fixture
-def cluster(tmp_path):
-    """A Ray head on this machine with token authentication; yields (address, the client's environment)."""
-    home, temp = tmp_path / "home", Path("/tmp") / f"ray-{os.getpid()}"  # Ray's socket paths must stay short
-    home.mkdir()
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """A Ray head on this machine with token authentication, one for the module (starting one takes
+    many seconds); yields (address, the client's environment). The tests leave it as they found it."""
+    home, temp = tmp_path_factory.mktemp("ray-home"), Path("/tmp") / f"ray-{os.getpid()}"  # Ray's socket paths must stay short
     env = {**os.environ, "HOME": str(home), "RAY_USAGE_STATS_ENABLED": "0"}
     subprocess.run([RAY, "get-auth-token", "--generate"], env=env, check=True, capture_output=True, timeout=120)
     token = (home / ".ray" / "auth_token").read_text().strip()

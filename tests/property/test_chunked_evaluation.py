@@ -12,13 +12,13 @@ from typing import get_args
 
 import pytest
 import torch
-from example_counts import fewer_examples
 from hypothesis import example, given
 from hypothesis import strategies as st
 
 from lengen_core.analysis.evaluate import last_query_outputs, sequence_tokens, token_dtype
 from lengen_core.config import AttentionName, EncodingName, RunConfig, with_changes
 from lengen_core.training import Run, train
+from tests.helpers.example_counts import fewer_examples
 
 ENCODINGS = get_args(EncodingName)
 ATTENTIONS = get_args(AttentionName)

@@ -16,8 +16,6 @@ from typing import get_args
 
 import pytest
 import torch
-from causal_inputs import tokens_with_changed_future
-from example_counts import fewer_examples
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -35,6 +33,8 @@ from lengen_core.config import (
 from lengen_core.models import encodings
 from lengen_core.models.encodings import ALiBi, alibi_slopes, reduced_angles, rope_frequencies, rope_rotate
 from lengen_core.models.head import build_model
+from tests.helpers.causal_inputs import tokens_with_changed_future
+from tests.helpers.example_counts import fewer_examples
 
 ENCODINGS = get_args(EncodingName)
 ATTENTIONS = get_args(AttentionName)

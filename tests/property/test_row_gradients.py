@@ -3,12 +3,12 @@ training length get exactly zero gradient, at every step, for any small config (
 
 from __future__ import annotations
 
-from example_counts import fewer_examples
 from hypothesis import given
 from hypothesis import strategies as st
 
 from lengen_core.config import RunConfig, with_changes
 from lengen_core.optimisation import trace_training
+from tests.helpers.example_counts import fewer_examples
 
 
 @st.composite

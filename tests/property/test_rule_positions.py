@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import pytest
 import torch
-from example_counts import fewer_examples
 from hypothesis import example, given
 from hypothesis import strategies as st
 
 from lengen_core.analysis.rules import RuledEncoding, RuleError, make_rule
 from lengen_core.config import MAX_EVAL_LENGTH, MAX_TRAIN_LENGTH, RunConfig, with_changes
 from lengen_core.models.encodings import build_encoding
+from tests.helpers.example_counts import fewer_examples
 
 train_lengths = st.integers(2, MAX_TRAIN_LENGTH)
 

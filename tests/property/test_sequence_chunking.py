@@ -23,7 +23,6 @@ from typing import get_args
 
 import pytest
 import torch
-from example_counts import fewer_examples
 from hypothesis import example, given
 from hypothesis import strategies as st
 
@@ -34,6 +33,7 @@ from lengen_core.config import AttentionName, EncodingName, RunConfig, with_chan
 from lengen_core.models import attention, transformer
 from lengen_core.tasks import query_start, targets_of
 from lengen_core.training import Run, train
+from tests.helpers.example_counts import fewer_examples
 
 ENCODINGS = get_args(EncodingName)
 ATTENTIONS = get_args(AttentionName)

@@ -9,14 +9,14 @@ from __future__ import annotations
 from typing import get_args
 
 import torch
-from causal_inputs import tokens_with_changed_future
-from example_counts import fewer_examples
 from hypothesis import example, given
 from hypothesis import strategies as st
 
 from lengen_core.config import AttentionName, EncodingName, RunConfig, with_changes
 from lengen_core.models.head import build_model
 from lengen_core.models.transformer import Transformer
+from tests.helpers.causal_inputs import tokens_with_changed_future
+from tests.helpers.example_counts import fewer_examples
 
 ENCODINGS = get_args(EncodingName)
 ATTENTIONS = get_args(AttentionName)

@@ -2,23 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
-import torch
 
 from lengen_core.config import RunConfig, with_changes
 from lengen_core.training import Run, train
-
-
-@pytest.fixture(scope="session", autouse=True)
-def single_cpu_thread() -> Iterator[None]:
-    """The models are tiny: a second intra-op thread only adds synchronisation, and when another
-    process shares the CPU it slows a training step from milliseconds to a tenth of a second."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
 
 
 @pytest.fixture(scope="session")

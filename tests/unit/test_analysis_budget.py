@@ -135,6 +135,7 @@ MEASURE = textwrap.dedent(
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # measures a peak memory
 @pytest.mark.parametrize(("kind", "vocab", "width", "encoding", "longest"),
                          [("carrier", 64, 256, "rope", 1 << 17), ("prediction", 32, 128, "learned", 4_096)])
 def test_the_memory_estimates_cover_the_measured_peak(kind, vocab, width, encoding, longest):

@@ -25,7 +25,7 @@ from lengen_core.training import train
 ROOT = Path(__file__).resolve().parents[2]
 LENGEN_PARTS = ["training", "evaluation", "long", "prediction", "scaling", "profile"]
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.serial]  # serial: the benchmark times and measures what it runs
 
 
 def run_bench(out: Path, *args: str) -> dict:

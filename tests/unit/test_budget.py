@@ -121,6 +121,7 @@ MEASURE = textwrap.dedent(
 )
 
 
+@pytest.mark.serial  # measures a peak memory
 @pytest.mark.parametrize("shape", [(2, 4, 128, 64, 64), (1, 8, 64, 256, 8)])
 def test_the_memory_estimate_covers_the_measured_peak(shape):
     """Two steps in a fresh process: the estimate is above the peak resident memory, and not absurdly

@@ -132,7 +132,7 @@ def test_toeplitz_shows_equivariance_not_a_learned_rule(rope_carrier, learned_ca
     assert learned_carrier.baseline.toeplitz_fraction - learned_carrier.toeplitz_fraction >= 0.5
 
 
-@pytest.mark.parametrize("encoding", ["nope", "alibi"])
+@pytest.mark.parametrize("encoding", ["nope", pytest.param("alibi", marks=pytest.mark.slow)])  # nope: the quick one
 def test_a_head_that_learned_nothing_is_toeplitz_and_not_aligned(trained, encoding):
     """The pitfall: NoPE and ALiBi heads score ≈ 1 (the query's own token at Δ = 0 is their only
     structure) though they never learned the task; alignment, with its margin, says no."""

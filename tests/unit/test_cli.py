@@ -6,13 +6,11 @@ unless an assertion needs a trained head; only the carrier test trains to conver
 
 from __future__ import annotations
 
-import io
 import json
 import math
 import os
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +25,7 @@ from lengen_core.serving import cli
 from lengen_core.serving.store import PRESET_ROOT, RunStore, StoreError, preset_store
 from lengen_core.tasks import targets_of
 from lengen_core.training import Run, resolve_device, train
+from tests.helpers.cli import assert_user_error, ok_json, run_cli, strict_json
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 QUICK = ("--steps", "30", "--device", "cpu")  # cheap, and the same on a machine with a GPU
@@ -35,49 +34,8 @@ ROW_KEYS = {"length", "accuracy", "target_mass", "argmax_key", "predicted_accura
 EVALUATION_SEED = cli.build_parser().parse_args(["evaluate", "any-run"]).seed  # the default --seed
 
 
-@dataclass(frozen=True)
-class Outcome:
-    code: int
-    stdout: str
-    stderr: str
-
-
-def run_cli(*argv: str) -> Outcome:
-    stdout, stderr = io.StringIO(), io.StringIO()
-    code = cli.main(list(argv), stdout=stdout, stderr=stderr)
-    return Outcome(code, stdout.getvalue(), stderr.getvalue())
-
-
-def strict_json(text: str) -> Any:
-    """Parse exactly one JSON document; NaN and ±Infinity (which `json` accepts by default) raise."""
-
-    def reject(constant: str) -> None:
-        raise ValueError(f"{constant} is not JSON")
-
-    return json.loads(text, parse_constant=reject)
-
-
-def ok_json(*argv: str) -> Any:
-    outcome = run_cli(*argv)
-    assert outcome.code == 0, outcome.stderr
-    assert outcome.stderr == ""
-    return strict_json(outcome.stdout)
-
-
 def train_quick(*extra: str) -> dict[str, Any]:
     return ok_json("train", *QUICK, *extra, "--json")
-
-
-def assert_user_error(outcome: Outcome, *fragments: str) -> str:
-    """Exit 2, nothing on stdout, one `lengen: error:` line on stderr naming every fragment."""
-    assert outcome.code == 2, outcome
-    assert outcome.stdout == ""
-    assert outcome.stderr.endswith("\n") and outcome.stderr.count("\n") == 1, outcome.stderr
-    assert outcome.stderr.startswith("lengen: error: ")
-    assert "Traceback" not in outcome.stderr
-    for fragment in fragments:
-        assert fragment in outcome.stderr, (fragment, outcome.stderr)
-    return outcome.stderr
 
 
 def stored_ids() -> list[str]:
@@ -299,6 +257,7 @@ def test_runs_on_an_empty_store_lists_the_presets_read_only(home: Path) -> None:
     assert outcome.stdout.count("(preset, read-only)") == len(presets)
 
 
+@pytest.mark.slow  # evaluates, searches and reads a preset; the app tests and test_rules.py load presets quickly
 def test_a_preset_id_opens_from_a_fresh_home_and_cannot_be_deleted(home: Path) -> None:
     """The ids the app shows for its presets work here: evaluate, carrier and heads read them from
     the shipped store; delete refuses and the preset stays; nothing is written to the person's store."""
@@ -477,6 +436,7 @@ HEAD_KEYS = {"layer", "head", "carrier", "argmax_offset", "toeplitz_fraction", "
              "is_carrier", "pinned_key", "pinned_share"}
 
 
+@pytest.mark.slow  # the transformer evaluations below train theirs from the command line quickly
 def test_train_a_shift_transformer() -> None:
     result = train_quick(*SHIFT)
     config = RunConfig.from_dict(result["config"])

@@ -50,6 +50,7 @@ def test_train_and_runs_report_the_verdict(trained_ids):
     assert listed[rope["run_id"]] == rope["verdict"] and listed[learned["run_id"]] == learned["verdict"]
 
 
+@pytest.mark.slow  # a minute on a busy machine; tests/unit/test_fit.py fits the law quickly
 def test_evaluate_reports_a_fit_with_an_interval_for_rope(trained_ids, monkeypatch):
     # The horizon search of a d_model 128 head is priced at about 2 min (lengen_core.serving.budget), over the
     # default request budget: this test is about the answer, not the budget, so it is given 5 min.

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_cli import assert_user_error, ok_json, run_cli
 
 from lengen_core.analysis.evaluate import evaluate, wilson_interval
 from lengen_core.analysis.verdict import CHANCE_TOLERANCE
@@ -19,6 +18,7 @@ from lengen_core.frequencies import MIN_GAP, carrier_gap
 from lengen_core.models.construct import amplitude, frequencies
 from lengen_core.models.initial import initial_model
 from lengen_core.training import Run, train
+from tests.helpers.cli import assert_user_error, ok_json, run_cli
 
 LEARNED = with_changes(RunConfig(), encoding="learned")  # the `learned` fixture's config
 CONSTRUCTED = with_changes(LEARNED, init="constructed", steps=0)

@@ -105,6 +105,7 @@ def _probe(length: int, samples: int, *settings: str) -> dict:
     return json.loads(done.stdout)
 
 
+@pytest.mark.serial  # measures a peak memory
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="peak memory is read from /proc")
 def test_a_wide_evaluation_peaks_within_the_target_in_a_fresh_process():
     """V = 64, d_model 512, 1 024 samples at 8 192 tokens: the old 4 096-key chunk gathered 1 024 × 4 096

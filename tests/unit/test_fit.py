@@ -58,6 +58,7 @@ def test_a_run_the_law_cannot_follow_is_told_so_and_where():
     assert "Between L = 64 and 128" in result.reason
 
 
+@pytest.mark.slow  # many simulated fits; the fits of trained runs stay fast
 def test_the_interval_covers_the_truth_under_sampling_noise():
     """Noise of 4% per point (the default run's level at long lengths): the 95% interval covers the
     true m_out in most of 20 noisy data sets, and is not absurdly wide."""

@@ -75,6 +75,7 @@ def test_a_learned_table_is_asked_only_up_to_its_end(learned):
     assert horizon.length is not None and horizon.length < 2 * learned.config.task.train_length  # pinned
 
 
+@pytest.mark.slow  # a minute on a busy machine; the default run's search within its budgets stays fast
 def test_a_search_over_its_budget_stops_with_the_bracket_it_has(rope):
     """`afford` is asked before every call after the first: refusing one ends the search there, unresolved."""
     asked = []
@@ -92,6 +93,7 @@ def test_a_search_over_its_budget_stops_with_the_bracket_it_has(rope):
     assert never.length == 64 * 16 and never.below is None and not never.resolved  # held to 64×, not looked further
 
 
+@pytest.mark.slow  # half a minute; the predicted horizon of the trained RoPE run stays fast
 def test_the_default_runs_search_fits_the_default_budgets_step_by_step(rope):
     from lengen_core.serving.budget import Budgets, check, horizon_cost, prediction_fits
 

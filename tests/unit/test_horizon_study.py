@@ -5,7 +5,6 @@ reports a horizon that is real."""
 from __future__ import annotations
 
 import torch
-from test_prediction_panel import PANEL, SEED_11  # tests/unit is on the path (pytest's rootdir-less prepend mode)
 
 from lengen_core.analysis.evaluate import sequence_tokens
 from lengen_core.config import RunConfig, with_changes
@@ -21,6 +20,7 @@ from studies.horizon import (
     target_runs,
     train_variant,
 )
+from tests.helpers.panel import PANEL, SEED_11
 
 TINY = with_changes(RunConfig(), vocab_size=8, offset=2, train_length=8, d_model=32, steps=400, patience=20)
 

@@ -62,7 +62,8 @@ def test_the_gate_lets_through_exactly_what_it_is_told():
         gate.apply(("rewind", 1))
 
 
-@pytest.mark.parametrize("isolate", [False, True], ids=["thread", "child-process"])
+@pytest.mark.parametrize("isolate", [False, pytest.param(True, marks=pytest.mark.slow)],  # the thread: the quick one
+                         ids=["thread", "child-process"])
 def test_single_steps_advance_by_exactly_one_and_resume_reaches_the_uninterrupted_weights(tmp_path, isolate):
     pool = TrainingPool(RunStore(tmp_path), max_concurrent=1, device="cpu", isolate=isolate)
     try:

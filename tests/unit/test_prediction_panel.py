@@ -25,33 +25,19 @@ from lengen_core.analysis.evaluate import evaluate
 from lengen_core.analysis.fit import fit_dilution
 from lengen_core.config import RunConfig, with_changes
 from lengen_core.models.head import build_model
+from tests.helpers.panel import PANEL, SEED_11, with_trained_once
 
 MULTIPLES = (1, 2, 4, 8, 16, 32, 64)
 PANEL_BOUND = 0.05  # |predicted − measured accuracy| at every length of every run
 PANEL_SAMPLES = 2_048
-# Every run stops early once 200 batches in a row reach 0.99 (two runs hover at 0.999 and would
-# otherwise spend all 1,500 steps); max_positions 4096 covers 64× every training length.
-PANEL = (
-    dict(encoding="rope", offset=1, vocab_size=8, train_length=8, seed=1),
-    dict(encoding="rope", offset=2, vocab_size=12, train_length=16, seed=2),
-    dict(encoding="rope", offset=5, vocab_size=24, train_length=32, seed=4),  # seed 3 plateaued at 0.85: not learned
-    dict(encoding="rope", offset=8, vocab_size=32, train_length=48, seed=1),
-    dict(encoding="rope", offset=4, vocab_size=16, train_length=12, seed=2),
-    dict(encoding="rope", offset=6, vocab_size=10, train_length=20, seed=3),
-    dict(encoding="rope", offset=3, vocab_size=20, train_length=40, seed=2),
-    dict(encoding="learned", offset=2, vocab_size=16, train_length=16, seed=1),
-    dict(encoding="sinusoidal", offset=4, vocab_size=12, train_length=24, seed=3),
-)
-SEED_11 = dict(offset=7, train_length=24, vocab_size=20, seed=11)  # where the Gaussian was 0.07 off; as given
-
-
 def _panel_id(changes: dict) -> str:
     c = {"encoding": "rope", **changes}
     return f"{c['encoding']}-k{c['offset']}-V{c['vocab_size']}-L{c['train_length']}-s{c['seed']}"
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("changes", [{**c, "target_accuracy": 0.99} for c in PANEL] + [SEED_11], ids=_panel_id)
+@pytest.mark.parametrize("changes", with_trained_once([{**c, "target_accuracy": 0.99} for c in PANEL] + [SEED_11]),
+                         ids=_panel_id)
 def test_the_prediction_holds_across_the_panel(changes, trained):
     run = trained(**changes)
     config = run.config

@@ -23,6 +23,7 @@ from lengen_core.analysis.sequence import evaluate_sequence
 from lengen_core.config import RunConfig, with_changes
 from lengen_core.serving import cli
 from lengen_core.serving.store import preset_store
+from tests.helpers.panel import with_trained_once
 
 ROPE = "rope-softmax-retrieval-s0-bc1b0b2bb01a"  # the default config, trained (a shipped preset)
 LEARNED = "learned-softmax-retrieval-s0-f15c14254359"
@@ -212,7 +213,7 @@ def test_each_rule_is_predicted_within_the_bound_on_the_default_config(presets) 
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("changes", OTHER_CONFIGS, ids=lambda c: f"k{c['offset']}-V{c['vocab_size']}-L{c['train_length']}")
+@pytest.mark.parametrize("changes", with_trained_once(OTHER_CONFIGS), ids=lambda c: f"k{c['offset']}-V{c['vocab_size']}-L{c['train_length']}")
 def test_each_rule_is_predicted_within_the_bound_on_other_configs(changes, trained) -> None:
     run = trained(**changes)
     assert run.config == with_changes(RunConfig(), **changes)

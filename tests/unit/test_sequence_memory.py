@@ -4,7 +4,8 @@ MAX_SEQUENCE_LENGTH tokens (8 192) a batch. Measured as the growth of peak resid
 over the loaded model, in a fresh process (docs/evaluation-memory.md).
 
 A layer's activations are let go before the next layer's are made, so the peak does not grow with
-the number of layers: the quick test runs 2 layers, the `slow` one all MAX_LAYERS (8)."""
+the number of layers: 2 layers and all MAX_LAYERS (8), both `slow` (the quick memory bound is
+tests/unit/test_evaluation_memory.py)."""
 
 from __future__ import annotations
 
@@ -51,8 +52,10 @@ def measure(layers: int) -> dict:
     return json.loads(done.stdout.splitlines()[-1])
 
 
+@pytest.mark.serial  # measures a peak memory
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="peak memory is read from /proc")
-@pytest.mark.parametrize("layers", [2, pytest.param(MAX_LAYERS, marks=pytest.mark.slow)])
+@pytest.mark.slow  # the 2-layer pass too: most of a minute alone; tests/unit/test_evaluation_memory.py measures quickly
+@pytest.mark.parametrize("layers", [2, MAX_LAYERS])
 def test_the_largest_forward_pass_evaluation_stays_within_the_target(layers: int):
     """Before the spans and the observer's views: +300 MB at 2 layers (docs/evaluation-memory.md)."""
     figures = measure(layers)

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from lengen_core.serving.sweep import SweepGrid, sweep_dir
 
@@ -49,6 +50,8 @@ def group_alive(group: int, wait: float = 5.0) -> bool:
         time.sleep(0.1)
 
 
+@pytest.mark.slow  # three sweeps in subprocesses; tests/unit/test_sweep.py cancels and resumes one in-process quickly
+@pytest.mark.serial  # times the stop after Ctrl-C
 def test_ctrl_c_stops_the_sweep_keeps_its_cells_and_the_same_command_resumes(tmp_path):
     cells = sweep_dir(tmp_path, GRID.sweep_id()) / "cells"
     process = sweep(tmp_path, start_new_session=True)  # its own process group, as a terminal's job

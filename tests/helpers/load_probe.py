@@ -2,8 +2,10 @@
 measure is the server and not the test process (whose browser-driving thread runs at a low priority
 and would hold up a probe thread sharing its interpreter lock).
 
-    python tests/e2e/load_probe.py health URL OUT    # /_stcore/health once a second
-    python tests/e2e/load_probe.py newcomer URL OUT  # a fresh visitor opens the Train page every ~5 s
+    python -m tests.helpers.load_probe health URL OUT    # /_stcore/health once a second
+    python -m tests.helpers.load_probe newcomer URL OUT  # a fresh visitor opens the Train page every ~5 s
+
+(from the repository root, as tests/e2e/test_load.py starts them).
 
 Each appends one JSON line per observation to OUT ({"latency_s": seconds, or null when it failed:
 10 s for a health check, 60 s for a page) and runs until it is terminated.
@@ -16,7 +18,8 @@ import sys
 import time
 import urllib.request
 
-CHROMIUM = "/usr/bin/chromium"
+from tests.helpers.browser import CHROMIUM
+
 BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-dev-shm-usage"]
 
 
