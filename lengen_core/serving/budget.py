@@ -42,6 +42,7 @@ from lengen_core.config import ConfigError, RunConfig
 from lengen_core.models.attention import QUERY_BLOCK_ELEMENTS
 from lengen_core.models.encodings import ENCODING_CLASSES
 from lengen_core.serving.runtime import env_whole_number
+from lengen_core.serving.stepping import Pace
 from lengen_core.training import PROBE_SHARE
 
 MEMORY_ENV, SECONDS_ENV, TRAIN_SECONDS_ENV = "LENGEN_REQUEST_MEMORY_MB", "LENGEN_REQUEST_SECONDS", "LENGEN_TRAIN_SECONDS"
@@ -50,6 +51,7 @@ BASE_BYTES = 512 << 20  # python, torch and their libraries (300-420 MB measured
 FLOPS_PER_SECOND = 10e9
 FLOATS_PER_SECOND = 1e9
 FLOAT = 4  # bytes
+OPTIMIZER_FLOATS = 12  # per parameter and step: Adam reads and writes the weight, its gradient and both moments
 STARTUP_SECONDS = 2.0  # an analysis's first calls and small steps: 3.5 s measured for the smallest carrier, busy machine
 
 
@@ -122,16 +124,39 @@ def _seconds(flops: float, written: float) -> float:
     return flops / FLOPS_PER_SECOND + written / FLOATS_PER_SECOND
 
 
-def training_cost(config: RunConfig) -> Cost:
-    """A training of `config` to its last step (early stopping only shortens it), with its live
-    probes for a single head: at most PROBE_SHARE of the steps' time (lengen_core.training.Training)."""
+def step_seconds(config: RunConfig) -> float:
+    """One optimisation step of `config` as the model above prices it (`FLOPS_PER_SECOND`, `FLOATS_PER_SECOND`):
+    the forward and backward passes and Adam's update of every parameter. `lengen_core.serving.calibration`
+    scales it by this machine's measured speed."""
     task, train = config.task, config.train
     queries = 1 if task.task == "retrieval" else task.train_length - task.offset
-    kept, written, flops = _forward(config, train.batch_size, task.train_length, queries, training=True)
+    _, written, flops = _forward(config, train.batch_size, task.train_length, queries, training=True)
+    return _seconds(flops, written + OPTIMIZER_FLOATS * parameter_count(config))
+
+
+def training_cost(config: RunConfig, pace: Pace | None = None, speed: float = 1.0) -> Cost:
+    """A training of `config` to its last step (early stopping only shortens it), with its live
+    probes for a single head: at most PROBE_SHARE of the steps' time (lengen_core.training.Training).
+    `speed`: the measured step time over the modelled one (`lengen_core.serving.calibration`; 1: the
+    model's constants); `pace`: a live training's pace, which makes each step last at least 1 / its
+    steps per second."""
+    task, train = config.task, config.train
+    queries = 1 if task.task == "retrieval" else task.train_length - task.offset
+    kept, _, _ = _forward(config, train.batch_size, task.train_length, queries, training=True)
     memory = BASE_BYTES + FLOAT * (kept + 4 * parameter_count(config))
     probes = 1 + PROBE_SHARE if config.single_head else 1
-    return Cost("this training", memory, probes * train.steps * _seconds(flops, written),
-                "fewer steps, a smaller batch, a shorter training length, fewer layers or heads, or a smaller d_model")
+    seconds = (pace or Pace()).seconds(train.steps, probes * speed * step_seconds(config))
+    knobs = "fewer steps, a smaller batch, a shorter training length, fewer layers or heads, or a smaller d_model"
+    if pace is not None and pace.paced:
+        knobs = "a faster pace (more steps per second), or " + knobs
+    return Cost("this training", memory, seconds, knobs)
+
+
+def shortest_training_steps(config: RunConfig) -> int:
+    """The fewest steps a training of `config` can take: early stopping needs the target accuracy held for
+    `patience` steps, so no run stops before that (a run that keeps training takes all its steps)."""
+    train = config.train
+    return train.steps if train.keep_training else min(train.steps, train.patience)
 
 
 def evaluation_cost(config: RunConfig, lengths: Sequence[int], samples: int, tokens_per_batch: int) -> Cost:

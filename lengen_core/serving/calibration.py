@@ -1,0 +1,55 @@
+"""How fast this machine trains, measured: a few timed steps of two small reference runs, once per process
+and device, against what the cost model (`lengen_core.serving.budget.step_seconds`) says they take.
+
+    speed = training_speed(config, "cpu")          # measured / modelled step time for config's kind
+    cost = training_cost(config, pace, speed)      # its seconds are now this machine's
+
+The model's constants are those of a busy 2-core CPU, so on its own it can be several times off (the
+default single head: modelled 17 ms a step, 7-10 ms measured on one thread; a two-layer transformer:
+modelled 0.5 s, 0.1 s measured). The model's shape (how the time grows with width, length and layers)
+is kept, and its scale is measured here: one factor for the single head, one for a transformer, each
+the median over `TIMED_STEPS` steps after `WARM_STEPS` untimed ones (a first step loads what torch
+loads lazily). Measured in the process that asks, at its torch thread count, while whatever else runs
+on the machine runs: a busy machine measures slower, as its trainings will be.
+"""
+
+from __future__ import annotations
+
+import functools
+import statistics
+
+from lengen_core.config import RunConfig, with_changes
+from lengen_core.serving.budget import step_seconds
+from lengen_core.training import Training
+
+WARM_STEPS, TIMED_STEPS = 2, 5
+REFERENCES = {  # one per kind of model: the default single head (10 ms a step), a one-layer transformer (~40 ms)
+    "single head": RunConfig(),
+    "transformer": with_changes(RunConfig(), task="shift", n_layers=1, n_heads=2),
+}
+
+
+def _kind(config: RunConfig) -> str:
+    return "single head" if config.single_head else "transformer"
+
+
+def measured_step_seconds(config: RunConfig, device: str, warm: int = WARM_STEPS, timed: int = TIMED_STEPS) -> float:
+    """The median time of `timed` steps of `config` on `device`, after `warm` untimed ones."""
+    training = Training(with_changes(config, steps=warm + timed, keep_training=True, continues=""), device)
+    times, before = [], 0.0
+    for progress in training:
+        times.append(progress.elapsed_seconds - before)
+        before = progress.elapsed_seconds
+    return statistics.median(times[warm:])
+
+
+@functools.lru_cache(maxsize=8)
+def _speed(kind: str, device: str) -> float:
+    reference = REFERENCES[kind]
+    return measured_step_seconds(reference, device) / step_seconds(reference)
+
+
+def training_speed(config: RunConfig, device: str = "auto") -> float:
+    """This machine's step time over the model's for `config`'s kind of model (below 1: faster than the
+    model's busy 2-core CPU), measured on `device` the first time a process asks."""
+    return _speed(_kind(config), device)
