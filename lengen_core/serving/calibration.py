@@ -10,19 +10,23 @@ modelled 0.5 s, 0.1 s measured). The model's shape (how the time grows with widt
 is kept, and its scale is measured here: one factor for the single head, one for a transformer, each
 the median over `TIMED_STEPS` steps after `WARM_STEPS` untimed ones (a first step loads what torch
 loads lazily). Measured in the process that asks, at its torch thread count, while whatever else runs
-on the machine runs: a busy machine measures slower, as its trainings will be.
+on the machine runs: a busy machine measures slower, as its trainings will be; measured again every
+`REMEASURE_SECONDS`, as the load changes. On a shared machine the load can change faster than that:
+the estimate is then as good as the last measurement.
 """
 
 from __future__ import annotations
 
-import functools
 import statistics
+import threading
+import time
 
 from lengen_core.config import RunConfig, with_changes
 from lengen_core.serving.budget import step_seconds
 from lengen_core.training import Training
 
 WARM_STEPS, TIMED_STEPS = 2, 5
+REMEASURE_SECONDS = 600.0  # a measurement this old is taken again (~0.3 s): the machine's load changes
 REFERENCES = {  # one per kind of model: the default single head (10 ms a step), a one-layer transformer (~40 ms)
     "single head": RunConfig(),
     "transformer": with_changes(RunConfig(), task="shift", n_layers=1, n_heads=2),
@@ -43,13 +47,19 @@ def measured_step_seconds(config: RunConfig, device: str, warm: int = WARM_STEPS
     return statistics.median(times[warm:])
 
 
-@functools.lru_cache(maxsize=8)
-def _speed(kind: str, device: str) -> float:
-    reference = REFERENCES[kind]
-    return measured_step_seconds(reference, device) / step_seconds(reference)
+_measured: dict[tuple[str, str], tuple[float, float]] = {}  # (kind, device) -> (time.monotonic() when, speed)
+_lock = threading.Lock()
 
 
-def training_speed(config: RunConfig, device: str = "auto") -> float:
+def training_speed(config: RunConfig, device: str = "auto", now: float | None = None) -> float:
     """This machine's step time over the model's for `config`'s kind of model (below 1: faster than the
-    model's busy 2-core CPU), measured on `device` the first time a process asks."""
-    return _speed(_kind(config), device)
+    model's busy 2-core CPU), measured on `device` when a process first asks and again once the last
+    measurement is `REMEASURE_SECONDS` old (how busy the machine is changes)."""
+    key, now = (_kind(config), device), time.monotonic() if now is None else now
+    with _lock:
+        if key in _measured and now - _measured[key][0] < REMEASURE_SECONDS:
+            return _measured[key][1]
+        reference = REFERENCES[key[0]]
+        speed = measured_step_seconds(reference, device) / step_seconds(reference)
+        _measured[key] = (now, speed)
+        return speed
