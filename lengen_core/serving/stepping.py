@@ -125,3 +125,6 @@ class StepGate:
             self.set_pace(value)
         else:
             raise ValueError(f"unknown training command {kind!r}: allowed pause, resume, advance, pace")
+
+
+UNPACED = Pace()  # as fast as it trains, not paused at the start: a training's pace unless one is asked for

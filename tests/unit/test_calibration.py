@@ -9,8 +9,8 @@ import time
 import pytest
 
 from lengen_core.config import RunConfig, with_changes
-from lengen_core.serving.budget import BudgetError, Budgets, check, shortest_training_steps, training_cost
 from lengen_core.serving import calibration
+from lengen_core.serving.budget import BudgetError, Budgets, check, shortest_training_steps, training_cost
 from lengen_core.serving.calibration import REMEASURE_SECONDS, training_speed
 from lengen_core.serving.stepping import Pace
 from lengen_core.serving.store import RunStore
