@@ -283,9 +283,11 @@ def _megabytes(size: float) -> str:
 
 
 def duration(seconds: float) -> str:
-    """'8.5 s', '3 min', '2.5 h'."""
+    """'8.5 s', '2.5 min', '12 min', '2.5 h'."""
     if seconds < 90:
         return f"{max(seconds, 0.1):.1f} s" if seconds < 10 else f"{seconds:.0f} s"
+    if seconds < 600:
+        return f"{seconds / 60:.1f} min"
     if seconds < 5400:
         return f"{seconds / 60:.0f} min"
     return f"{seconds / 3600:.1f} h"
