@@ -106,7 +106,8 @@ def train_form(base: RunConfig, shown: Collection[str] | None = None, locked: Co
                pace: Pace = UNPACED) -> Choice | None:
     """The form, started from `base` and `pace` (again whenever they change); the settings in `shown` (all
     when None) are drawn, those in `locked` drawn disabled at `base`'s value; the others keep `base`'s. The
-    pace (start paused, steps per second) is always drawn and never locked. Returns what the form holds,
+    pace (start paused, steps per second) is never locked, and drawn unless only some settings are shown
+    (presenter mode) and `pace` is the default. Returns what the form holds,
     with whether Train was pressed; None for a bad config or pace, which is a message here."""
     flat = _flat(base)
     start = {**flat, "start_paused": pace.start_paused, "steps_per_second": pace.steps_per_second}
@@ -131,14 +132,15 @@ def train_form(base: RunConfig, shown: Collection[str] | None = None, locked: Co
         for column, names in zip(columns, groups, strict=True):
             for name in names:
                 _widget(column, name, name in locked)
-        paused, rate = st.columns(2)
-        paused.checkbox("Start paused", key=PACE_FORM["start_paused"], help=PACE_HELP["start_paused"])
-        rate.number_input("Steps per second (0: as fast as possible)", 0.0, MAX_STEPS_PER_SECOND, step=1.0,
-                          format="%.1f", key=PACE_FORM["steps_per_second"], help=PACE_HELP["steps_per_second"])
+        if shown is None or pace != UNPACED:  # presenter mode: only when the lesson sets a pace
+            paused, rate = st.columns(2)
+            paused.checkbox("Start paused", key=PACE_FORM["start_paused"], help=PACE_HELP["start_paused"])
+            rate.number_input("Steps per second (0: as fast as possible)", 0.0, MAX_STEPS_PER_SECOND, step=1.0,
+                              format="%.1f", key=PACE_FORM["steps_per_second"], help=PACE_HELP["steps_per_second"])
         estimate = st.empty()
         submitted = st.button("Train", type="primary", help="Start training, or open the stored run.")
     kept.update({name: st.session_state[FORM[name]] for name in drawn})
-    kept.update({name: st.session_state[key] for name, key in PACE_FORM.items()})
+    kept.update({name: st.session_state[key] for name, key in PACE_FORM.items() if key in st.session_state})
     try:
         config = with_changes(base, **{name: st.session_state[FORM[name]] if name in drawn else flat[name]
                                        for name in FORM})
