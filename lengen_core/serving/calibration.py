@@ -11,8 +11,10 @@ is kept, and its scale is measured here: one factor for the single head, one for
 the median over `TIMED_STEPS` steps after `WARM_STEPS` untimed ones (a first step loads what torch
 loads lazily). Measured in the process that asks, at its torch thread count, while whatever else runs
 on the machine runs: a busy machine measures slower, as its trainings will be; measured again every
-`REMEASURE_SECONDS`, as the load changes. On a shared machine the load can change faster than that:
-the estimate is then as good as the last measurement.
+`REMEASURE_SECONDS`, as the load changes. A measurement taken while the server starts (its training
+process importing torch) can be several times slow, so the trainings themselves correct it: the pool
+reports each training's own step time after `OBSERVED_STEPS` steps (`observe`), and that is the speed
+for its kind of model from then on, until it is measured again.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from lengen_core.training import Training
 
 WARM_STEPS, TIMED_STEPS = 2, 5
 REMEASURE_SECONDS = 600.0  # a measurement this old is taken again (~0.3 s): the machine's load changes
+OBSERVED_STEPS = 30  # a training reports its own step time after this many steps (`observe`)
 REFERENCES = {  # one per kind of model: the default single head (10 ms a step), a one-layer transformer (~40 ms)
     "single head": RunConfig(),
     "transformer": with_changes(RunConfig(), task="shift", n_layers=1, n_heads=2),
@@ -63,3 +66,12 @@ def training_speed(config: RunConfig, device: str = "auto", now: float | None = 
         speed = measured_step_seconds(reference, device) / step_seconds(reference)
         _measured[key] = (now, speed)
         return speed
+
+
+def observe(config: RunConfig, seconds_per_step: float, device: str = "auto", now: float | None = None) -> None:
+    """A training of `config` on `device` took `seconds_per_step` a step (as trainings run on this server:
+    in their process, at their thread count): the speed for its kind of model from now on."""
+    if seconds_per_step > 0:
+        with _lock:
+            _measured[_kind(config), device] = (time.monotonic() if now is None else now,
+                                                seconds_per_step / step_seconds(config))

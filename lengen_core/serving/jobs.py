@@ -38,7 +38,7 @@ from typing import Literal
 from lengen_core.analysis.watch import LiveView, live_view, view_due
 from lengen_core.config import RunConfig
 from lengen_core.serving.budget import TRAIN_SECONDS_ENV, Budgets, check, training_cost
-from lengen_core.serving.calibration import training_speed
+from lengen_core.serving.calibration import OBSERVED_STEPS, observe, training_speed
 from lengen_core.serving.lineage import parent_run
 from lengen_core.serving.runtime import env_whole_number, usable_cpus
 from lengen_core.serving.stepping import Pace, StepGate
@@ -458,6 +458,8 @@ class TrainingPool:
                 self._paused_clock(job, was_paused)
                 for key, value in (("step", progress.step), ("loss", progress.loss), ("accuracy", progress.accuracy)):
                     job.history[key].append(value)
+                if progress.step == OBSERVED_STEPS:  # the estimate's speed: what trainings take here
+                    observe(job.config, progress.elapsed_seconds / progress.step, self.device)
                 if progress.probe is not None:  # the horizon and m_out predicted from the weights (the live view)
                     probe = progress.probe
                     for key, value in (("probe_step", probe.step), ("horizon", probe.horizon), ("m_out", probe.m_out),
