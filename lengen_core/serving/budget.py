@@ -20,7 +20,10 @@ and the projections, B·T·C floats ×12; one block of attention logits, weights
 B·H·T² floats ×3 while training, `QUERY_BLOCK_ELEMENTS` ×3 otherwise; the MLP, B·T·4C ×4), the
 parameters with their gradients and Adam's two moments (16 bytes each), and the interpreter with
 torch loaded (`BASE_BYTES`). Time: floating-point operations at `FLOPS_PER_SECOND` plus floats
-written at `FLOATS_PER_SECOND`, the rates of a busy 2-core CPU. Measured against the peak resident
+written at `FLOATS_PER_SECOND` (for a training, with Adam's `OPTIMIZER_FLOATS` per parameter), the
+rates of a busy 2-core CPU; a training's time is then scaled by this machine's measured speed where
+the caller has it (`lengen_core.serving.calibration`: the Train form and the pool), and counts its
+pace (`lengen_core.serving.stepping.Pace`). Measured against the peak resident
 memory of two training steps on five transformer configs (1–8 layers, 4–16 heads, d_model 128–512,
 lengths 64–512), the estimate was 1.7–2× the measurement; against their step times on 2 busy
 cores, 0.6–1.7× (docs/serving.md).
