@@ -15,7 +15,8 @@ import streamlit as st
 from lengen_core.analysis.horizon import NEAR_MULTIPLE, probe_seconds_estimate
 from lengen_core.analysis.watch import LiveView
 from lengen_core.config import RunConfig
-from lengen_core.serving.jobs import JobStatus, TrainingPool
+from lengen_core.serving.jobs import JobStatus, SharedTraining, TrainingPool
+from lengen_core.serving.stepping import MAX_STEPS_PER_SECOND, PaceError
 from lengen_core.thresholds import ACCURACY_BAR
 from lengen_core.training import PROBE_SHARE, Run
 from ui.captions import accuracy as accuracy_captions
@@ -28,6 +29,7 @@ from ui.training.pool import let_go
 from ui.widgets import chart
 
 TICKET_KEY, MESSAGE_KEY = "training_ticket", "training_message"
+PACE_KEY, PACE_ERROR_KEY = "pace-training", "_pace_refused"
 PROBE_KEYS = ("probe_step", "horizon", "m_out")
 STEP_KEYS = ("step", "loss", "accuracy")
 LIVE_SECONDS, WAITING_SECONDS = 0.5, 2.0
@@ -148,8 +150,22 @@ def controls(pool: TrainingPool, ticket: int, status: JobStatus) -> None:
     else:
         stop.button("Leave", on_click=_leave, args=(ticket,), key="leave-training", width="stretch",
                     help="Stop watching it here; it goes on for the others, and its run is stored when it ends." + shared)
+    if status.state == "running":
+        st.session_state[PACE_KEY] = status.steps_per_second  # the pool's, as it is now
+        st.number_input("Steps per second while it trains (0: as fast as possible)", 0.0, MAX_STEPS_PER_SECOND,
+                        step=1.0, format="%.1f", key=PACE_KEY, on_change=_set_pace, args=(pool, ticket),
+                        disabled=not drives, help="Change the pace now: the next step already goes at it." + shared)
+        if (refused := st.session_state.pop(PACE_ERROR_KEY, None)) is not None:
+            st.warning(f"Pace not changed: {refused}.", icon=":material/error:")
     if not drives:
         st.caption(shared.strip())
+
+
+def _set_pace(pool: TrainingPool, ticket: int) -> None:
+    try:
+        pool.set_pace(ticket, st.session_state[PACE_KEY])
+    except (PaceError, SharedTraining, KeyError) as error:
+        st.session_state[PACE_ERROR_KEY] = str(error).strip("'")
 
 
 def _leave(ticket: int) -> None:
