@@ -17,6 +17,15 @@ from lengen_core.serving.store import RunStore
 from lengen_core.serving.training_process import live_training
 
 
+@pytest.fixture(autouse=True)
+def fresh_measurements():
+    """Each test measures anew (a speed measured by an earlier test is from another moment's load)."""
+    calibration._measured.clear()
+    yield
+    calibration._measured.clear()
+    calibration._sources.clear()
+
+
 def test_the_speed_is_measured_once_per_kind_until_it_is_old():
     head, transformer = RunConfig(), with_changes(RunConfig(), task="shift", n_layers=2, n_heads=2)
     speed = training_speed(head, "cpu", now=1e9)
@@ -72,3 +81,4 @@ def test_a_trainings_own_step_time_becomes_the_speed_of_its_kind(tmp_path):
     finally:
         pool.close()
     assert training_speed(config, "cpu") < 60  # its own steps, not the slow measurement
+    assert calibration.speed_source(config, "cpu") == "this server's last training"  # the form says so

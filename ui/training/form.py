@@ -20,7 +20,7 @@ from lengen_core.serving.budget import (
     step_seconds,
     training_cost,
 )
-from lengen_core.serving.calibration import training_speed
+from lengen_core.serving.calibration import speed_source, training_speed
 from lengen_core.serving.jobs import OwnerBusy, QueueFull, TrainingPool
 from lengen_core.serving.stepping import MAX_STEPS_PER_SECOND, MIN_STEPS_PER_SECOND, UNPACED, Pace, PaceError
 from lengen_core.serving.store import StoreError
@@ -159,7 +159,8 @@ def train_form(base: RunConfig, shown: Collection[str] | None = None, locked: Co
     return Choice(config, chosen, submitted)
 
 
-def estimate_text(config: RunConfig, pace: Pace, speed: float, budgets: Budgets) -> str:
+def estimate_text(config: RunConfig, pace: Pace, speed: float, budgets: Budgets,
+                  source: str = "a timed reference run") -> str:
     """What a training of `config` at `pace` takes on this server: its step time (the cost model scaled by
     `speed`, this machine's measured speed), the most it can take (every step) and the least (early stopping
     needs `patience` steps at the target), its memory, and the server's limits."""
@@ -167,7 +168,7 @@ def estimate_text(config: RunConfig, pace: Pace, speed: float, budgets: Budgets)
     steps, fewest = config.train.steps, shortest_training_steps(config)
     step = training_cost(config, speed=speed).seconds / max(steps, 1)
     per_step = f"about {step * 1e3:,.0f} ms a step" if step < 1 else f"about {step:.1f} s a step"
-    text = f"Estimated on this server from its measured speed: {per_step}"
+    text = f"Estimated on this server from its measured speed ({source}): {per_step}"
     if pace.paced:
         slower = "the pace sets the time" if 1 / pace.steps_per_second > step else "the steps are slower than the pace"
         text += f", at most {pace.steps_per_second:g} a second ({slower})"
@@ -192,7 +193,7 @@ def show_estimate(config: RunConfig, where, pace: Pace = UNPACED) -> None:
     except BudgetError as error:
         where.warning(f"Too costly for this server: {plain(str(error))}.", icon=":material/block:")
     else:
-        where.caption(estimate_text(config, pace, speed, budgets))
+        where.caption(estimate_text(config, pace, speed, budgets, speed_source(config, training_pool().device)))
 
 
 def request(pool: TrainingPool, config: RunConfig, pace: Pace = UNPACED) -> None:
