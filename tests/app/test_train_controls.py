@@ -151,11 +151,12 @@ def test_a_training_started_paused_waits_for_step_or_resume():
         wait_for(lambda: pool.status(ticket).progress.step >= 3)
         app.run()
         assert "paced at 4 steps/s" in " ".join(str(p.proto.text) for p in app.get("progress"))
-        app.number_input(key="pace-training").set_value(2.0).run()  # a new pace while it trains
+        app.number_input(key=f"pace-training-{ticket}").set_value(2.0).run()  # a new pace while it trains
         assert pool.status(ticket).steps_per_second == 2 and not app.exception
-        app.number_input(key="pace-training").set_value(0.1).run()  # the widget allows it; the core does not
+        app.number_input(key=f"pace-training-{ticket}").set_value(0.1).run()  # the widget allows it; the core does not
         assert pool.status(ticket).steps_per_second == 2
         assert "Pace not changed: steps per second must be 0" in " ".join(w.value for w in app.warning)
+        assert app.number_input(key=f"pace-training-{ticket}").value == 2  # back to the pace it keeps
     finally:
         pool.stop(ticket)
 

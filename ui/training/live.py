@@ -8,6 +8,8 @@ drawn, so the move from waiting to running redraws the page once to switch to th
 
 from __future__ import annotations
 
+import contextlib
+
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
@@ -151,9 +153,10 @@ def controls(pool: TrainingPool, ticket: int, status: JobStatus) -> None:
         stop.button("Leave", on_click=_leave, args=(ticket,), key="leave-training", width="stretch",
                     help="Stop watching it here; it goes on for the others, and its run is stored when it ends." + shared)
     if status.state == "running":
-        st.session_state[PACE_KEY] = status.steps_per_second  # the pool's, as it is now
+        key = f"{PACE_KEY}-{ticket}"  # one per training; set once: a refresh must not undo a person's typing
+        st.session_state.setdefault(key, status.steps_per_second)
         st.number_input("Steps per second while it trains (0: as fast as possible)", 0.0, MAX_STEPS_PER_SECOND,
-                        step=1.0, format="%.1f", key=PACE_KEY, on_change=_set_pace, args=(pool, ticket),
+                        step=1.0, format="%.1f", key=key, on_change=_set_pace, args=(pool, ticket),
                         disabled=not drives, help="Change the pace now: the next step already goes at it." + shared)
         if (refused := st.session_state.pop(PACE_ERROR_KEY, None)) is not None:
             st.warning(f"Pace not changed: {refused}.", icon=":material/error:")
@@ -162,10 +165,13 @@ def controls(pool: TrainingPool, ticket: int, status: JobStatus) -> None:
 
 
 def _set_pace(pool: TrainingPool, ticket: int) -> None:
+    key = f"{PACE_KEY}-{ticket}"
     try:
-        pool.set_pace(ticket, st.session_state[PACE_KEY])
+        pool.set_pace(ticket, st.session_state[key])
     except (PaceError, SharedTraining, KeyError) as error:
         st.session_state[PACE_ERROR_KEY] = str(error).strip("'")
+        with contextlib.suppress(KeyError):
+            st.session_state[key] = pool.status(ticket).steps_per_second  # the pace it keeps
 
 
 def _leave(ticket: int) -> None:
