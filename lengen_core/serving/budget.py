@@ -21,9 +21,9 @@ B·H·T² floats ×3 while training, `QUERY_BLOCK_ELEMENTS` ×3 otherwise; the M
 parameters with their gradients and Adam's two moments (16 bytes each), and the interpreter with
 torch loaded (`BASE_BYTES`). Time: floating-point operations at `FLOPS_PER_SECOND` plus floats
 written at `FLOATS_PER_SECOND` (for a training, with Adam's `OPTIMIZER_FLOATS` per parameter), the
-rates of a busy 2-core CPU; a training's time is then scaled by this machine's measured speed where
-the caller has it (`lengen_core.serving.calibration`: the Train form and the pool), and counts its
-pace (`lengen_core.serving.stepping.Pace`). Measured against the peak resident
+rates of a busy 2-core CPU; a training's time counts its pace (`lengen_core.serving.stepping.Pace`),
+and the Train form's estimate scales it by this machine's measured speed
+(`lengen_core.serving.calibration`); the checks keep the model's machine-independent time. Measured against the peak resident
 memory of two training steps on five transformer configs (1–8 layers, 4–16 heads, d_model 128–512,
 lengths 64–512), the estimate was 1.7–2× the measurement; against their step times on 2 busy
 cores, 0.6–1.7× (docs/serving.md).

@@ -38,7 +38,7 @@ from typing import Literal
 from lengen_core.analysis.watch import LiveView, live_view, view_due
 from lengen_core.config import RunConfig
 from lengen_core.serving.budget import TRAIN_SECONDS_ENV, Budgets, check, training_cost
-from lengen_core.serving.calibration import OBSERVED_STEPS, observe, training_speed
+from lengen_core.serving.calibration import OBSERVED_STEPS, observe
 from lengen_core.serving.lineage import parent_run
 from lengen_core.serving.runtime import env_whole_number, usable_cpus
 from lengen_core.serving.stepping import Pace, StepGate
@@ -166,7 +166,9 @@ class TrainingPool:
         already has another training running or waiting), QueueFull.
         """
         run_id = config.run_id()
-        check(training_cost(config, pace, training_speed(config, self.device)))  # this machine's step time, measured
+        # The cost model's machine-independent time, at the pace asked for: a refusal must not depend on how
+        # busy the machine was when it was measured (the wall-clock limit stops what runs longer)
+        check(training_cost(config, pace))
         parent_run(config, self.store)  # a continuation's stored run is there and fits, before anything waits
         with self._lock:
             ticket = next(self._numbers)

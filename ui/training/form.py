@@ -178,6 +178,8 @@ def estimate_text(config: RunConfig, pace: Pace, speed: float, budgets: Budgets,
                  f"{duration(pace.seconds(fewest, speed * step_seconds(config)))}")
     else:
         text += f", so about {duration(cost.seconds)} for its {steps:,} steps"
+    if cost.seconds > budgets.train_seconds:
+        text += f" (at this server's limit of {duration(budgets.train_seconds)} it is stopped, keeping its steps)"
     if pace.start_paused:
         text += "; it starts paused (time paused is not counted)"
     return (text + f". Memory: about {cost.memory_bytes / 2**20:,.0f} MB. This server's limits: "
@@ -187,9 +189,9 @@ def estimate_text(config: RunConfig, pace: Pace, speed: float, budgets: Budgets,
 def show_estimate(config: RunConfig, where, pace: Pace = UNPACED) -> None:
     """What `config` would cost at `pace`, before anyone presses Train, against this server's budgets."""
     try:
-        speed = training_speed(config, training_pool().device)  # measured once per process (~0.3 s), then cached
         budgets = Budgets.from_env()
-        check(training_cost(config, pace, speed), budgets)
+        check(training_cost(config, pace), budgets)  # as the pool checks it: the model's time, not this load's
+        speed = training_speed(config, training_pool().device)  # measured once per process (~0.3 s), then cached
     except BudgetError as error:
         where.warning(f"Too costly for this server: {plain(str(error))}.", icon=":material/block:")
     else:
