@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from lengen_core.serving.store import StoreError
 from lengen_core.training import Run
@@ -37,12 +38,13 @@ def readable_layout() -> None:
     st.html(READABLE_CSS)
 
 
-def chart(figure: go.Figure, look_for: str, data: pd.DataFrame, name: str, stem: str | None = None) -> None:
-    """The chart, one sentence of what to look for, and its data as CSV named after what it shows:
-    `{stem}-{name}.csv`, the stem being the run id (or what else the chart is of), so a folder of
-    downloads says which run each came from."""
+def chart(figure: go.Figure, look_for: str, data: pd.DataFrame, name: str, stem: str | None = None,
+          notes: DeltaGenerator | None = None) -> None:
+    """The chart, one sentence of what to look for (under it, or in `notes`: a lesson on a projector writes it
+    beside the chart), and its data as CSV named after what it shows: `{stem}-{name}.csv`, the stem being the
+    run id (or what else the chart is of), so a folder of downloads says which run each came from."""
     st.plotly_chart(figure, width="stretch", key=f"chart-{name}")
-    st.caption(f"**What to look for:** {look_for}")
+    (st if notes is None else notes).caption(f"**What to look for:** {look_for}")
     st.download_button(
         "Download data (CSV)", data.to_csv(index=False).encode(), file_name=csv_name(name, stem),
         mime="text/csv", key=f"csv-{name}", help="The numbers behind this chart, one row per point.",

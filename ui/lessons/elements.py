@@ -3,18 +3,22 @@ with the pages' own cached analyses (`ui.runs`, `ui.analyses`), chart builders (
 `ui.charts.compare`, `ui.charts.transformer`) and captions computed from the run (`ui.captions.readouts`,
 `ui.*_captions`). What each needs is declared in `ui.lessons.files.ELEMENTS`; `RENDERERS` has the same keys.
 
-A renderer gets the step and whether the class is watching a projector (`presenting`: taller charts
-with larger text) or following a students' link (`locked`: the settings the lesson fixes cannot change).
+A renderer gets the step and, when the class is watching a projector, a `Projector` (charts sized to fit
+the screen beside the step's text, each chart's caption written beside it, under the question); the
+Train form also whether the class follows a students' link (`locked`: the settings the lesson fixes
+cannot change).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from lengen_core.config import ConfigError
 from ui.analyses import CARRIER_SEARCH, head_attention, heads, length_multiples, sequence_evaluation
@@ -43,16 +47,43 @@ from ui.training.live import live_training
 from ui.training.pool import training_pool
 from ui.widgets import chart, refusal, run_summary
 
-PRESENT_HEIGHT, PRESENT_FONT = 600, 20
+# Presenter mode, for a 1024×768 projector: the chart beside the step's text, as tall as what is left of the
+# screen's 768 px under the step's bar and title and the run's summary and verdict; its title above it and its
+# legend in a row over the plot, margins tight, its caption beside it. An element with more above its chart
+# (metrics, a line of numbers) takes less.
+PRESENT_HEIGHT, PRESENT_FONT = 440, 14
+PRESENT_HEIGHTS = {"carrier-chart": 350, "horizon": 250, "inverse-mass-chart": 370, "train-form": 0}
 
 
-def _draw(figure: go.Figure, look_for: str, data: pd.DataFrame, name: str, stem: str, presenting: bool) -> None:
-    if presenting:  # for a projector: taller, and text that reads from the back of the room
-        figure.update_layout(height=PRESENT_HEIGHT, font=dict(size=PRESENT_FONT), title_font_size=PRESENT_FONT + 4,
-                             legend_font_size=PRESENT_FONT - 2)
-        figure.update_xaxes(tickfont_size=PRESENT_FONT - 2, title_font_size=PRESENT_FONT)
-        figure.update_yaxes(tickfont_size=PRESENT_FONT - 2, title_font_size=PRESENT_FONT)
-    chart(figure, look_for, data, name, stem)
+@dataclass(frozen=True)
+class Projector:
+    """A step on a projector: `notes` is the container beside the chart, where its caption goes; `height` the
+    chart's height in px."""
+
+    notes: DeltaGenerator
+    height: int = PRESENT_HEIGHT
+
+
+def present_figure(figure: go.Figure, height: int) -> str:
+    """Restyle `figure` for a projector: `height` px tall, its legend in a row over the plot, tight margins, no
+    title inside it. Returns the title (drawn above the chart: inside, a legend of two rows would cover it)."""
+    title = figure.layout.title.text or ""
+    figure.update_layout(title=None, height=height, font=dict(size=PRESENT_FONT),
+                         legend=dict(orientation="h", x=0, xanchor="left", y=1.0, yanchor="bottom",
+                                     font_size=PRESENT_FONT - 1),
+                         margin=dict(l=55, r=10, t=10, b=45))
+    figure.update_xaxes(tickfont_size=PRESENT_FONT - 1, title_font_size=PRESENT_FONT, title_standoff=4)
+    figure.update_yaxes(tickfont_size=PRESENT_FONT - 1, title_font_size=PRESENT_FONT, title_standoff=4)
+    return title
+
+
+def _draw(figure: go.Figure, look_for: str, data: pd.DataFrame, name: str, stem: str,
+          presenting: Projector | None) -> None:
+    if presenting:
+        title = present_figure(figure, presenting.height)
+        if title:
+            st.markdown(f"**{title}**")
+    chart(figure, look_for, data, name, stem, notes=presenting.notes if presenting else None)
 
 
 def _run(step: Step):
@@ -61,7 +92,7 @@ def _run(step: Step):
     return run
 
 
-def accuracy_overlay(step: Step, presenting: bool) -> None:
+def accuracy_overlay(step: Step, presenting: Projector | None) -> None:
     """The Start page's picture for the step's presets: accuracy against length, 95% Wilson bands."""
     reports = {label: evaluation(PRESETS[label].run_id(), START_LENGTHS, START_SAMPLES) for label in step.presets}
     curves = pd.concat([pd.DataFrame({
@@ -77,7 +108,7 @@ def accuracy_overlay(step: Step, presenting: bool) -> None:
     _draw(figure, look_for, curves, "lesson-accuracy", "presets", presenting)
 
 
-def attention_heatmap(step: Step, presenting: bool) -> None:
+def attention_heatmap(step: Step, presenting: Projector | None) -> None:
     """One attention map at `multiple` × the training length, with the Attention page's trace caption."""
     run = _run(step)
     L_train, k = run.config.task.train_length, run.config.task.offset
@@ -97,7 +128,7 @@ def attention_heatmap(step: Step, presenting: bool) -> None:
           presenting)
 
 
-def argmax_trace(step: Step, presenting: bool) -> None:
+def argmax_trace(step: Step, presenting: Projector | None) -> None:
     """The key each query attends to most at `multiple` × the training length (the Attention page's trace)."""
     run = _run(step)
     L_train, k = run.config.task.train_length, run.config.task.offset
@@ -111,7 +142,7 @@ def argmax_trace(step: Step, presenting: bool) -> None:
           run.run_id, presenting)
 
 
-def carrier_chart(step: Step, presenting: bool) -> None:
+def carrier_chart(step: Step, presenting: Projector | None) -> None:
     """s(Δ) with its alignment and margin beside the untrained initialisation's (the Carrier page's)."""
     run = _run(step)
     result = carrier(run.run_id, CARRIER_SEARCH)
@@ -138,7 +169,7 @@ def _dilution(step: Step):
     return run, lengths, table, fit_table, result
 
 
-def dilution_chart(step: Step, presenting: bool) -> None:
+def dilution_chart(step: Step, presenting: Projector | None) -> None:
     run, lengths, table, fit_table, _ = _dilution(step)
     task = run.config.task
     _draw(charts.dilution(table, fit_table, 1 / task.vocab_size),
@@ -147,7 +178,7 @@ def dilution_chart(step: Step, presenting: bool) -> None:
           table, "dilution", run.run_id, presenting)
 
 
-def inverse_mass_chart(step: Step, presenting: bool) -> None:
+def inverse_mass_chart(step: Step, presenting: Projector | None) -> None:
     run, lengths, table, fit_table, result = _dilution(step)
     st.caption(f"**m_out: {accuracy_captions.m_out_text(result, DILUTION_SAMPLES)}.** {readouts.fit_caption(result)}")
     _draw(charts.inverse_mass(table, fit_table),
@@ -156,7 +187,7 @@ def inverse_mass_chart(step: Step, presenting: bool) -> None:
           .assign(inverse_mass=1 / table["target_mass"]), "inverse-mass", run.run_id, presenting)
 
 
-def horizon(step: Step, presenting: bool) -> None:
+def horizon(step: Step, presenting: Projector | None) -> None:
     """The measured and predicted horizon (with Train longer, but in presenter mode), under the accuracy it
     is read from."""
     run, lengths, table, _, _ = _dilution(step)
@@ -168,7 +199,7 @@ def horizon(step: Step, presenting: bool) -> None:
         table, "horizon-accuracy", run.run_id, presenting)
 
 
-def head_carriers(step: Step, presenting: bool) -> None:
+def head_carriers(step: Step, presenting: Projector | None) -> None:
     """Every head's carrier in a transformer, carrier heads and pinned heads marked (the Transformer page's)."""
     run = _run(step)
     model, k = run.config.model, run.config.task.offset
@@ -182,7 +213,7 @@ def head_carriers(step: Step, presenting: bool) -> None:
           carriers, "head-carriers", run.run_id, presenting)
 
 
-def head_attention_map(step: Step, presenting: bool) -> None:
+def head_attention_map(step: Step, presenting: Projector | None) -> None:
     """The carrier head's attention (the strongest head when none carries) at `multiple` × the training length."""
     run = _run(step)
     L_train, k = run.config.task.train_length, run.config.task.offset
@@ -198,7 +229,7 @@ def head_attention_map(step: Step, presenting: bool) -> None:
           pd.DataFrame(weights).rename_axis("query").reset_index(), f"head-attention-{length}", run.run_id, presenting)
 
 
-def accuracy_by_position(step: Step, presenting: bool) -> None:
+def accuracy_by_position(step: Step, presenting: Projector | None) -> None:
     """A transformer's accuracy at every position of sequences 4× the training length (the Transformer page's)."""
     run = _run(step)
     task, samples = run.config.task, 64
@@ -212,7 +243,7 @@ def accuracy_by_position(step: Step, presenting: bool) -> None:
           table, "accuracy-by-position", run.run_id, presenting)
 
 
-def train(step: Step, presenting: bool, locked: bool = False) -> None:
+def train(step: Step, presenting: Projector | None, locked: bool = False) -> None:
     """The Train form holding the lesson's run (in presenter mode only the settings the lesson sets), the
     live view of a training started here, and the message it leaves."""
     pool = training_pool()
@@ -239,8 +270,10 @@ RENDERERS: dict[str, Callable[..., None]] = {
 }
 
 
-def render(step: Step, presenting: bool, locked: bool) -> None:
-    """Draw the step's element; a request this server refuses (over a budget) is a message in its place."""
+def render(step: Step, locked: bool, notes: DeltaGenerator | None = None) -> None:
+    """Draw the step's element (for a projector when `notes` is given: the container beside the chart for its
+    caption); a request this server refuses (over a budget) is a message in its place."""
+    presenting = None if notes is None else Projector(notes, PRESENT_HEIGHTS.get(step.element, PRESENT_HEIGHT))
     try:
         if step.element == "train-form":
             train(step, presenting, locked)
