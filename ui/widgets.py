@@ -38,12 +38,41 @@ def readable_layout() -> None:
     st.html(READABLE_CSS)
 
 
+# A chart on a projector (a lesson in presenter mode): its font, and its title drawn above it as text, since a
+# legend in rows over the plot would cover a title inside it.
+PRESENT_FONT = 14
+
+
+def present_figure(figure: go.Figure, height: int) -> str:
+    """Restyle `figure` for a projector: `height` px tall, its legend in a row over the plot, tight margins, no
+    title inside it. Returns the title, for the caller to draw above the chart."""
+    title = figure.layout.title.text or ""
+    figure.update_layout(title=None, height=height, font=dict(size=PRESENT_FONT),
+                         legend=dict(orientation="h", x=0, xanchor="left", y=1.0, yanchor="bottom",
+                                     font_size=PRESENT_FONT - 1, traceorder="normal"),
+                         margin=dict(l=55, r=10, t=10, b=45))
+    figure.update_xaxes(tickfont_size=PRESENT_FONT - 1, title_font_size=PRESENT_FONT, title_standoff=4)
+    figure.update_yaxes(tickfont_size=PRESENT_FONT - 1, title_font_size=PRESENT_FONT, title_standoff=4)
+    return title
+
+
+def present_chart(figure: go.Figure, height: int | None, key: str, titled: bool = True) -> None:
+    """The chart as `chart` draws it, or at `height` px for a projector with its title above it (or none: the
+    small charts of a live training say what they are in their axes, legend and caption)."""
+    if height is not None:
+        title = present_figure(figure, height)
+        if title and titled:
+            st.markdown(f"**{title}**")
+    st.plotly_chart(figure, width="stretch", key=key)
+
+
 def chart(figure: go.Figure, look_for: str, data: pd.DataFrame, name: str, stem: str | None = None,
-          notes: DeltaGenerator | None = None) -> None:
+          notes: DeltaGenerator | None = None, height: int | None = None) -> None:
     """The chart, one sentence of what to look for (under it, or in `notes`: a lesson on a projector writes it
     beside the chart), and its data as CSV named after what it shows: `{stem}-{name}.csv`, the stem being the
-    run id (or what else the chart is of), so a folder of downloads says which run each came from."""
-    st.plotly_chart(figure, width="stretch", key=f"chart-{name}")
+    run id (or what else the chart is of), so a folder of downloads says which run each came from. With
+    `height`, the chart is sized for a projector (`present_chart`)."""
+    present_chart(figure, height, f"chart-{name}")
     (st if notes is None else notes).caption(f"**What to look for:** {look_for}")
     st.download_button(
         "Download data (CSV)", data.to_csv(index=False).encode(), file_name=csv_name(name, stem),

@@ -12,7 +12,7 @@ cannot change).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -51,8 +51,9 @@ from ui.widgets import chart, refusal, run_summary
 # screen's 768 px under the step's bar and title and the run's summary and verdict; its title above it and its
 # legend in a row over the plot, margins tight, its caption beside it. An element with more above its chart
 # (metrics, a line of numbers) takes less.
-PRESENT_HEIGHT, PRESENT_FONT = 440, 14
-PRESENT_HEIGHTS = {"carrier-chart": 350, "horizon": 250, "inverse-mass-chart": 370, "train-form": 0}
+PRESENT_HEIGHT = 480
+PRESENT_LIVE_HEIGHT = 150  # each of a live training's four charts, two by two
+PRESENT_HEIGHTS = {"accuracy-overlay": 580, "carrier-chart": 390, "horizon": 310, "inverse-mass-chart": 380}
 
 
 @dataclass(frozen=True)
@@ -60,30 +61,14 @@ class Projector:
     """A step on a projector: `notes` is the container beside the chart, where its caption goes; `height` the
     chart's height in px."""
 
-    notes: DeltaGenerator
+    notes: DeltaGenerator | None  # None: the caption under the chart
     height: int = PRESENT_HEIGHT
-
-
-def present_figure(figure: go.Figure, height: int) -> str:
-    """Restyle `figure` for a projector: `height` px tall, its legend in a row over the plot, tight margins, no
-    title inside it. Returns the title (drawn above the chart: inside, a legend of two rows would cover it)."""
-    title = figure.layout.title.text or ""
-    figure.update_layout(title=None, height=height, font=dict(size=PRESENT_FONT),
-                         legend=dict(orientation="h", x=0, xanchor="left", y=1.0, yanchor="bottom",
-                                     font_size=PRESENT_FONT - 1),
-                         margin=dict(l=55, r=10, t=10, b=45))
-    figure.update_xaxes(tickfont_size=PRESENT_FONT - 1, title_font_size=PRESENT_FONT, title_standoff=4)
-    figure.update_yaxes(tickfont_size=PRESENT_FONT - 1, title_font_size=PRESENT_FONT, title_standoff=4)
-    return title
 
 
 def _draw(figure: go.Figure, look_for: str, data: pd.DataFrame, name: str, stem: str,
           presenting: Projector | None) -> None:
-    if presenting:
-        title = present_figure(figure, presenting.height)
-        if title:
-            st.markdown(f"**{title}**")
-    chart(figure, look_for, data, name, stem, notes=presenting.notes if presenting else None)
+    chart(figure, look_for, data, name, stem, notes=presenting.notes if presenting else None,
+          height=presenting.height if presenting else None)
 
 
 def _run(step: Step):
@@ -189,14 +174,15 @@ def inverse_mass_chart(step: Step, presenting: Projector | None) -> None:
 
 def horizon(step: Step, presenting: Projector | None) -> None:
     """The measured and predicted horizon (with Train longer, but in presenter mode), under the accuracy it
-    is read from."""
+    is read from. On a projector the horizon's caption goes beside the chart and the chart's under it."""
     run, lengths, table, _, _ = _dilution(step)
-    show_horizon(run, measurement(run.run_id, lengths, DILUTION_SAMPLES), controls=not presenting)  # cached
+    show_horizon(run, measurement(run.run_id, lengths, DILUTION_SAMPLES), controls=not presenting,  # cached
+                 notes=presenting.notes if presenting else None)
     _draw(charts.dilution(  # the accuracy the horizon is read from, without the law
         table, None, 1 / run.config.task.vocab_size),
         readouts.dilution_caption(run.config.model.encoding, run.config.model.attention, lengths, table["accuracy"],
                                   table["predicted_accuracy"], run.config.task.train_length, run.verdict),
-        table, "horizon-accuracy", run.run_id, presenting)
+        table, "horizon-accuracy", run.run_id, presenting and replace(presenting, notes=None))
 
 
 def head_carriers(step: Step, presenting: Projector | None) -> None:
@@ -244,16 +230,23 @@ def accuracy_by_position(step: Step, presenting: Projector | None) -> None:
 
 
 def train(step: Step, presenting: Projector | None, locked: bool = False) -> None:
-    """The Train form holding the lesson's run (in presenter mode only the settings the lesson sets), the
-    live view of a training started here, and the message it leaves."""
+    """The Train form holding the lesson's run (in presenter mode only the settings the lesson sets, beside the
+    live view), the live view of a training started here, and the message it leaves."""
     pool = training_pool()
-    config = train_form(step.config, shown=step.fixed if presenting else None, locked=step.fixed if locked else ())
-    if config is not None:
-        request(pool, config)
-    show_message()
-    live_training(pool)
+    with presenting.notes if presenting else st.container():
+        config = train_form(step.config, shown=step.fixed if presenting else None,
+                            locked=step.fixed if locked else ())
+        if config is not None:
+            request(pool, config)
+        show_message()
+        _open_trained(step)
+    live_training(pool, PRESENT_LIVE_HEIGHT if presenting else None)
+
+
+def _open_trained(step: Step) -> None:
+    """Once the lesson's run is trained: a button to look at it on its page."""
     trained = step.config.run_id()
-    if any(store.exists(trained) for store in stores()):  # the lesson's run is trained: where to look at it
+    if any(store.exists(trained) for store in stores()):
         page, title = ("pages/dilution.py", "Dilution") if step.config.single_head else ("pages/transformer.py",
                                                                                         "Transformer")
         if st.button(f"Open the trained run on the {title} page", icon=":material/open_in_new:",

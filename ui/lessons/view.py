@@ -21,7 +21,9 @@ from ui.state import plain, select_run
 LOG = logging.getLogger(__name__)
 LESSON_PAGE = "pages/lessons.py"
 LESSON, STEP, PRESENT, LOCK = "lesson", "step", "present", "lock"
-PRESENT_COLUMNS = (2, 3)  # presenter mode: the words (text, question) and the element, side by side
+# Presenter mode: the words (text, caption, question) and the element side by side; a live training's four charts
+# take more of the width.
+PRESENT_COLUMNS = {False: (2, 3), True: (3, 5)}
 
 # Presenter mode, for a 1024×768 projector: no sidebar or its toggle, no toolbar, no CSV buttons; margins and
 # gaps tight so that a step (its bar with Back and Next, title, text and question beside the chart and its
@@ -34,9 +36,9 @@ PRESENT_CSS = """<style>
 [data-testid="stMainBlockContainer"] { max-width: 100% !important; padding: 0.6rem 1.25rem 0.5rem !important; }
 [data-testid="stMainBlockContainer"] [data-testid="stVerticalBlock"] { gap: 0.5rem !important; }
 [data-testid="stMarkdownContainer"] p, [data-testid="stMarkdownContainer"] li, [data-testid="stExpander"] summary p,
-[data-testid="stWidgetLabel"] p, [data-testid="stNumberInputField"], [data-baseweb="select"] div, button p,
+[data-testid="stWidgetLabel"] p, [data-testid="stNumberInputField"], [data-testid="stSelectbox"] input, button p,
 [data-testid="stMetricValue"] div, [data-testid="stProgress"] p {
-    font-size: 1.15rem !important; line-height: 1.4 !important;
+    font-size: 1.1rem !important; line-height: 1.35 !important;
 }
 [data-testid="stCaptionContainer"], [data-testid="stCaptionContainer"] p,
 [data-testid="stAlertContentSuccess"] p, [data-testid="stAlertContentWarning"] p, [data-testid="stAlertContentInfo"] p,
@@ -45,7 +47,15 @@ PRESENT_CSS = """<style>
 }
 [data-testid="stAlert"] > div { padding: 0.45rem 0.75rem !important; }
 [data-testid="stHeading"] h1 { font-size: 2rem !important; padding: 0 !important; }
-[data-testid="stHeading"] h2 { font-size: 1.8rem !important; padding: 0 0 0.3rem !important; }
+[data-testid="stHeading"] h2 { font-size: 1.8rem !important; padding: 0 !important; }
+[data-testid="stHeading"] { margin-bottom: 0.4rem !important; }
+.st-key-lesson-element-train-form [data-testid="stCaptionContainer"],
+.st-key-lesson-element-train-form [data-testid="stCaptionContainer"] p { font-size: 0.85rem !important; }
+.st-key-lesson-notes [data-testid="stWidgetLabel"] p, .st-key-lesson-notes [data-testid="stNumberInputField"],
+.st-key-lesson-notes [data-testid="stSelectbox"] input { font-size: 1rem !important; }
+.st-key-lesson-notes [data-testid="stHorizontalBlock"] > [data-testid="stColumn"] {  /* a Train form beside its */
+    flex: 1 1 40% !important; min-width: 40% !important;                              /* chart: two settings a row */
+}
 [data-testid="stButton"] button { min-height: 2.2rem !important; padding: 0.1rem 0.75rem !important; }
 </style>"""
 
@@ -87,10 +97,17 @@ def index(lessons: dict[str, Lesson], problems: list[str]) -> None:
             st.caption(f"{len(lesson.steps)} steps · runs it needs: {', '.join(lesson.runs()) or 'none'} · "
                        f"link: `?lesson={name}&step=1` (add `&present=1` for a projector, `&lock=1` for students)")
             left, right = st.columns(2)
-            left.page_link(LESSON_PAGE, label="Open", icon=":material/play_arrow:",
-                           query_params={LESSON: name, STEP: "1"})
-            right.page_link(LESSON_PAGE, label="Present", icon=":material/slideshow:",
-                            query_params={LESSON: name, STEP: "1", PRESENT: "1"})
+            left.button("Open", icon=":material/play_arrow:", key=f"lesson-open-{name}", width="stretch",
+                        on_click=_open, args=(name, False), help=f"Open this lesson at step 1: ?lesson={name}&step=1")
+            right.button("Present", icon=":material/slideshow:", key=f"lesson-present-{name}", width="stretch",
+                         on_click=_open, args=(name, True),
+                         help=f"Presenter mode, for a projector: ?lesson={name}&step=1&present=1")
+
+
+def _open(name: str, present: bool) -> None:
+    """Open lesson `name` at step 1 on this page; the address bar then holds its whole link, to copy or share
+    (a page link's parameters would open it without showing them)."""
+    st.query_params.from_dict({LESSON: name, STEP: "1", **({PRESENT: "1"} if present else {})})
 
 
 def step_number(lesson: Lesson) -> int:
@@ -130,20 +147,20 @@ def _element(step: Step, notes=None) -> None:
 
 def show_step(lesson: Lesson, number: int) -> None:
     """Step `number` of `lesson`: where it is, its text, its element, its question and Back / Next. In
-    presenter mode all of it on one screen: Back and Next on the bar at the top, the text and the question
-    beside the element."""
+    presenter mode all of it on one screen: Back and Next beside the title, the text and the question beside
+    the element."""
     step, count = lesson.steps[number - 1], len(lesson.steps)
     where = f"{plain(lesson.title)} · **Step {number} of {count}**"
     if presenting():
         bar, back, forward = st.columns([6, 1, 1], vertical_alignment="center")
         bar.caption(where)
+        bar.header(step.title)
         _back_and_next(number, count, back, forward)
-        st.header(step.title)
-        words, element = st.columns(PRESENT_COLUMNS, gap="medium")
+        words, element = st.columns(PRESENT_COLUMNS[step.element == "train-form"], gap="medium")
         with words:
             st.markdown(step.text)
+            notes = st.container(key="lesson-notes")  # the chart's caption (or the Train form), beside it
             _question(step)
-            notes = st.container(key="lesson-notes")  # the chart's caption, beside it
         with element:
             _element(step, notes)
         return
@@ -161,8 +178,8 @@ def lessons_page() -> None:
     lessons, problems = load_lessons()
     name = st.query_params.get(LESSON)
     if name is None:  # the page drew the title and its lead
-        st.markdown("Guided walks through the lab, a step at a time, each with a question for the class. "
-                    f"A lesson is a file in `assets/lessons/`; {len(ELEMENTS)} elements of the pages can be used.")
+        st.caption(f"A lesson is a file in `assets/lessons/`: its steps can use {len(ELEMENTS)} elements of the "
+                   "pages (docs/lessons.md).")
         index(lessons, problems)
         return
     if name not in lessons:
