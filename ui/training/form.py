@@ -82,6 +82,8 @@ def train_form(base: RunConfig, shown: Collection[str] | None = None, locked: Co
     if st.session_state.get(PREFILLED_KEY) != base:
         st.session_state[VALUES_KEY] = dict(flat)
         st.session_state[PREFILLED_KEY] = base
+        for key in FORM.values():  # the widgets too: a lesson's next step draws the same ones, with their old values
+            st.session_state.pop(key, None)
     kept = st.session_state.setdefault(VALUES_KEY, dict(flat))
     for name in locked:  # a students' link: what the lesson fixes stays as the lesson set it
         if name in FORM:
