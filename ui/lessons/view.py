@@ -21,13 +21,13 @@ from ui.state import plain, select_run
 LOG = logging.getLogger(__name__)
 LESSON_PAGE = "pages/lessons.py"
 LESSON, STEP, PRESENT, LOCK = "lesson", "step", "present", "lock"
-# Presenter mode: the words (text, caption, question) and the element side by side; a live training's four charts
-# take more of the width.
-PRESENT_COLUMNS = {False: (2, 3), True: (3, 5)}
+# Presenter mode: the words (text, caption, question) and the element side by side; on a step that trains, a
+# live training's four charts take more of the width.
+PRESENT_COLUMNS, TRAIN_COLUMNS = (2, 3), (3, 5)
 
 # Presenter mode, for a 1024×768 projector: no sidebar or its toggle, no toolbar, no CSV buttons; margins and
-# gaps tight so that a step (its bar with Back and Next, title, text and question beside the chart and its
-# caption) fits the screen without scrolling; every text, an input's value as its label, in one readable size.
+# gaps tight so that a step (its title beside Back and Next, its text, caption and question beside the chart)
+# fits the screen without scrolling; every text, an input's value as its label, in one readable size.
 PRESENT_CSS = """<style>
 [data-testid="stSidebar"], [data-testid="stSidebarCollapsedControl"], [data-testid="stExpandSidebarButton"],
 [data-testid="stHeader"], [data-testid="stToolbar"], [data-testid="stDecoration"], [data-testid="stDownloadButton"] {
@@ -156,7 +156,8 @@ def show_step(lesson: Lesson, number: int) -> None:
         bar.caption(where)
         bar.header(step.title)
         _back_and_next(number, count, back, forward)
-        words, element = st.columns(PRESENT_COLUMNS[step.element == "train-form"], gap="medium")
+        words, element = st.columns(TRAIN_COLUMNS if step.config is not None else PRESENT_COLUMNS,
+                                     gap="medium")
         with words:
             st.markdown(step.text)
             notes = st.container(key="lesson-notes")  # the chart's caption (or the Train form), beside it
