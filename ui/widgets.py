@@ -53,7 +53,8 @@ def present_figure(figure: go.Figure, height: int) -> str:
                                      font_size=PRESENT_FONT - 1, traceorder="normal"),
                          margin=dict(l=55, r=10, t=30 if panel_titles else 10, b=45))
     figure.update_xaxes(tickfont_size=PRESENT_FONT - 1, title_font_size=PRESENT_FONT, title_standoff=4)
-    figure.update_yaxes(tickfont_size=PRESENT_FONT - 1, title_font_size=PRESENT_FONT, title_standoff=4)
+    figure.update_yaxes(tickfont_size=PRESENT_FONT - 1, title_font_size=PRESENT_FONT, title_standoff=4,
+                        automargin=True)  # the margin grows to hold wide ticks (10²) and the axis title
     return title
 
 

@@ -139,6 +139,7 @@ def pause_step_and_stop(page, title: str, shot: str) -> None:
     page.wait_for_function("() => document.querySelectorAll('[data-testid=\"stPlotlyChart\"]').length >= 3",
                            timeout=60_000)
     page.wait_for_timeout(1_000)
+    page.mouse.move(0, 0)  # no tooltip over the screenshot
     page.screenshot(path=SHOTS / f"{shot}-live.png")
     off = step_off_screen(page, title, live=True)
     off += outside(page, "progress", page.locator('[data-testid="stProgress"]'))
