@@ -41,6 +41,7 @@ def readable_layout() -> None:
 # A chart on a projector (a lesson in presenter mode): its font, and its title drawn above it as text, since a
 # legend in rows over the plot would cover a title inside it.
 PRESENT_FONT = 14
+SHORT_CHART = 250  # px: below it, a chart's y titles take two lines
 
 
 def present_figure(figure: go.Figure, height: int) -> str:
@@ -55,7 +56,18 @@ def present_figure(figure: go.Figure, height: int) -> str:
     figure.update_xaxes(tickfont_size=PRESENT_FONT - 1, title_font_size=PRESENT_FONT, title_standoff=4)
     figure.update_yaxes(tickfont_size=PRESENT_FONT - 1, title_font_size=PRESENT_FONT, title_standoff=4,
                         automargin=True)  # the margin grows to hold wide ticks (10²) and the axis title
+    if height < SHORT_CHART:  # a long y title is longer than a short plot is tall: two lines
+        figure.for_each_yaxis(lambda axis: axis.update(title_text=_two_lines(axis.title.text or "")))
     return title
+
+
+def _two_lines(text: str, longest: int = 16) -> str:
+    """'horizon (× training length)' -> 'horizon (×<br>training length)': split at the space nearest the middle."""
+    spaces = [i for i, c in enumerate(text) if c == " "]
+    if len(text) <= longest or not spaces:
+        return text
+    middle = min(spaces, key=lambda i: abs(i - len(text) / 2))
+    return f"{text[:middle]}<br>{text[middle + 1:]}"
 
 
 def present_chart(figure: go.Figure, height: int | None, key: str, titled: bool = True) -> None:
