@@ -117,9 +117,15 @@ def progress_text(page) -> str:
     return page.locator('[data-testid="stProgress"]').inner_text()
 
 
+def paused_at(page) -> int:
+    page.get_by_text(re.compile(r"paused at step \d+/")).wait_for(timeout=60_000)
+    return int(re.search(r"paused at step (\d+)/", progress_text(page)).group(1))
+
+
 def pause_step_and_stop(page, title: str, shot: str) -> None:
-    """Train the step's run (seed 7: a run no other test trains), pause it, exactly one step, the live charts
-    and controls on the same screen as the step, then Stop."""
+    """Train the step's run (seed 7: a run no other test trains), pause it, exactly one step; then ten steps at
+    a time until the horizon is first predicted (its chart's caption is the live view's longest), and the live
+    charts and controls on the same screen as the step; then Stop."""
     seed = page.get_by_role("spinbutton", name="Seed")
     seed.fill("7")
     seed.press("Enter")
@@ -128,17 +134,22 @@ def pause_step_and_stop(page, title: str, shot: str) -> None:
     page.wait_for_function("() => /step \\d+\\//.test(document.querySelector('[data-testid=\"stProgress\"]')"
                            "?.innerText || '')", timeout=240_000)
     page.get_by_role("button", name="Pause").click()
-    page.get_by_text(re.compile(r"paused at step \d+/")).wait_for(timeout=60_000)
     page.wait_for_timeout(1_500)
-    paused = int(re.search(r"paused at step (\d+)/", progress_text(page)).group(1))
+    paused = paused_at(page)
     page.get_by_role("button", name="Step", exact=True).click()
     page.get_by_text(f"paused at step {paused + 1}/").wait_for(timeout=60_000)
     page.wait_for_timeout(2_000)  # nothing moves while paused
     assert f"paused at step {paused + 1}/" in progress_text(page)
     page.get_by_text(f"At step {paused + 1}:", exact=True).wait_for(timeout=60_000)  # the map and carrier then
-    page.wait_for_function("() => document.querySelectorAll('[data-testid=\"stPlotlyChart\"]').length >= 3",
-                           timeout=60_000)
+    probed = page.get_by_text("every few dozen steps the weights predict")
+    while not probed.count():  # (the run stops early 200 steps after its accuracy reaches 1: well after this)
+        step = paused_at(page)
+        assert step < 200, f"no horizon predicted by step {step}"
+        page.get_by_role("button", name="10 steps").click()
+        page.get_by_text(f"paused at step {step + 10}/").wait_for(timeout=60_000)
+        page.wait_for_timeout(1_000)
     page.wait_for_timeout(1_000)
+    assert page.get_by_text("every few dozen steps the weights predict").is_visible()  # the horizon chart, the 4th
     page.mouse.move(0, 0)  # no tooltip over the screenshot
     page.screenshot(path=SHOTS / f"{shot}-live.png")
     off = step_off_screen(page, title, live=True)
