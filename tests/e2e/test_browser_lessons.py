@@ -33,12 +33,16 @@ def scroll_needed(page) -> str | None:
 
 
 def outside(page, what: str, locator) -> list[str]:
-    """`what` (each element `locator` finds) not wholly inside the viewport."""
-    boxes = [element.bounding_box() for element in locator.all()]
+    """`what` (each element `locator` finds that is drawn) not wholly inside the viewport. The boxes are read
+    in one go: a live view redraws itself twice a second."""
+    boxes = [box for box in locator.evaluate_all(
+        "elements => elements.map(e => { const r = e.getBoundingClientRect(); return [r.x, r.y, r.width, r.height]; })")
+        if box[2] or box[3]]
     if not boxes:
         return [f"{what}: not on the page"]
-    return [f"{what}: {box}" for box in boxes if box is None or box["y"] < 0 or box["x"] < 0
-            or box["y"] + box["height"] > PROJECTOR["height"] + 0.5 or box["x"] + box["width"] > PROJECTOR["width"] + 0.5]
+    width, height = PROJECTOR["width"] + 0.5, PROJECTOR["height"] + 0.5
+    return [f"{what}: {box}" for box in boxes if box[0] < 0 or box[1] < 0 or box[0] + box[2] > width
+            or box[1] + box[3] > height]
 
 
 def step_off_screen(page, title: str, live: bool = False) -> list[str]:
