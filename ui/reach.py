@@ -32,8 +32,9 @@ def measured_text(horizon: Horizon | None, samples: int) -> str:
             f"measured ({samples:,} samples a length): the crossing lies between the two")
 
 
-def horizon_caption(measured: Horizon | None, predicted: Horizon | None, train_length: int, samples: int) -> str:
-    """What this run's two horizons say, and whether they agree."""
+def horizon_caption(measured: Horizon | None, predicted: Horizon | None, train_length: int, samples: int,
+                    train_longer: bool = True) -> str:
+    """What this run's two horizons say, and whether they agree (and, with `train_longer`, how to move it)."""
     parts = [(f"**Horizon:** the largest length at which accuracy stays ≥ {ACCURACY_BAR:g}. "
               f"This run: {measured_text(measured, samples)}.")]
     if predicted is not None and predicted.length is not None and not predicted.resolved:
@@ -50,14 +51,16 @@ def horizon_caption(measured: Horizon | None, predicted: Horizon | None, train_l
                          "The prediction falls outside the measured bracket: here the two disagree.")
     elif predicted is not None:
         parts.append(f"From the weights alone: {predicted.text}.")
-    parts.append("Training can move it: **Train longer** trains this run's weights further, as a new run that "
-                 "records which run it continues, and its own Dilution page shows where its horizon went.")
+    if train_longer:
+        parts.append("Training can move it: **Train longer** trains this run's weights further, as a new run that "
+                     "records which run it continues, and its own Dilution page shows where its horizon went.")
     return " ".join(parts)
 
 
-def show_horizon(run: Run, measured_run: Measurement, controls: bool = True) -> None:
-    """Two metrics (measured, predicted) of the run's measurement, a caption from its numbers and, with
-    `controls`, the Train longer link (a lesson in presenter mode shows no control its step does not use)."""
+def show_horizon(run: Run, measured_run: Measurement, controls: bool = True, notes=None) -> None:
+    """Two metrics (measured, predicted) of the run's measurement, a caption from its numbers (in `notes` when
+    given: a lesson on a projector writes it beside the chart) and, with `controls`, the Train longer link (a
+    lesson in presenter mode shows no control its step does not use)."""
     L, samples = run.config.task.train_length, measured_run.samples
     measured, predicted = measured_run.measured_horizon, measured_run.predicted_horizon
     if predicted is None and measured_run.horizon_note is not None:  # over this server's budget
@@ -83,4 +86,4 @@ def show_horizon(run: Run, measured_run: Measurement, controls: bool = True) -> 
                     query_params=config_to_query(longer),
                     help=f"Open the Train form for a new run that starts from this run's weights and trains "
                          f"{longer.train.steps:,} more steps, past 100% training accuracy.")
-    st.caption(horizon_caption(measured, predicted, L, samples))
+    (st if notes is None else notes).caption(horizon_caption(measured, predicted, L, samples, controls))

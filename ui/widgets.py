@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from lengen_core.serving.store import StoreError
 from lengen_core.training import Run
@@ -37,12 +38,56 @@ def readable_layout() -> None:
     st.html(READABLE_CSS)
 
 
-def chart(figure: go.Figure, look_for: str, data: pd.DataFrame, name: str, stem: str | None = None) -> None:
-    """The chart, one sentence of what to look for, and its data as CSV named after what it shows:
-    `{stem}-{name}.csv`, the stem being the run id (or what else the chart is of), so a folder of
-    downloads says which run each came from."""
-    st.plotly_chart(figure, width="stretch", key=f"chart-{name}")
-    st.caption(f"**What to look for:** {look_for}")
+# A chart on a projector (a lesson in presenter mode): its font, and its title drawn above it as text, since a
+# legend in rows over the plot would cover a title inside it.
+PRESENT_FONT = 14
+SHORT_CHART = 250  # px: below it, a chart's y titles take two lines
+
+
+def present_figure(figure: go.Figure, height: int) -> str:
+    """Restyle `figure` for a projector: `height` px tall, its legend in a row over the plot, tight margins, no
+    title inside it. Returns the title, for the caller to draw above the chart."""
+    title = figure.layout.title.text or ""
+    panel_titles = any((note.y or 0) >= 0.99 for note in figure.layout.annotations)  # subplots' titles, over the top
+    figure.update_layout(title=None, height=height, font=dict(size=PRESENT_FONT),
+                         legend=dict(orientation="h", x=0, xanchor="left", y=1.0, yanchor="bottom",
+                                     font_size=PRESENT_FONT - 1, traceorder="normal"),
+                         margin=dict(l=55, r=10, t=30 if panel_titles else 10, b=45))
+    figure.update_xaxes(tickfont_size=PRESENT_FONT - 1, title_font_size=PRESENT_FONT, title_standoff=4)
+    figure.update_yaxes(tickfont_size=PRESENT_FONT - 1, title_font_size=PRESENT_FONT, title_standoff=4,
+                        automargin=True)  # the margin grows to hold wide ticks (10²) and the axis title
+    if height < SHORT_CHART:  # a long y title is longer than a short plot is tall: two lines
+        figure.for_each_yaxis(lambda axis: axis.update(title_text=_two_lines(axis.title.text or "")))
+    return title
+
+
+def _two_lines(text: str, longest: int = 16) -> str:
+    """'horizon (× training length)' -> 'horizon (×<br>training length)': split at the space nearest the middle."""
+    spaces = [i for i, c in enumerate(text) if c == " "]
+    if len(text) <= longest or not spaces:
+        return text
+    middle = min(spaces, key=lambda i: abs(i - len(text) / 2))
+    return f"{text[:middle]}<br>{text[middle + 1:]}"
+
+
+def present_chart(figure: go.Figure, height: int | None, key: str, titled: bool = True) -> None:
+    """The chart as `chart` draws it, or at `height` px for a projector with its title above it (or none: the
+    small charts of a live training say what they are in their axes, legend and caption)."""
+    if height is not None:
+        title = present_figure(figure, height)
+        if title and titled:
+            st.markdown(f"**{title}**")
+    st.plotly_chart(figure, width="stretch", key=key)
+
+
+def chart(figure: go.Figure, look_for: str, data: pd.DataFrame, name: str, stem: str | None = None,
+          notes: DeltaGenerator | None = None, height: int | None = None) -> None:
+    """The chart, one sentence of what to look for (under it, or in `notes`: a lesson on a projector writes it
+    beside the chart), and its data as CSV named after what it shows: `{stem}-{name}.csv`, the stem being the
+    run id (or what else the chart is of), so a folder of downloads says which run each came from. With
+    `height`, the chart is sized for a projector (`present_chart`)."""
+    present_chart(figure, height, f"chart-{name}")
+    (st if notes is None else notes).caption(f"**What to look for:** {look_for}")
     st.download_button(
         "Download data (CSV)", data.to_csv(index=False).encode(), file_name=csv_name(name, stem),
         mime="text/csv", key=f"csv-{name}", help="The numbers behind this chart, one row per point.",

@@ -3,18 +3,22 @@ with the pages' own cached analyses (`ui.runs`, `ui.analyses`), chart builders (
 `ui.charts.compare`, `ui.charts.transformer`) and captions computed from the run (`ui.captions.readouts`,
 `ui.*_captions`). What each needs is declared in `ui.lessons.files.ELEMENTS`; `RENDERERS` has the same keys.
 
-A renderer gets the step and whether the class is watching a projector (`presenting`: taller charts
-with larger text) or following a students' link (`locked`: the settings the lesson fixes cannot change).
+A renderer gets the step and, when the class is watching a projector, a `Projector` (charts sized to fit
+the screen beside the step's text, each chart's caption written beside it, under the question); the
+Train form also whether the class follows a students' link (`locked`: the settings the lesson fixes
+cannot change).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from lengen_core.config import ConfigError
 from ui.analyses import CARRIER_SEARCH, head_attention, heads, length_multiples, sequence_evaluation
@@ -42,16 +46,28 @@ from ui.training.live import live_training, open_trained_run
 from ui.training.pool import training_pool
 from ui.widgets import chart, refusal, run_summary
 
-PRESENT_HEIGHT, PRESENT_FONT = 600, 20
+# Presenter mode, for a 1024×768 projector: the chart beside the step's text, as tall as what is left of the
+# screen's 768 px under the step's bar and title and the run's summary and verdict; its title above it and its
+# legend in a row over the plot, margins tight, its caption beside it. An element with more above its chart
+# (metrics, a line of numbers) takes less.
+PRESENT_HEIGHT = 480
+PRESENT_LIVE_HEIGHT = 150  # each of a live training's four charts, two by two
+PRESENT_HEIGHTS = {"accuracy-overlay": 580, "carrier-chart": 390, "horizon": 310, "inverse-mass-chart": 380}
 
 
-def _draw(figure: go.Figure, look_for: str, data: pd.DataFrame, name: str, stem: str, presenting: bool) -> None:
-    if presenting:  # for a projector: taller, and text that reads from the back of the room
-        figure.update_layout(height=PRESENT_HEIGHT, font=dict(size=PRESENT_FONT), title_font_size=PRESENT_FONT + 4,
-                             legend_font_size=PRESENT_FONT - 2)
-        figure.update_xaxes(tickfont_size=PRESENT_FONT - 2, title_font_size=PRESENT_FONT)
-        figure.update_yaxes(tickfont_size=PRESENT_FONT - 2, title_font_size=PRESENT_FONT)
-    chart(figure, look_for, data, name, stem)
+@dataclass(frozen=True)
+class Projector:
+    """A step on a projector: `notes` is the container beside the chart, where its caption goes; `height` the
+    chart's height in px."""
+
+    notes: DeltaGenerator | None  # None: the caption under the chart
+    height: int = PRESENT_HEIGHT
+
+
+def _draw(figure: go.Figure, look_for: str, data: pd.DataFrame, name: str, stem: str,
+          presenting: Projector | None) -> None:
+    chart(figure, look_for, data, name, stem, notes=presenting.notes if presenting else None,
+          height=presenting.height if presenting else None)
 
 
 def _run(step: Step):
@@ -60,7 +76,7 @@ def _run(step: Step):
     return run
 
 
-def accuracy_overlay(step: Step, presenting: bool) -> None:
+def accuracy_overlay(step: Step, presenting: Projector | None) -> None:
     """The Start page's picture for the step's presets: accuracy against length, 95% Wilson bands."""
     reports = {label: evaluation(PRESETS[label].run_id(), START_LENGTHS, START_SAMPLES) for label in step.presets}
     curves = pd.concat([pd.DataFrame({
@@ -76,7 +92,7 @@ def accuracy_overlay(step: Step, presenting: bool) -> None:
     _draw(figure, look_for, curves, "lesson-accuracy", "presets", presenting)
 
 
-def attention_heatmap(step: Step, presenting: bool) -> None:
+def attention_heatmap(step: Step, presenting: Projector | None) -> None:
     """One attention map at `multiple` × the training length, with the Attention page's trace caption."""
     run = _run(step)
     L_train, k = run.config.task.train_length, run.config.task.offset
@@ -96,7 +112,7 @@ def attention_heatmap(step: Step, presenting: bool) -> None:
           presenting)
 
 
-def argmax_trace(step: Step, presenting: bool) -> None:
+def argmax_trace(step: Step, presenting: Projector | None) -> None:
     """The key each query attends to most at `multiple` × the training length (the Attention page's trace)."""
     run = _run(step)
     L_train, k = run.config.task.train_length, run.config.task.offset
@@ -110,7 +126,7 @@ def argmax_trace(step: Step, presenting: bool) -> None:
           run.run_id, presenting)
 
 
-def carrier_chart(step: Step, presenting: bool) -> None:
+def carrier_chart(step: Step, presenting: Projector | None) -> None:
     """s(Δ) with its alignment and margin beside the untrained initialisation's (the Carrier page's)."""
     run = _run(step)
     result = carrier(run.run_id, CARRIER_SEARCH)
@@ -137,7 +153,7 @@ def _dilution(step: Step):
     return run, lengths, table, fit_table, result
 
 
-def dilution_chart(step: Step, presenting: bool) -> None:
+def dilution_chart(step: Step, presenting: Projector | None) -> None:
     run, lengths, table, fit_table, _ = _dilution(step)
     task = run.config.task
     _draw(charts.dilution(table, fit_table, 1 / task.vocab_size),
@@ -146,7 +162,7 @@ def dilution_chart(step: Step, presenting: bool) -> None:
           table, "dilution", run.run_id, presenting)
 
 
-def inverse_mass_chart(step: Step, presenting: bool) -> None:
+def inverse_mass_chart(step: Step, presenting: Projector | None) -> None:
     run, lengths, table, fit_table, result = _dilution(step)
     st.caption(f"**m_out: {accuracy_captions.m_out_text(result, DILUTION_SAMPLES)}.** {readouts.fit_caption(result)}")
     _draw(charts.inverse_mass(table, fit_table),
@@ -155,19 +171,20 @@ def inverse_mass_chart(step: Step, presenting: bool) -> None:
           .assign(inverse_mass=1 / table["target_mass"]), "inverse-mass", run.run_id, presenting)
 
 
-def horizon(step: Step, presenting: bool) -> None:
+def horizon(step: Step, presenting: Projector | None) -> None:
     """The measured and predicted horizon (with Train longer, but in presenter mode), under the accuracy it
-    is read from."""
+    is read from. On a projector the horizon's caption goes beside the chart and the chart's under it."""
     run, lengths, table, _, _ = _dilution(step)
-    show_horizon(run, measurement(run.run_id, lengths, DILUTION_SAMPLES), controls=not presenting)  # cached
+    show_horizon(run, measurement(run.run_id, lengths, DILUTION_SAMPLES), controls=not presenting,  # cached
+                 notes=presenting.notes if presenting else None)
     _draw(charts.dilution(  # the accuracy the horizon is read from, without the law
         table, None, 1 / run.config.task.vocab_size),
         readouts.dilution_caption(run.config.model.encoding, run.config.model.attention, lengths, table["accuracy"],
                                   table["predicted_accuracy"], run.config.task.train_length, run.verdict),
-        table, "horizon-accuracy", run.run_id, presenting)
+        table, "horizon-accuracy", run.run_id, presenting and replace(presenting, notes=None))
 
 
-def head_carriers(step: Step, presenting: bool) -> None:
+def head_carriers(step: Step, presenting: Projector | None) -> None:
     """Every head's carrier in a transformer, carrier heads and pinned heads marked (the Transformer page's)."""
     run = _run(step)
     model, k = run.config.model, run.config.task.offset
@@ -181,7 +198,7 @@ def head_carriers(step: Step, presenting: bool) -> None:
           carriers, "head-carriers", run.run_id, presenting)
 
 
-def head_attention_map(step: Step, presenting: bool) -> None:
+def head_attention_map(step: Step, presenting: Projector | None) -> None:
     """The carrier head's attention (the strongest head when none carries) at `multiple` × the training length."""
     run = _run(step)
     L_train, k = run.config.task.train_length, run.config.task.offset
@@ -197,7 +214,7 @@ def head_attention_map(step: Step, presenting: bool) -> None:
           pd.DataFrame(weights).rename_axis("query").reset_index(), f"head-attention-{length}", run.run_id, presenting)
 
 
-def accuracy_by_position(step: Step, presenting: bool) -> None:
+def accuracy_by_position(step: Step, presenting: Projector | None) -> None:
     """A transformer's accuracy at every position of sequences 4× the training length (the Transformer page's)."""
     run = _run(step)
     task, samples = run.config.task, 64
@@ -211,17 +228,18 @@ def accuracy_by_position(step: Step, presenting: bool) -> None:
           table, "accuracy-by-position", run.run_id, presenting)
 
 
-def train(step: Step, presenting: bool, locked: bool = False) -> None:
-    """The Train form holding the lesson's run (in presenter mode only the settings the lesson sets), the
-    live view of a training started here, and the message it leaves."""
+def train(step: Step, presenting: Projector | None, locked: bool = False) -> None:
+    """The Train form holding the lesson's run (in presenter mode only the settings the lesson sets, beside the
+    live view), the live view of a training started here, and the message it leaves."""
     pool = training_pool()
-    choice = train_form(step.config, shown=step.fixed if presenting else None, locked=step.fixed if locked else (),
-                        pace=step.pace)
-    if choice is not None and choice.submitted:
-        request(pool, choice.config, choice.pace)
-    show_message()
-    live_training(pool)
-    open_trained_run(step.config if choice is None else choice.config)  # the form's run, once trained and not live
+    with presenting.notes if presenting else st.container():
+        choice = train_form(step.config, shown=step.fixed if presenting else None,
+                            locked=step.fixed if locked else (), pace=step.pace)
+        if choice is not None and choice.submitted:
+            request(pool, choice.config, choice.pace)
+        show_message()
+        open_trained_run(step.config if choice is None else choice.config)  # the form's run, once trained and not live
+    live_training(pool, PRESENT_LIVE_HEIGHT if presenting else None)
 
 
 RENDERERS: dict[str, Callable[..., None]] = {
@@ -232,8 +250,10 @@ RENDERERS: dict[str, Callable[..., None]] = {
 }
 
 
-def render(step: Step, presenting: bool, locked: bool) -> None:
-    """Draw the step's element; a request this server refuses (over a budget) is a message in its place."""
+def render(step: Step, locked: bool, notes: DeltaGenerator | None = None) -> None:
+    """Draw the step's element (for a projector when `notes` is given: the container beside the chart for its
+    caption); a request this server refuses (over a budget) is a message in its place."""
+    presenting = None if notes is None else Projector(notes, PRESENT_HEIGHTS.get(step.element, PRESENT_HEIGHT))
     try:
         if step.element == "train-form":
             train(step, presenting, locked)

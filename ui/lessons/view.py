@@ -14,25 +14,49 @@ import logging
 import streamlit as st
 
 from ui.lessons.elements import render
-from ui.lessons.files import ELEMENTS, Lesson, load_lessons
+from ui.lessons.files import ELEMENTS, Lesson, Step, load_lessons
 from ui.presets import PRESETS
 from ui.state import plain, select_run
 
 LOG = logging.getLogger(__name__)
 LESSON_PAGE = "pages/lessons.py"
 LESSON, STEP, PRESENT, LOCK = "lesson", "step", "present", "lock"
+# Presenter mode: the words (text, caption, question) and the element side by side; on a step that trains, a
+# live training's four charts take more of the width.
+PRESENT_COLUMNS, TRAIN_COLUMNS = (2, 3), (3, 5)
 
-# Presenter mode: no sidebar or its toggle, no toolbar, no CSV buttons; text and widgets larger.
+# Presenter mode, for a 1024×768 projector: no sidebar or its toggle, no toolbar, no CSV buttons; margins and
+# gaps tight so that a step (its title beside Back and Next, its text, caption and question beside the chart)
+# fits the screen without scrolling; every text, an input's value as its label, in one readable size.
 PRESENT_CSS = """<style>
 [data-testid="stSidebar"], [data-testid="stSidebarCollapsedControl"], [data-testid="stExpandSidebarButton"],
 [data-testid="stHeader"], [data-testid="stToolbar"], [data-testid="stDecoration"], [data-testid="stDownloadButton"] {
     display: none !important;
 }
-[data-testid="stMainBlockContainer"] { max-width: 100% !important; padding-top: 1.5rem !important; }
-[data-testid="stMarkdownContainer"] p, [data-testid="stMarkdownContainer"] li,
-[data-testid="stExpander"] summary p, [data-testid="stCaptionContainer"], button p { font-size: 1.45rem !important; }
-[data-testid="stHeading"] h1 { font-size: 3rem !important; }
-[data-testid="stHeading"] h2 { font-size: 2.4rem !important; }
+[data-testid="stMainBlockContainer"] { max-width: 100% !important; padding: 0.6rem 1.25rem 0.5rem !important; }
+[data-testid="stMainBlockContainer"] [data-testid="stVerticalBlock"] { gap: 0.5rem !important; }
+[data-testid="stMarkdownContainer"] p, [data-testid="stMarkdownContainer"] li, [data-testid="stExpander"] summary p,
+[data-testid="stWidgetLabel"] p, [data-testid="stNumberInputField"], [data-testid="stSelectbox"] input, button p,
+[data-testid="stMetricValue"] div, [data-testid="stProgress"] p {
+    font-size: 1.1rem !important; line-height: 1.35 !important;
+}
+[data-testid="stCaptionContainer"], [data-testid="stCaptionContainer"] p,
+[data-testid="stAlertContentSuccess"] p, [data-testid="stAlertContentWarning"] p, [data-testid="stAlertContentInfo"] p,
+[data-testid="stMetricDelta"] p, [data-testid="stMetricLabel"] p {
+    font-size: 0.95rem !important; line-height: 1.35 !important;
+}
+[data-testid="stAlert"] > div { padding: 0.45rem 0.75rem !important; }
+[data-testid="stHeading"] h1 { font-size: 2rem !important; padding: 0 !important; }
+[data-testid="stHeading"] h2 { font-size: 1.8rem !important; padding: 0 !important; }
+[data-testid="stHeading"] { margin-bottom: 0.4rem !important; }
+.st-key-lesson-element-train-form [data-testid="stCaptionContainer"],
+.st-key-lesson-element-train-form [data-testid="stCaptionContainer"] p { font-size: 0.85rem !important; }
+.st-key-lesson-notes [data-testid="stWidgetLabel"] p, .st-key-lesson-notes [data-testid="stNumberInputField"],
+.st-key-lesson-notes [data-testid="stSelectbox"] input { font-size: 1rem !important; }
+.st-key-lesson-notes [data-testid="stHorizontalBlock"] > [data-testid="stColumn"] {  /* a Train form beside its */
+    flex: 1 1 40% !important; min-width: 40% !important;                              /* chart: two settings a row */
+}
+[data-testid="stButton"] button { min-height: 2.2rem !important; padding: 0.1rem 0.75rem !important; }
 </style>"""
 
 
@@ -73,10 +97,17 @@ def index(lessons: dict[str, Lesson], problems: list[str]) -> None:
             st.caption(f"{len(lesson.steps)} steps · runs it needs: {', '.join(lesson.runs()) or 'none'} · "
                        f"link: `?lesson={name}&step=1` (add `&present=1` for a projector, `&lock=1` for students)")
             left, right = st.columns(2)
-            left.page_link(LESSON_PAGE, label="Open", icon=":material/play_arrow:",
-                           query_params={LESSON: name, STEP: "1"})
-            right.page_link(LESSON_PAGE, label="Present", icon=":material/slideshow:",
-                            query_params={LESSON: name, STEP: "1", PRESENT: "1"})
+            left.button("Open", icon=":material/play_arrow:", key=f"lesson-open-{name}", width="stretch",
+                        on_click=_open, args=(name, False), help=f"Open this lesson at step 1: ?lesson={name}&step=1")
+            right.button("Present", icon=":material/slideshow:", key=f"lesson-present-{name}", width="stretch",
+                         on_click=_open, args=(name, True),
+                         help=f"Presenter mode, for a projector: ?lesson={name}&step=1&present=1")
+
+
+def _open(name: str, present: bool) -> None:
+    """Open lesson `name` at step 1 on this page; the address bar then holds its whole link, to copy or share
+    (a page link's parameters would open it without showing them)."""
+    st.query_params.from_dict({LESSON: name, STEP: "1", **({PRESENT: "1"} if present else {})})
 
 
 def step_number(lesson: Lesson) -> int:
@@ -93,25 +124,54 @@ def _go(number: int) -> None:
     st.query_params[STEP] = str(number)  # the link follows the step
 
 
-def show_step(lesson: Lesson, number: int) -> None:
-    """Step `number` of `lesson`: where it is, its text, its element, its question and Back / Next."""
-    step, count = lesson.steps[number - 1], len(lesson.steps)
-    st.caption(f"{plain(lesson.title)} · **Step {number} of {count}**")
-    st.header(step.title)
-    st.markdown(step.text)
-    if len(step.presets) == 1:  # the other pages open on the run this step is about
-        select_run(PRESETS[step.presets[0]].run_id())
-    with st.container(key=f"lesson-element-{step.element}"):
-        render(step, presenting(), flag(LOCK))
-    with st.container(border=True):
-        st.markdown(f"**Question.** {step.question}")
-        with st.expander("Show the answer"):
-            st.markdown(step.answer)
-    back, _, forward = st.columns([1, 3, 1])
+def _back_and_next(number: int, count: int, back, forward) -> None:
     back.button("Back", icon=":material/arrow_back:", disabled=number == 1, on_click=_go, args=(number - 1,),
                 key="lesson-back", width="stretch")
     forward.button("Next", icon=":material/arrow_forward:", disabled=number == count, on_click=_go,
                    args=(number + 1,), key="lesson-next", width="stretch")
+
+
+def _question(step: Step) -> None:
+    with st.container(border=True, key="lesson-question"):
+        st.markdown(f"**Question.** {step.question}")
+        with st.expander("Show the answer"):
+            st.markdown(step.answer)
+
+
+def _element(step: Step, notes=None) -> None:
+    if len(step.presets) == 1:  # the other pages open on the run this step is about
+        select_run(PRESETS[step.presets[0]].run_id())
+    with st.container(key=f"lesson-element-{step.element}"):
+        render(step, flag(LOCK), notes)
+
+
+def show_step(lesson: Lesson, number: int) -> None:
+    """Step `number` of `lesson`: where it is, its text, its element, its question and Back / Next. In
+    presenter mode all of it on one screen: Back and Next beside the title, the text and the question beside
+    the element."""
+    step, count = lesson.steps[number - 1], len(lesson.steps)
+    where = f"{plain(lesson.title)} · **Step {number} of {count}**"
+    if presenting():
+        bar, back, forward = st.columns([6, 1, 1], vertical_alignment="center")
+        bar.caption(where)
+        bar.header(step.title)
+        _back_and_next(number, count, back, forward)
+        words, element = st.columns(TRAIN_COLUMNS if step.config is not None else PRESENT_COLUMNS,
+                                     gap="medium")
+        with words:
+            st.markdown(step.text)
+            notes = st.container(key="lesson-notes")  # the chart's caption (or the Train form), beside it
+            _question(step)
+        with element:
+            _element(step, notes)
+        return
+    st.caption(where)
+    st.header(step.title)
+    st.markdown(step.text)
+    _element(step)
+    _question(step)
+    back, _, forward = st.columns([1, 3, 1])
+    _back_and_next(number, count, back, forward)
 
 
 def lessons_page() -> None:
@@ -119,8 +179,8 @@ def lessons_page() -> None:
     lessons, problems = load_lessons()
     name = st.query_params.get(LESSON)
     if name is None:  # the page drew the title and its lead
-        st.markdown("Guided walks through the lab, a step at a time, each with a question for the class. "
-                    f"A lesson is a file in `assets/lessons/`; {len(ELEMENTS)} elements of the pages can be used.")
+        st.caption(f"A lesson is a file in `assets/lessons/`: its steps can use {len(ELEMENTS)} elements of the "
+                   "pages (docs/lessons.md).")
         index(lessons, problems)
         return
     if name not in lessons:

@@ -114,6 +114,8 @@ def train_form(base: RunConfig, shown: Collection[str] | None = None, locked: Co
     if st.session_state.get(PREFILLED_KEY) != base or st.session_state.get(PACE_PREFILLED_KEY) != pace:
         st.session_state[VALUES_KEY] = dict(start)
         st.session_state[PREFILLED_KEY], st.session_state[PACE_PREFILLED_KEY] = base, pace
+        for key in (FORM | PACE_FORM).values():  # the widgets too: a lesson's next step draws the same ones
+            st.session_state.pop(key, None)
     kept = st.session_state.setdefault(VALUES_KEY, dict(start))
     for name, value in start.items():  # values kept before the form had these inputs
         kept.setdefault(name, value)

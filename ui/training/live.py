@@ -28,7 +28,7 @@ from ui.charts import common as charts
 from ui.runs import stores
 from ui.state import select_run
 from ui.training.pool import let_go
-from ui.widgets import chart
+from ui.widgets import chart, present_chart
 
 TICKET_KEY, MESSAGE_KEY = "training_ticket", "training_message"
 PACE_KEY, PACE_ERROR_KEY = "pace-training", "_pace_refused"
@@ -42,8 +42,9 @@ def ordinal(n: int) -> str:
     return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
 
 
-def live_training(pool: TrainingPool) -> None:
-    """Show this session's training, if it has one, refreshing by itself until it ends."""
+def live_training(pool: TrainingPool, height: int | None = None) -> None:
+    """Show this session's training, if it has one, refreshing by itself until it ends; with `height`, its four
+    charts that many px tall, two by two (a lesson on a projector)."""
     ticket = st.session_state.get(TICKET_KEY)
     if ticket is None:
         return
@@ -52,10 +53,10 @@ def live_training(pool: TrainingPool) -> None:
         waiting = pool.status(ticket).state == "queued" and counts["running"] >= counts["limit"]
     except KeyError:
         waiting = False  # the fragment says what happened
-    st.fragment(run_every=WAITING_SECONDS if waiting else LIVE_SECONDS)(_live)(pool, waiting)
+    st.fragment(run_every=WAITING_SECONDS if waiting else LIVE_SECONDS)(_live)(pool, waiting, height)
 
 
-def _live(pool: TrainingPool, drawn_waiting: bool) -> None:
+def _live(pool: TrainingPool, drawn_waiting: bool, height: int | None = None) -> None:
     ticket = st.session_state.get(TICKET_KEY)
     if ticket is None:
         return
@@ -84,18 +85,21 @@ def _live(pool: TrainingPool, drawn_waiting: bool) -> None:
         st.progress(status.progress.step / status.progress.total_steps, text=progress_text(status))
     controls(pool, ticket, status)
     if status.view is not None:
-        watch(status.view, status.run_id)
+        watch(status.view, status.run_id, height)
+    losses, horizons = st.columns(2) if height else (st.container(), st.container())
     if status.progress is not None and status.history["step"]:
-        st.plotly_chart(live_curve(status.history, status.progress.step), width="stretch", key="live-curve")
-        st.caption("**What to look for:** the loss falls and the batch accuracy climbs to 1; RoPE and learned "
-                   "positions both fit the training length, the difference shows only at longer lengths.")
+        with losses:
+            present_chart(live_curve(status.history, status.progress.step), height, "live-curve", titled=False)
+            st.caption("**What to look for:** the loss falls and the batch accuracy climbs to 1; RoPE and learned "
+                       "positions both fit the training length, the difference shows only at longer lengths.")
     if status.progress is not None and status.history.get("probe_step"):
         probes = pd.DataFrame({key: status.history[key] for key in PROBE_KEYS})
         train_length, ceiling = status.history["train_length"][-1], status.history["probe_ceiling"][-1]
-        st.plotly_chart(charts.probe_curve(probes, status.progress.step, train_length), width="stretch",
-                        key="live-probe")
-        cost = probe_cost(status.history["probe_seconds"], status.progress.elapsed_seconds)
-        st.caption(f"**What to look for:** {probe_caption(probes, train_length, ceiling)} {cost}")
+        cost = "" if height else probe_cost(status.history["probe_seconds"], status.progress.elapsed_seconds)
+        with horizons:  # (on a projector, without what the probes cost the server: the class needs the rest)
+            present_chart(charts.probe_curve(probes, status.progress.step, train_length), height, "live-probe",
+                          titled=False)
+            st.caption(f"**What to look for:** {probe_caption(probes, train_length, ceiling)} {cost}")
 
 
 def progress_text(status: JobStatus) -> str:
@@ -182,8 +186,9 @@ def _leave(ticket: int) -> None:
     st.session_state[MESSAGE_KEY] = ("info", left)
 
 
-def watch(view: LiveView, run_id: str) -> None:
-    """The carrier and the attention map at 4× from the weights at a recent step, captioned from them."""
+def watch(view: LiveView, run_id: str, height: int | None = None) -> None:
+    """The carrier and the attention map at 4× from the weights at a recent step, captioned from them (each chart
+    `height` px tall when given)."""
     heatmap = view.heatmap
     L, k = heatmap.train_length, heatmap.offset
     left, right = st.columns(2)
@@ -193,12 +198,12 @@ def watch(view: LiveView, run_id: str) -> None:
         what = (f"s(Δ) of head L{layer}H{head}, the head putting most weight on t − k now "
                 f"({view.target_weight:.2f} on average), measured from recorded logits,")
     with left:
-        st.plotly_chart(charts.carrier_curve(view.offsets, view.carrier, L, k), width="stretch", key="live-carrier")
+        present_chart(charts.carrier_curve(view.offsets, view.carrier, L, k), height, "live-carrier", titled=False)
         st.caption(f"**What to look for, at step {view.step}:** " + mechanism_captions.alignment_caption(
             what, view.carrier, L, k, rope_softmax=False, learned=None) + ".")
     with right:
-        st.plotly_chart(charts.attention_map(heatmap.weights, heatmap.pool, heatmap.length, L), width="stretch",
-                        key="live-heatmap")
+        present_chart(charts.attention_map(heatmap.weights, heatmap.pool, heatmap.length, L), height, "live-heatmap",
+                      titled=False)
         trace = attention_captions.argmax_trace(heatmap.argmax_keys, L, k)
         st.caption(f"**At step {view.step}:** {attention_captions.trace_caption(trace, None, None, True)}")
 
