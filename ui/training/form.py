@@ -137,7 +137,7 @@ def train_form(base: RunConfig, shown: Collection[str] | None = None, locked: Co
         if shown is None or pace != UNPACED:  # presenter mode: only when the lesson sets a pace
             paused, rate = st.columns(2)
             paused.checkbox("Start paused", key=PACE_FORM["start_paused"], help=PACE_HELP["start_paused"])
-            rate.number_input("Steps per second (0: as fast as possible)", 0.0, MAX_STEPS_PER_SECOND, step=1.0,
+            rate.number_input("Steps per second", 0.0, MAX_STEPS_PER_SECOND, step=1.0,
                               format="%.1f", key=PACE_FORM["steps_per_second"], help=PACE_HELP["steps_per_second"])
         estimate = st.empty()
         submitted = st.button("Train", type="primary", help="Start training, or open the stored run.")
@@ -157,18 +157,25 @@ def train_form(base: RunConfig, shown: Collection[str] | None = None, locked: Co
         if submitted:
             st.error(f"Cannot train this configuration: {plain(str(error))}")
         return None
-    show_estimate(config, estimate, chosen)
+    show_estimate(config, estimate, chosen, brief=shown is not None)
     return Choice(config, chosen, submitted)
 
 
 def estimate_text(config: RunConfig, pace: Pace, speed: float, budgets: Budgets,
-                  source: str = "a timed reference run") -> str:
+                  source: str = "a timed reference run", brief: bool = False) -> str:
     """What a training of `config` at `pace` takes on this server: its step time (the cost model scaled by
     `speed`, this machine's measured speed), the most it can take (every step) and the least (early stopping
-    needs `patience` steps at the target), its memory, and the server's limits."""
+    needs `patience` steps at the target), its memory, and the server's limits. `brief`: the times only, in
+    one line (presenter mode, where the form shares the projector with the live view)."""
     cost = training_cost(config, pace, speed)
     steps, fewest = config.train.steps, shortest_training_steps(config)
     step = training_cost(config, speed=speed).seconds / max(steps, 1)
+    if brief:
+        least = duration(pace.seconds(min(fewest, steps), speed * step_seconds(config)))
+        span = least if fewest >= steps else f"{least} to {duration(cost.seconds)}"
+        return (f"Estimated time on this server: {span}" + (" (early stopping decides)" if fewest < steps else "")
+                + (f", at most {pace.steps_per_second:g} steps a second" if pace.paced else "")
+                + ("; starts paused." if pace.start_paused else "."))
     per_step = f"about {step * 1e3:,.0f} ms a step" if step < 1 else f"about {step:.1f} s a step"
     text = f"Estimated on this server from its measured speed ({source}): {per_step}"
     if pace.paced:
@@ -188,8 +195,9 @@ def estimate_text(config: RunConfig, pace: Pace, speed: float, budgets: Budgets,
             f"{budgets.memory_bytes / 2**20:,.0f} MB and {duration(budgets.train_seconds)} per training.")
 
 
-def show_estimate(config: RunConfig, where, pace: Pace = UNPACED) -> None:
-    """What `config` would cost at `pace`, before anyone presses Train, against this server's budgets."""
+def show_estimate(config: RunConfig, where, pace: Pace = UNPACED, brief: bool = False) -> None:
+    """What `config` would cost at `pace`, before anyone presses Train, against this server's budgets
+    (`brief`: the times only, estimate_text)."""
     try:
         budgets = Budgets.from_env()
         check(training_cost(config, pace), budgets)  # as the pool checks it: the model's time, not this load's
@@ -197,7 +205,7 @@ def show_estimate(config: RunConfig, where, pace: Pace = UNPACED) -> None:
     except BudgetError as error:
         where.warning(f"Too costly for this server: {plain(str(error))}.", icon=":material/block:")
     else:
-        where.caption(estimate_text(config, pace, speed, budgets, speed_source(config, training_pool().device)))
+        where.caption(estimate_text(config, pace, speed, budgets, speed_source(config, training_pool().device), brief))
 
 
 def request(pool: TrainingPool, config: RunConfig, pace: Pace = UNPACED) -> None:

@@ -159,9 +159,9 @@ def controls(pool: TrainingPool, ticket: int, status: JobStatus) -> None:
     if status.state == "running":
         key = f"{PACE_KEY}-{ticket}"  # one per training; set once: a refresh must not undo a person's typing
         st.session_state.setdefault(key, status.steps_per_second)
-        st.number_input("Steps per second while it trains (0: as fast as possible)", 0.0, MAX_STEPS_PER_SECOND,
+        st.number_input("Steps per second while it trains", 0.0, MAX_STEPS_PER_SECOND,
                         step=1.0, format="%.1f", key=key, on_change=_set_pace, args=(pool, ticket),
-                        disabled=not drives, help="Change the pace now: the next step already goes at it." + shared)
+                        disabled=not drives, help="Change the pace now (0: as fast as this server can): the next step already goes at it." + shared)
         if (refused := st.session_state.pop(PACE_ERROR_KEY, None)) is not None:
             st.warning(f"Pace not changed: {refused}.", icon=":material/error:")
     if not drives:
