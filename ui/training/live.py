@@ -73,6 +73,9 @@ def _live(pool: TrainingPool, drawn_waiting: bool) -> None:
                 icon=":material/hourglass_top:")
     elif status.progress is None:
         st.progress(0.0, text="Starting…")
+    elif status.measuring:  # trained: measured once at the pages' default request before it is saved
+        st.progress(1.0, text=f"Trained ({status.progress.step} steps) · measuring… the evaluations, prediction, law and "
+                              "horizon that Dilution and Compare show first, so those pages open at once")
     else:
         p = status.progress
         left = (p.total_steps - p.step) / max(p.steps_per_second, 1e-9)
