@@ -113,6 +113,21 @@ def test_dilution_and_compare_requests_give_one_set_of_numbers(trained):
     assert compare.reports == dilution.reports[1:]  # the same records, k + 1 = 4 aside
 
 
+def test_a_preset_that_learned_the_law_shows_one_m_out_on_both_requests():
+    """The RoPE preset (a law, m_out 8.7) from its shipped numbers, the same form a trained run is stored in."""
+    from lengen_core.serving.store import preset_store
+    from ui.presets import precomputed, preset_ids
+
+    run_id = preset_ids()["RoPE"]
+    run, shipped = preset_store().load(run_id), from_dict(precomputed(run_id))
+    dilution = measure(run, request_lengths(run), FIRST_VISIT_SAMPLES, shipped=shipped)
+    compare = measure(run, [n for n in doublings(16) if n <= 1 << 16], FIRST_VISIT_SAMPLES, shipped=shipped)
+    assert dilution.fit.fit is not None  # fitted where p > 2/V: 16 … 4,096 on this preset
+    assert compare.fit == dilution.fit
+    assert compare.measured_horizon == dilution.measured_horizon
+    assert compare.predicted_horizon == dilution.predicted_horizon
+
+
 def test_the_live_status_says_measuring_before_the_run_is_done(trained):
     _, _, seen = trained
     assert True in seen  # polled every 2 ms; the measurement itself takes tens of milliseconds or more
