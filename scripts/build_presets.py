@@ -92,6 +92,8 @@ def main() -> None:
     parser.add_argument("--force", action="store_true", help="retrain presets that already exist")
     parser.add_argument("--precompute", action="store_true", help="only write what the first visits compute")
     parser.add_argument("--sweep", action="store_true", help="only rebuild the preset sweep (ui.sweep_panels.PRESET_GRID)")
+    parser.add_argument("--first-visit", action="store_true",
+                        help="with --precompute: only the presets' files, not the optimisation experiment's traces")
     args = parser.parse_args()
     if args.sweep:
         build_sweep()
@@ -101,7 +103,8 @@ def main() -> None:
         for label, config in PRESETS.items():
             (PRECOMPUTED / f"{config.run_id()}.json").write_text(json.dumps(precompute(config.run_id())))
             print(f"{label}: precomputed")
-        precompute_optimisation()
+        if not args.first_visit:
+            precompute_optimisation()
         return
     store = RunStore(root=PRESET_ROOT)
     for label, config in PRESETS.items():

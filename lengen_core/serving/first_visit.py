@@ -14,7 +14,8 @@ says what it measured.
 
 **The precomputation** (`first_visit`) is `lengen_core.measure.measure` at that request, as trained:
 the evaluations at every length, the prediction at L_train and every length, the predicted horizon
-searched up to the run's whole range. The training side calls it before it reports a run done
+searched up to the run's whole range, and the law fitted to them (its bootstrap is most of a first
+visit's remaining work: 3 to 5 s on two shared cores). The training side calls it before it reports a run done
 (lengen_core.serving.training_process.save_run), the preset builder (scripts.build_presets) calls it for
 the presets, and the store keeps its dictionary beside the run's weights (written in the same atomic
 step, counted in the quota). `measure` takes these numbers back through `Shipped` only where they answer
@@ -31,6 +32,7 @@ from typing import Any
 
 from lengen_core.analysis.dilution import Prediction
 from lengen_core.analysis.evaluate import LengthError, LengthReport, check_lengths, doublings
+from lengen_core.analysis.fit import DilutionFit, FitResult
 from lengen_core.analysis.horizon import Horizon
 from lengen_core.config import RunConfig
 from lengen_core.measure import EVALUATION_SEED, Shipped, measure
@@ -80,19 +82,23 @@ def first_visit(run: Run) -> Shipped | None:
         return None
     m = measure(run, request_lengths(run), FIRST_VISIT_SAMPLES, seed=EVALUATION_SEED)
     predictions = {p.length: p for p in (*m.predictions, m.train_prediction) if p is not None}
+    fitted = tuple(sorted(n for n in m.lengths if n >= m.train_length))
     return Shipped({FIRST_VISIT_SAMPLES: dict(zip(m.lengths, m.reports, strict=True))}, predictions,
-                   m.predicted_horizon)
+                   m.predicted_horizon, m.fit, FIRST_VISIT_SAMPLES, fitted)
 
 
 def to_dict(shipped: Shipped) -> dict[str, Any]:
     """The JSON form (the presets' precomputed files and a stored run's first-visit file share it):
     {"evaluations": {samples: {length: LengthReport fields}}, "predictions": {length: Prediction fields},
-    "horizon": Horizon fields or None, "format": FORMAT}."""
+    "horizon": Horizon fields or None, "fit": FitResult fields with the "samples" and "lengths" (≥ L_train)
+    it was fitted to, or None, "format": FORMAT}."""
     return {"format": FORMAT,
             "evaluations": {str(s): {str(n): dataclasses.asdict(r) for n, r in by_length.items()}
                             for s, by_length in shipped.evaluations.items()},
             "predictions": {str(n): dataclasses.asdict(p) for n, p in shipped.predictions.items()},
-            "horizon": None if shipped.horizon is None else dataclasses.asdict(shipped.horizon)}
+            "horizon": None if shipped.horizon is None else dataclasses.asdict(shipped.horizon),
+            "fit": None if shipped.fit is None else {**dataclasses.asdict(shipped.fit), "samples": shipped.fit_samples,
+                                                     "lengths": list(shipped.fit_lengths)}}
 
 
 def from_dict(data: Mapping[str, Any] | None) -> Shipped | None:
@@ -105,6 +111,14 @@ def from_dict(data: Mapping[str, Any] | None) -> Shipped | None:
                        for s, by_length in data.get("evaluations", {}).items()}
         predictions = {int(n): Prediction(**p) for n, p in data.get("predictions", {}).items()}
         horizon = None if data.get("horizon") is None else Horizon(**data["horizon"])
-    except (TypeError, ValueError, AttributeError):
+        fit, fit_samples, fit_lengths = None, None, ()
+        if data.get("fit") is not None:
+            found = dict(data["fit"])
+            fit_samples, fit_lengths = int(found.pop("samples")), tuple(int(n) for n in found.pop("lengths"))
+            law = found.pop("fit")
+            law = None if law is None else DilutionFit(**{**law, "key_lengths": tuple(law.get("key_lengths", ())),
+                                                          "key_counts": tuple(law.get("key_counts", ()))})
+            fit = FitResult(**found, fit=law)
+    except (TypeError, ValueError, AttributeError, KeyError):
         return None
-    return Shipped(evaluations, predictions, horizon)
+    return Shipped(evaluations, predictions, horizon, fit, fit_samples, fit_lengths)

@@ -39,7 +39,7 @@ def runs() -> dict[str, str]:
 
 @pytest.fixture
 def computed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Every evaluation, prediction and horizon search `measure` (or the length-by-length cache) starts."""
+    """Every evaluation, prediction, horizon search and fit `measure` (or the length-by-length cache) starts."""
     calls: list[str] = []
 
     def counting(name, original):
@@ -48,7 +48,7 @@ def computed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
             return original(*args, **kwargs)
         return counted
 
-    for name in ("evaluate", "predict", "predicted_horizon"):
+    for name in ("evaluate", "predict", "predicted_horizon", "fit_dilution"):
         monkeypatch.setattr(measure_module, name, counting(name, getattr(measure_module, name)))
     monkeypatch.setattr(ui_runs, "evaluate", counting("evaluate", ui_runs.evaluate))
     return calls

@@ -81,6 +81,7 @@ def test_a_run_trained_in_the_pool_is_stored_with_what_measure_computes_at_the_d
     assert sorted(stored.predictions) == sorted({8, *lengths})
     assert all(same(stored.predictions[p.length], p) for p in fresh.predictions)
     assert stored.horizon == fresh.predicted_horizon and stored.horizon.ceiling == 128
+    assert stored.fit == fresh.fit and (stored.fit_samples, stored.fit_lengths) == (256, (8, 16, 32, 64, 128))
 
 
 def test_measure_reads_the_stored_numbers_and_computes_none_of_them(trained, monkeypatch):
@@ -91,9 +92,8 @@ def test_measure_reads_the_stored_numbers_and_computes_none_of_them(trained, mon
     def refuse(*args, **kwargs):
         raise AssertionError("computed again what was stored")
 
-    for name in ("evaluate", "predict"):
+    for name in ("evaluate", "predict", "predicted_horizon", "fit_dilution"):
         monkeypatch.setattr(measure_module, name, refuse)
-    monkeypatch.setattr(measure_module, "predicted_horizon", refuse)
     read = measure(run, request_lengths(run), FIRST_VISIT_SAMPLES, shipped=stored)
     assert all(same(a, b) for a, b in zip(read.reports, fresh.reports, strict=True))
     assert read.fit == fresh.fit and read.predicted_horizon == fresh.predicted_horizon
@@ -113,8 +113,9 @@ def test_dilution_and_compare_requests_give_one_set_of_numbers(trained):
     assert compare.reports == dilution.reports[1:]  # the same records, k + 1 = 4 aside
 
 
-def test_a_preset_that_learned_the_law_shows_one_m_out_on_both_requests():
-    """The RoPE preset (a law, m_out 8.7) from its shipped numbers, the same form a trained run is stored in."""
+def test_a_preset_that_learned_the_law_shows_one_m_out_on_both_requests(monkeypatch):
+    """The RoPE preset (a law) from its shipped numbers, the same form a trained run is stored in: its law
+    is read back for both requests, and is the one fitted afresh to them."""
     from lengen_core.serving.store import preset_store
     from ui.presets import precomputed, preset_ids
 
@@ -124,6 +125,10 @@ def test_a_preset_that_learned_the_law_shows_one_m_out_on_both_requests():
     compare = measure(run, [n for n in doublings(16) if n <= 1 << 16], FIRST_VISIT_SAMPLES, shipped=shipped)
     assert dilution.fit.fit is not None  # fitted where p > 2/V: 16 … 4,096 on this preset
     assert compare.fit == dilution.fit
+    assert shipped.fit == dilution.fit  # read back, not fitted again (rebuilt presets ship their law)
+    refitted = measure(run, request_lengths(run), FIRST_VISIT_SAMPLES,
+                       shipped=dataclasses.replace(shipped, fit=None))
+    assert refitted.fit == dilution.fit
     assert compare.measured_horizon == dilution.measured_horizon
     assert compare.predicted_horizon == dilution.predicted_horizon
 
