@@ -18,7 +18,7 @@ from lengen_core.analysis.evaluate import evaluate
 from lengen_core.measure import Shipped
 from lengen_core.models.initial import initial_model
 from lengen_core.optimisation import trace_training
-from lengen_core.serving.first_visit import allowed, first_visit, to_dict
+from lengen_core.serving.first_visit import allowed, first_visit_data, to_dict
 from lengen_core.serving.store import RunStore, preset_store
 from lengen_core.training import train
 from ui.presets import (
@@ -40,10 +40,9 @@ from ui.presets import (
 def precompute(run_id: str) -> dict:
     """What a first visit to Start, Dilution and Compare asks of this preset: the default request measured
     as a run trained in the app is before it is saved (lengen_core.serving.first_visit.first_visit: the
-    evaluations, predictions and predicted horizon), and the Start page's evaluations."""
+    evaluations, predictions, predicted horizon, law and carrier), and the Start page's evaluations."""
     run = preset_store().load(run_id)
-    found = first_visit(run)
-    data = to_dict(found if found is not None else Shipped())
+    data = first_visit_data(run) or to_dict(Shipped())
     if run.config.single_head:
         data["evaluations"][str(START_SAMPLES)] = {
             str(n): dataclasses.asdict(evaluate(run.model, run.config, [n], samples=START_SAMPLES)[0])

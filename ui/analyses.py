@@ -29,6 +29,7 @@ from lengen_core.serving.budget import (
     check_head_analysis,
     check_sequence_evaluation,
 )
+from lengen_core.serving.first_visit import FIRST_VISIT_CARRIER_SEARCH
 from ui.runs import (
     Progress,
     allowed_lengths,
@@ -39,7 +40,7 @@ from ui.runs import (
 )
 from ui.theory.equivariance import ShiftCheck, check_equivariance
 
-CARRIER_SEARCH = 1 << 16  # the Carrier page's default, so the two pages share the cached carrier
+CARRIER_SEARCH = FIRST_VISIT_CARRIER_SEARCH  # the Carrier page's default: the two pages share the stored carrier
 # The inference rules' longest length on Dilution and Compare. A rule is read afresh (nothing is measured
 # before a person picks it) and costs an evaluation and a sweep over the keys for every length: up to
 # 2^16 that was about 60 s a rule on two shared cores, up to 2^14 a quarter of it (the two longest lengths

@@ -34,7 +34,13 @@ from lengen_core.config import RunConfig
 from lengen_core.measure import Measurement, Shipped, measure
 from lengen_core.serving import budget
 from lengen_core.serving.budget import check_attention_map, check_carrier, check_single_head_evaluation
-from lengen_core.serving.first_visit import FIRST_VISIT_LONGEST, FIRST_VISIT_SAMPLES, from_dict, request_lengths
+from lengen_core.serving.first_visit import (
+    FIRST_VISIT_LONGEST,
+    FIRST_VISIT_SAMPLES,
+    carrier_from_dict,
+    from_dict,
+    request_lengths,
+)
 from lengen_core.serving.runtime import DEVICE_ENV, device_setting
 from lengen_core.serving.store import RunStore, StoreError, preset_store
 from lengen_core.training import Run, resolve_device
@@ -223,16 +229,23 @@ def _evaluation_at(run_id: str, length: int, samples: int) -> LengthReport:
     return evaluate(run.model, run.config, [length], samples=samples)[0]
 
 
+def first_visit_data(run_id: str) -> dict:
+    """What was measured of the run before anyone opened a page, as stored: a preset's shipped file
+    (scripts.build_presets) or the numbers a run trained here was saved with (lengen_core.serving.first_visit);
+    {} for neither."""
+    data = precomputed(run_id)
+    if not data:
+        data = next((store.first_visit(run_id) for store in stores()[:1] if store.exists(run_id)), None) or {}
+    return data
+
+
 def shipped(run_id: str) -> Shipped | None:
     """What was measured of the run before anyone opened a page: a preset's shipped numbers
     (scripts.build_presets), or those a run trained here was saved with (lengen_core.serving.first_visit:
     measured where its training ended, at the pages' default request). Both come from the calls
     `measure` makes, so a first visit computes none of them again. None for a run without them (one
     stored before they were, or a transformer): its pages measure it."""
-    data = precomputed(run_id)
-    if not data:
-        data = next((store.first_visit(run_id) for store in stores()[:1] if store.exists(run_id)), None)
-    return from_dict(data)
+    return from_dict(first_visit_data(run_id))
 
 
 def measurement(run_id: str, lengths: tuple[int, ...], samples: int = 256, rule: str = "none",
@@ -314,6 +327,11 @@ def dilution_data(run_id: str, lengths: tuple[int, ...], samples: int) -> Diluti
 
 @st.cache_data(show_spinner="Extracting the carrier…", max_entries=64)
 def carrier(run_id: str, search_length: int) -> Carrier:
+    """The run's carrier with near-recurrences searched up to `search_length`: the one stored with the run
+    (extracted by the same call where it trained, at the default search) when it answers that search."""
+    stored = carrier_from_dict(first_visit_data(run_id).get("carrier"), search_length)
+    if stored is not None:
+        return stored
     run = load_run(run_id)
     check_carrier(run.config, search_length)  # this server's budgets (lengen_core.serving.budget)
     return extract_carrier(run.model, run.config, search_length=search_length)

@@ -1,8 +1,9 @@
 """What the pages show first for a run, computed once where its training ends and stored with it.
 
-    data = first_visit(run)             # lengen_core.measure at the default request, as Shipped
-    store.save(run, first_visit=to_dict(data))
+    data = first_visit_data(run)        # lengen_core.measure at the default request, and the carrier
+    store.save(run, first_visit=data)
     shipped = from_dict(store.first_visit(run_id))   # the app's Dilution and Compare read it (ui.runs.shipped)
+    carrier = carrier_from_dict(store.first_visit(run_id)["carrier"], search)   # Carrier and Compare
 
 **The default request** is one, for every page that shows a run's dilution numbers on a first visit:
 FIRST_VISIT_SAMPLES sequences per length at `request_lengths` (k + 1, then the training length doubled
@@ -19,7 +20,9 @@ visit's remaining work: 3 to 5 s on two shared cores). The training side calls i
 (lengen_core.serving.training_process.save_run), the preset builder (scripts.build_presets) calls it for
 the presets, and the store keeps its dictionary beside the run's weights (written in the same atomic
 step, counted in the quota). `measure` takes these numbers back through `Shipped` only where they answer
-exactly the question asked, so reading them never changes a number: it only skips the work. A run
+exactly the question asked, so reading them never changes a number: it only skips the work. The
+carrier the Carrier page and Compare show first (extracted with the default near-recurrence search,
+FIRST_VISIT_CARRIER_SEARCH) is stored beside them (`first_visit_data`). A run
 stored without them (trained before this, or not single-head) is measured on its first visit, as before.
 """
 
@@ -30,6 +33,9 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
+from lengen_core.analysis.carrier import Carrier, CarrierMetrics, NearRecurrence, extract_carrier
 from lengen_core.analysis.dilution import Prediction
 from lengen_core.analysis.evaluate import LengthError, LengthReport, check_lengths, doublings
 from lengen_core.analysis.fit import DilutionFit, FitResult
@@ -40,6 +46,7 @@ from lengen_core.training import Run
 
 FIRST_VISIT_LONGEST = 1 << 16  # the default request's longest length (Dilution's and Compare's default view)
 FIRST_VISIT_SAMPLES = 256  # its sequences per length
+FIRST_VISIT_CARRIER_SEARCH = 1 << 16  # the Carrier page's (and Compare's) near-recurrence search by default
 FORMAT = 1  # of the stored dictionary (`to_dict`); another number is not read (measured again instead)
 MEASURE_ENV = "LENGEN_MEASURE_ON_SAVE"  # "0": save trained runs without their numbers (the test suite's trainings)
 
@@ -85,6 +92,45 @@ def first_visit(run: Run) -> Shipped | None:
     fitted = tuple(sorted(n for n in m.lengths if n >= m.train_length))
     return Shipped({FIRST_VISIT_SAMPLES: dict(zip(m.lengths, m.reports, strict=True))}, predictions,
                    m.predicted_horizon, m.fit, FIRST_VISIT_SAMPLES, fitted)
+
+
+def first_visit_data(run: Run) -> dict[str, Any] | None:
+    """Everything a run is saved with for its first visits: `first_visit` in `to_dict`'s form, and the carrier
+    the Carrier page and Compare show first (`carrier_to_dict`); None for a run without a closed form."""
+    shipped = first_visit(run)
+    if shipped is None:
+        return None
+    found = extract_carrier(run.model, run.config, search_length=FIRST_VISIT_CARRIER_SEARCH)
+    return {**to_dict(shipped), "carrier": carrier_to_dict(found, FIRST_VISIT_CARRIER_SEARCH)}
+
+
+def carrier_to_dict(carrier: Carrier, search: int) -> dict[str, Any]:
+    """A carrier as JSON, with the near-recurrence search it was extracted with (`searched` False: none was
+    made, the carrier is measured, and it answers every search)."""
+    fields = {f.name: getattr(carrier, f.name) for f in dataclasses.fields(carrier)}
+    return {**{k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in fields.items()},
+            "metrics": dataclasses.asdict(carrier.metrics), "baseline": dataclasses.asdict(carrier.baseline),
+            "near_recurrences": [dataclasses.asdict(r) for r in carrier.near_recurrences],
+            "search": search, "searched": carrier.source == "analytic"}
+
+
+def carrier_from_dict(data: Mapping[str, Any] | None, search: int) -> Carrier | None:
+    """The stored carrier where it answers a search up to `search`, else None (extract it then)."""
+    if not data:
+        return None
+    try:
+        if data["searched"] and data["search"] != search:
+            return None
+        return Carrier(source=str(data["source"]), offsets=np.asarray(data["offsets"], dtype=np.int64),
+                       values=np.asarray(data["values"], dtype=np.float64),
+                       frequencies=np.asarray(data["frequencies"], dtype=np.float64),
+                       amplitudes=np.asarray(data["amplitudes"], dtype=np.float64),
+                       train_length=int(data["train_length"]), offset=int(data["offset"]),
+                       singular_values=np.asarray(data["singular_values"], dtype=np.float64),
+                       metrics=CarrierMetrics(**data["metrics"]), baseline=CarrierMetrics(**data["baseline"]),
+                       near_recurrences=tuple(NearRecurrence(**r) for r in data["near_recurrences"]))
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def to_dict(shipped: Shipped) -> dict[str, Any]:

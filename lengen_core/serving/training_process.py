@@ -34,7 +34,7 @@ from lengen_core.analysis.horizon import live_probe, probe_interval, probe_secon
 from lengen_core.analysis.watch import LiveView, live_view, view_due
 from lengen_core.config import RunConfig, with_changes
 from lengen_core.serving.budget import MEMORY_ENV, Budgets
-from lengen_core.serving.first_visit import first_visit, measure_on_save, to_dict
+from lengen_core.serving.first_visit import first_visit_data, measure_on_save
 from lengen_core.serving.lineage import starting_weights
 from lengen_core.serving.runtime import limit_heap_growth
 from lengen_core.serving.stepping import StepGate
@@ -57,8 +57,7 @@ def save_run(store: RunStore, run: Run, measuring: Callable[[], None] = lambda: 
             measuring()
             try:
                 with torch.no_grad():
-                    shipped = first_visit(run)
-                numbers = None if shipped is None else to_dict(shipped)
+                    numbers = first_visit_data(run)
             except Exception:
                 LOG.exception("measuring %s for its first visit failed; saved without its numbers", run.run_id)
         store.save(run, first_visit=numbers)

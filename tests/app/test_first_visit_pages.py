@@ -39,7 +39,8 @@ def runs() -> dict[str, str]:
 
 @pytest.fixture
 def computed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Every evaluation, prediction, horizon search and fit `measure` (or the length-by-length cache) starts."""
+    """Every evaluation, prediction, horizon search and fit `measure` (or the length-by-length cache) starts,
+    and every carrier extraction."""
     calls: list[str] = []
 
     def counting(name, original):
@@ -51,6 +52,7 @@ def computed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     for name in ("evaluate", "predict", "predicted_horizon", "fit_dilution"):
         monkeypatch.setattr(measure_module, name, counting(name, getattr(measure_module, name)))
     monkeypatch.setattr(ui_runs, "evaluate", counting("evaluate", ui_runs.evaluate))
+    monkeypatch.setattr(ui_runs, "extract_carrier", counting("extract_carrier", ui_runs.extract_carrier))
     return calls
 
 
@@ -77,6 +79,10 @@ def test_dilution_and_compare_read_a_fresh_runs_stored_numbers_and_compute_none(
     assert "the default request" in text and "measured once before anyone opened a page" in text
     m_out = text.split("**m_out: ", 1)[1].split(".**", 1)[0]  # the law's figure, with what it was fitted to, or why none
 
+    carrier = open_page("pages/carrier.py", {"run": run_id})
+    assert not carrier.exception, [e.value for e in carrier.exception]
+    assert computed == [], computed
+
     compare = open_page("pages/compare.py", {"compare": [run_id]})
     assert not compare.exception, [e.value for e in compare.exception]
     assert computed == [], computed
@@ -100,6 +106,8 @@ def test_a_run_stored_without_them_is_measured_on_its_first_visit(runs, computed
     app = open_page("pages/dilution.py", {"run": runs["bare"]})
     assert not app.exception, [e.value for e in app.exception]
     assert "evaluate" in computed and "predict" in computed  # the count sees the work when there is some
+    open_page("pages/carrier.py", {"run": runs["bare"]})
+    assert "extract_carrier" in computed
     assert "the default request" in captions(app) and "measured once" not in captions(app)
 
 

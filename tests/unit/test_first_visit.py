@@ -11,15 +11,19 @@ import json
 import math
 import time
 
+import numpy as np
 import pytest
 
 from lengen_core import measure as measure_module
+from lengen_core.analysis.carrier import extract_carrier
 from lengen_core.analysis.evaluate import doublings
 from lengen_core.config import RunConfig, with_changes
 from lengen_core.measure import Shipped, measure
 from lengen_core.serving.first_visit import (
+    FIRST_VISIT_CARRIER_SEARCH,
     FIRST_VISIT_SAMPLES,
     MEASURE_ENV,
+    carrier_from_dict,
     first_visit,
     from_dict,
     request_lengths,
@@ -82,6 +86,21 @@ def test_a_run_trained_in_the_pool_is_stored_with_what_measure_computes_at_the_d
     assert all(same(stored.predictions[p.length], p) for p in fresh.predictions)
     assert stored.horizon == fresh.predicted_horizon and stored.horizon.ceiling == 128
     assert stored.fit == fresh.fit and (stored.fit_samples, stored.fit_lengths) == (256, (8, 16, 32, 64, 128))
+
+
+def test_the_stored_carrier_is_the_one_extracted_at_the_default_search(trained):
+    store, run, _ = trained
+    data = store.first_visit(run.run_id)["carrier"]
+    fresh = extract_carrier(run.model, run.config, search_length=FIRST_VISIT_CARRIER_SEARCH)
+    stored = carrier_from_dict(json.loads(json.dumps(data)), FIRST_VISIT_CARRIER_SEARCH)
+    assert stored.source == fresh.source == "measured" and not data["searched"]
+    for name in ("offsets", "values", "frequencies", "amplitudes", "singular_values"):
+        assert np.array_equal(getattr(stored, name), getattr(fresh, name)), name
+    assert (stored.metrics, stored.baseline, stored.near_recurrences) == (fresh.metrics, fresh.baseline,
+                                                                         fresh.near_recurrences)
+    assert carrier_from_dict(data, 1 << 10) is not None  # a measured carrier has no search: it answers every one
+    assert carrier_from_dict({**data, "searched": True}, 1 << 10) is None  # an analytic one only its own
+    assert carrier_from_dict({**data, "values": "x"}, FIRST_VISIT_CARRIER_SEARCH) is None
 
 
 def test_measure_reads_the_stored_numbers_and_computes_none_of_them(trained, monkeypatch):
