@@ -3,7 +3,10 @@ reported the run done (lengen_core.serving.first_visit), so the first visit to D
 and Compare reads stored numbers. Timed in the browser (performance.now()) from the click on the page's
 link, or from the navigation for a link, to the first plotly chart of that page drawn (not a stale one
 of the page before), on a server of its own that measures on save (the suite's own servers do not:
-tests/conftest.py). The figures are written to SHOTS/first-visit-times.json and into docs/serving.md."""
+tests/conftest.py). The four pages' first visits (sidebar clicks in one session) must be within
+FIRST_VISIT_SECONDS; the run added on Compare, a first visit by link (a fresh session) and a rule
+added on Dilution are timed and recorded, not bounded. The figures are written to
+SHOTS/first-visit-times.json and into docs/serving.md."""
 
 from __future__ import annotations
 
@@ -17,7 +20,6 @@ import pytest
 from lengen_core.serving.first_visit import MEASURE_ENV
 from tests.helpers.browser import SHOTS, settle
 from tests.helpers.serving import serve_checkout
-from ui.presets import preset_ids
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.serial]
 playwright = pytest.importorskip("playwright.sync_api")
@@ -35,6 +37,12 @@ DRAWN = """([title, key]) => {
     const drawn = [...main.querySelectorAll('.js-plotly-plot')].some(c => fresh(c) && c.querySelector('.main-svg'));
     if (titled && drawn && window[key] === undefined) window[key] = performance.now();
     return titled && drawn;
+}"""
+ADDED = """([tag, key]) => {
+    const named = [...document.querySelectorAll('.js-plotly-plot .legendtext')]
+        .some(t => !t.closest('[data-stale="true"]') && t.textContent.includes(tag));
+    if (named && window[key] === undefined) window[key] = performance.now();
+    return named;
 }"""
 RULE_DRAWN = """([key]) => {
     const drawn = [...document.querySelectorAll('.js-plotly-plot .gtitle')]
@@ -92,25 +100,30 @@ def test_a_run_trained_in_the_app_opens_each_page_within_seconds(tab, measuring_
     settle(tab)
 
     times = {}
-    for link in ("Dilution", "Attention", "Carrier"):
+    for link in ("Dilution", "Attention", "Carrier", "Compare"):  # Compare opens on the three presets
         times[link] = clicked(tab, link, TITLES[link])
         settle(tab)
         assert not tab.locator('[data-testid="stException"]').count(), link
         tab.screenshot(path=SHOTS / f"first-visit-{link.lower()}.png", full_page=True)
-    main = tab.locator('[data-testid="stMain"]')
-    tab.locator('[data-testid="stSidebarNav"]').get_by_role("link", name="Dilution").click()
-    settle(tab)
-    assert "measured once before anyone opened a page" in main.inner_text()  # it read the stored numbers
-
-    rope = preset_ids()["RoPE"]
-    times["Compare"] = linked(tab, f"{measuring_server}/compare?compare={run_id}&compare={rope}", TITLES["Compare"])
+    # Compare with the new run added beside the presets: from the choice to a chart whose legend names it
+    tag = run_id.rsplit("-", 1)[-1][:6]
+    tab.get_by_role("combobox", name="Runs").click()
+    option = tab.get_by_role("option", name=re.compile(re.escape(f"#{tag}")))
+    start = tab.evaluate("() => { window.drawn_added = undefined; return performance.now(); }")
+    option.click()
+    tab.wait_for_function(ADDED, arg=[f"#{tag}", "drawn_added"], timeout=300_000, polling="raf")
+    times["Compare, the new run added"] = (tab.evaluate("() => window.drawn_added") - start) / 1000
+    tab.keyboard.press("Escape")
     settle(tab)
     assert not tab.locator('[data-testid="stException"]').count()
-    tab.screenshot(path=SHOTS / "first-visit-compare.png", full_page=True)
-    # Dilution by link (a fresh session: the page's script, the stored numbers read, the charts drawn)
+    tab.screenshot(path=SHOTS / "first-visit-compare-added.png", full_page=True)
+    main = tab.locator('[data-testid="stMain"]')
+    assert "measured once before anyone opened a page" in main.inner_text()  # it read the stored numbers
+    # A first visit by link: a fresh session (the app's scripts loaded, the router run, the stored numbers read)
     times["Dilution by link"] = linked(tab, f"{measuring_server}/dilution?run={run_id}", TITLES["Dilution"])
     settle(tab)
-    # A rule added on Dilution: the page and the run under log-n, read at the rules' lengths (up to 2^14)
+    assert "measured once before anyone opened a page" in main.inner_text()
+    # A rule added on Dilution, by link (the same page with log-n chosen): its cost is this less the link above
     times["Dilution + log-n by link"] = linked(tab, f"{measuring_server}/dilution?run={run_id}&rules=log-n", "",
                                                RULE_DRAWN, ["drawn_link"])
     settle(tab)
@@ -119,5 +132,5 @@ def test_a_run_trained_in_the_app_opens_each_page_within_seconds(tab, measuring_
               "load": os.getloadavg()}
     (SHOTS / "first-visit-times.json").write_text(json.dumps(record, indent=2))
     print(record)
-    slow = {page: s for page, s in times.items() if "log-n" not in page and s > FIRST_VISIT_SECONDS}
+    slow = {page: s for page, s in times.items() if page in TITLES and s > FIRST_VISIT_SECONDS}
     assert not slow, f"first visits over {FIRST_VISIT_SECONDS} s: {slow} (load {os.getloadavg()})"
