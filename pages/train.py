@@ -22,8 +22,8 @@ if base.train.continues:  # a link from Dilution's "Train longer"
     st.info(f"This run continues `{base.train.continues}`: it starts from that run's trained weights and trains "
             f"{base.train.steps:,} more steps, past 100% training accuracy. Keep its task and model as they are.",
             icon=":material/fitness_center:")
-if (config := train_form(base)) is not None:
-    request(pool, config)
+if (choice := train_form(base)) is not None and choice.submitted:
+    request(pool, choice.config, choice.pace)
 show_message()
 live_training(pool)
 

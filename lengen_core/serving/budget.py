@@ -20,7 +20,10 @@ and the projections, B·T·C floats ×12; one block of attention logits, weights
 B·H·T² floats ×3 while training, `QUERY_BLOCK_ELEMENTS` ×3 otherwise; the MLP, B·T·4C ×4), the
 parameters with their gradients and Adam's two moments (16 bytes each), and the interpreter with
 torch loaded (`BASE_BYTES`). Time: floating-point operations at `FLOPS_PER_SECOND` plus floats
-written at `FLOATS_PER_SECOND`, the rates of a busy 2-core CPU. Measured against the peak resident
+written at `FLOATS_PER_SECOND` (for a training, with Adam's `OPTIMIZER_FLOATS` per parameter), the
+rates of a busy 2-core CPU; a training's time counts its pace (`lengen_core.serving.stepping.Pace`),
+and the Train form's estimate scales it by this machine's measured speed
+(`lengen_core.serving.calibration`); the checks keep the model's machine-independent time. Measured against the peak resident
 memory of two training steps on five transformer configs (1–8 layers, 4–16 heads, d_model 128–512,
 lengths 64–512), the estimate was 1.7–2× the measurement; against their step times on 2 busy
 cores, 0.6–1.7× (docs/serving.md).
@@ -42,6 +45,7 @@ from lengen_core.config import ConfigError, RunConfig
 from lengen_core.models.attention import QUERY_BLOCK_ELEMENTS
 from lengen_core.models.encodings import ENCODING_CLASSES
 from lengen_core.serving.runtime import env_whole_number
+from lengen_core.serving.stepping import Pace
 from lengen_core.training import PROBE_SHARE
 
 MEMORY_ENV, SECONDS_ENV, TRAIN_SECONDS_ENV = "LENGEN_REQUEST_MEMORY_MB", "LENGEN_REQUEST_SECONDS", "LENGEN_TRAIN_SECONDS"
@@ -50,6 +54,7 @@ BASE_BYTES = 512 << 20  # python, torch and their libraries (300-420 MB measured
 FLOPS_PER_SECOND = 10e9
 FLOATS_PER_SECOND = 1e9
 FLOAT = 4  # bytes
+OPTIMIZER_FLOATS = 12  # per parameter and step: Adam reads and writes the weight, its gradient and both moments
 STARTUP_SECONDS = 2.0  # an analysis's first calls and small steps: 3.5 s measured for the smallest carrier, busy machine
 
 
@@ -122,16 +127,39 @@ def _seconds(flops: float, written: float) -> float:
     return flops / FLOPS_PER_SECOND + written / FLOATS_PER_SECOND
 
 
-def training_cost(config: RunConfig) -> Cost:
-    """A training of `config` to its last step (early stopping only shortens it), with its live
-    probes for a single head: at most PROBE_SHARE of the steps' time (lengen_core.training.Training)."""
+def step_seconds(config: RunConfig) -> float:
+    """One optimisation step of `config` as the model above prices it (`FLOPS_PER_SECOND`, `FLOATS_PER_SECOND`):
+    the forward and backward passes and Adam's update of every parameter. `lengen_core.serving.calibration`
+    scales it by this machine's measured speed."""
     task, train = config.task, config.train
     queries = 1 if task.task == "retrieval" else task.train_length - task.offset
-    kept, written, flops = _forward(config, train.batch_size, task.train_length, queries, training=True)
+    _, written, flops = _forward(config, train.batch_size, task.train_length, queries, training=True)
+    return _seconds(flops, written + OPTIMIZER_FLOATS * parameter_count(config))
+
+
+def training_cost(config: RunConfig, pace: Pace | None = None, speed: float = 1.0) -> Cost:
+    """A training of `config` to its last step (early stopping only shortens it), with its live
+    probes for a single head: at most PROBE_SHARE of the steps' time (lengen_core.training.Training).
+    `speed`: the measured step time over the modelled one (`lengen_core.serving.calibration`; 1: the
+    model's constants); `pace`: a live training's pace, which makes each step last at least 1 / its
+    steps per second."""
+    task, train = config.task, config.train
+    queries = 1 if task.task == "retrieval" else task.train_length - task.offset
+    kept, _, _ = _forward(config, train.batch_size, task.train_length, queries, training=True)
     memory = BASE_BYTES + FLOAT * (kept + 4 * parameter_count(config))
     probes = 1 + PROBE_SHARE if config.single_head else 1
-    return Cost("this training", memory, probes * train.steps * _seconds(flops, written),
-                "fewer steps, a smaller batch, a shorter training length, fewer layers or heads, or a smaller d_model")
+    seconds = (pace or Pace()).seconds(train.steps, probes * speed * step_seconds(config))
+    knobs = "fewer steps, a smaller batch, a shorter training length, fewer layers or heads, or a smaller d_model"
+    if pace is not None and pace.paced:
+        knobs = "a faster pace (more steps per second), or " + knobs
+    return Cost("this training", memory, seconds, knobs)
+
+
+def shortest_training_steps(config: RunConfig) -> int:
+    """The fewest steps a training of `config` can take: early stopping needs the target accuracy held for
+    `patience` steps, so no run stops before that (a run that keeps training takes all its steps)."""
+    train = config.train
+    return train.steps if train.keep_training else min(train.steps, train.patience)
 
 
 def evaluation_cost(config: RunConfig, lengths: Sequence[int], samples: int, tokens_per_batch: int) -> Cost:
@@ -258,9 +286,11 @@ def _megabytes(size: float) -> str:
 
 
 def duration(seconds: float) -> str:
-    """'8.5 s', '3 min', '2.5 h'."""
+    """'8.5 s', '2.5 min', '12 min', '2.5 h'."""
     if seconds < 90:
         return f"{max(seconds, 0.1):.1f} s" if seconds < 10 else f"{seconds:.0f} s"
+    if seconds < 600:
+        return f"{seconds / 60:.1f} min"
     if seconds < 5400:
         return f"{seconds / 60:.0f} min"
     return f"{seconds / 3600:.1f} h"

@@ -5,11 +5,14 @@
     pool.status(ticket)                # JobStatus: state, queue position, progress, history, run id
     pool.release(ticket)               # the requester is gone (Stop, or its browser session ended)
     pool.pause(ticket); pool.advance(ticket, 10); pool.resume(ticket)   # a class watches it learn
+    pool.submit(config, pace=Pace(start_paused=True, steps_per_second=10))  # or at a pace it can follow
 
 A running job can be paused, advanced by exactly n steps (then paused again) and resumed
 (`lengen_core.serving.stepping.StepGate`): the training is an iterator, so a pause only means its
 next step waits, and a resumed run reaches the very weights an uninterrupted one does. A paused job
-keeps its worker, and the time it spends paused does not count against the wall-clock limit.
+keeps its worker, and the time it spends paused does not count against the wall-clock limit. A pace
+(`Pace`: start paused, at most n steps a second, changed later with `set_pace`) only delays each next
+step, so a paced run ends with the very weights an unpaced one does; its budget check counts the pace.
 Requests for the same run share one job (a class on one lesson link): only its driver, the earliest
 ticket still holding it, pauses, steps, resumes or stops it; another holder's Stop only lets go of its
 own ticket, and the training goes on for the rest.
@@ -36,9 +39,10 @@ from typing import Literal
 from lengen_core.analysis.watch import LiveView, live_view, view_due
 from lengen_core.config import RunConfig
 from lengen_core.serving.budget import TRAIN_SECONDS_ENV, Budgets, check, training_cost
+from lengen_core.serving.calibration import OBSERVED_STEPS, observe
 from lengen_core.serving.lineage import parent_run
 from lengen_core.serving.runtime import env_whole_number, usable_cpus
-from lengen_core.serving.stepping import StepGate
+from lengen_core.serving.stepping import Pace, StepGate
 from lengen_core.serving.store import RunStore
 from lengen_core.serving.training_process import TrainingProcess, live_training, save_run
 from lengen_core.training import Progress, Training
@@ -79,6 +83,7 @@ class JobStatus:
     holders: int = 1  # requests sharing this training (the same run asked for by several browsers)
     drives: bool = True  # this ticket may pause, step, resume and stop it: the earliest holder (`TrainingPool.stop`)
     view: LiveView | None = None  # the carrier and an attention map at a recent step (lengen_core.analysis.watch)
+    steps_per_second: float = 0.0  # its pace: at most this many steps a second (0: as fast as it trains)
     measuring: bool = False  # trained, and being measured for its first visit before it is saved (save_run)
 
 
@@ -153,8 +158,10 @@ class TrainingPool:
         for worker in self._workers:
             worker.start()
 
-    def submit(self, config: RunConfig, owner: str | None = None) -> int:
+    def submit(self, config: RunConfig, owner: str | None = None, pace: Pace | None = None) -> int:
         """A ticket for this config's run: answered from the store, joined to a running job, or queued.
+        `pace`: how a new job goes (start paused, steps per second); a request joined to a running job
+        watches it at the pace its driver set.
 
         Raises, before anything is queued: BudgetError (the training's estimated memory or time is
         over the server's budgets), StoreError (the store cannot take the run, or the run it continues is
@@ -162,7 +169,9 @@ class TrainingPool:
         already has another training running or waiting), QueueFull.
         """
         run_id = config.run_id()
-        check(training_cost(config))
+        # The cost model's machine-independent time, at the pace asked for: a refusal must not depend on how
+        # busy the machine was when it was measured (the wall-clock limit stops what runs longer)
+        check(training_cost(config, pace))
         parent_run(config, self.store)  # a continuation's stored run is there and fits, before anything waits
         with self._lock:
             ticket = next(self._numbers)
@@ -191,6 +200,8 @@ class TrainingPool:
                 if owner is not None:
                     self._owner_runs[owner] = self._owner_runs.get(owner, 0) + 1
                 self._jobs[run_id] = job
+                for command in (pace or Pace()).commands():  # before it starts: its first step is already paced
+                    self._apply(job, command)
                 self._queue.append(job)
                 self._wake.notify_all()  # the first idle worker in order takes it
             job.tickets.add(ticket)
@@ -216,6 +227,7 @@ class TrainingPool:
                 drives=self._drives(job, ticket),
                 view=job.view,
                 note=_stop_note(job, self.pause_seconds),
+                steps_per_second=1 / job.gate.interval if job.gate.interval else 0.0,
                 measuring=job.measuring and job.state == "running",
             )
 
@@ -262,7 +274,12 @@ class TrainingPool:
         """Exactly `steps` more steps, then pause again. ValueError for a count outside 1 to MAX_ADVANCE."""
         self._command(ticket, ("advance", steps))
 
-    def _command(self, ticket: int, command: tuple[str, int]) -> None:
+    def set_pace(self, ticket: int, steps_per_second: float) -> None:
+        """At most `steps_per_second` steps a second from the next step on (0: as fast as it trains).
+        PaceError for a pace outside 0 or MIN_STEPS_PER_SECOND to MAX_STEPS_PER_SECOND."""
+        self._command(ticket, ("pace", steps_per_second))
+
+    def _command(self, ticket: int, command: tuple[str, float]) -> None:
         with self._lock:
             job = self._job(ticket)
             if job.state not in ("queued", "running"):
@@ -271,11 +288,15 @@ class TrainingPool:
                 others = len(job.tickets) - 1
                 raise SharedTraining(f"this training is shared with {others} other request{'s' * (others != 1)} for "
                                      "the same run; the one that asked first pauses, steps and resumes it")
-            was_paused = job.gate.paused
-            job.gate.apply(command)
-            job.commands.append(command)
-            self._paused_clock(job, was_paused)
-            self._progressed.notify_all()  # a training in a worker thread waits on it while paused
+            self._apply(job, command)
+
+    def _apply(self, job: _Job, command: tuple[str, float]) -> None:
+        """Apply a command to the job's gate and queue it for its child (under the lock)."""
+        was_paused = job.gate.paused
+        job.gate.apply(command)  # a bad count or pace raises here, before anything is sent
+        job.commands.append(command)
+        self._paused_clock(job, was_paused)
+        self._progressed.notify_all()  # a training in a worker thread waits on it while paused or paced
 
     def _paused_clock(self, job: _Job, was_paused: bool) -> None:
         """Count the time the job spends paused, so it is not charged to the wall-clock limit, and time
@@ -444,6 +465,8 @@ class TrainingPool:
                 self._paused_clock(job, was_paused)
                 for key, value in (("step", progress.step), ("loss", progress.loss), ("accuracy", progress.accuracy)):
                     job.history[key].append(value)
+                if progress.step == OBSERVED_STEPS:  # the estimate's speed: what trainings take here
+                    observe(job.config, progress.elapsed_seconds / progress.step, self.device)
                 if progress.probe is not None:  # the horizon and m_out predicted from the weights (the live view)
                     probe = progress.probe
                     for key, value in (("probe_step", probe.step), ("horizon", probe.horizon), ("m_out", probe.m_out),
@@ -486,8 +509,10 @@ class TrainingPool:
                 viewed = training.steps_done
                 if (seen := live_view(training.model, training.config, viewed)) is not None:
                     self._view(job, seen)
-            with self._lock:  # paused: wait for resume, a step or stop
-                self._progressed.wait_for(lambda: job.gate.may_step() or job.stop.is_set())
+            with self._lock:  # paused: wait for resume, a step or stop; paced: for the pace too
+                while not job.stop.is_set() and (not job.gate.may_step() or job.gate.delay(time.monotonic()) > 0):
+                    self._progressed.wait(job.gate.delay(time.monotonic()) if job.gate.may_step() else None)
+                job.gate.starting(time.monotonic())
                 job.commands.clear()  # no child to send them to: the gate itself is the job's
             if job.stop.is_set() and training.steps_done:  # a stopped run keeps at least one step
                 break

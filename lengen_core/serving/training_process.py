@@ -4,8 +4,10 @@ the child's side of the pipe (`serve_child`).
     child = TrainingProcess(store, device="cpu", threads=1)
     outcome, run_id = child.train(config, report, stop, keep)   # ("done", id) or ("cancelled", None)
 
-Messages on the pipe: the parent sends ("train", config), ("pause", _), ("resume", _), ("advance", n)
-(n steps, then pause: `lengen_core.serving.jobs.StepGate`), ("stop", _), then ("save" | "discard", _)
+Messages on the pipe: the parent sends ("train", (config, commands)) (the commands already given: a
+training that starts paused or paced is so from its first step), ("pause", _), ("resume", _), ("advance", n)
+(n steps, then pause), ("pace", steps per second) (`lengen_core.serving.stepping.StepGate`), ("stop", _),
+then ("save" | "discard", _)
 when asked, and ("exit", _); the child answers ("progress", Progress) per step, ("view", LiveView)
 now and then (`lengen_core.analysis.watch`: every few steps, and where a paused training stopped), then ("stopped", _)
 (a stop arrived: save or discard?), ("measuring", _) (the trained run is measured for its first visit
@@ -22,6 +24,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from multiprocessing import Pipe
 from multiprocessing.connection import Connection
@@ -114,7 +117,7 @@ class TrainingProcess:
         self.start()
         assert self._conn is not None and self._process is not None
         conn, process = self._conn, self._process
-        conn.send(("train", config))
+        conn.send(("train", (config, commands())))
         stop_sent = False
         while True:
             for command in commands():
@@ -199,25 +202,33 @@ CHILD_NICENESS = 5  # serving pages goes first when the cores are short; an idle
 CHILD_COMMAND = "import sys; from lengen_core.serving.training_process import serve_child; serve_child(sys.argv[1:])"
 
 
-def _drive(training: Training, conn: Connection) -> bool:
+def _drive(training: Training, conn: Connection, first: list[tuple[str, float]] = ()) -> bool:
     """Take the training's steps, each reported on the pipe, as the parent's commands allow (paused: wait
-    for one); True when a stop arrived before the end."""
+    for one; paced: wait for the pace, taking commands meanwhile), after the `first` commands; True when a
+    stop arrived before the end."""
     gate, steps, viewed, stopping = StepGate(), iter(training), 0, False
+    for command in first:
+        gate.apply(command)
     while True:
         while not stopping:  # the commands that came; paused: block on the pipe until one comes
             if view_due(training.steps_done, viewed, gate.paused):  # before waiting: where it stopped
                 viewed = training.steps_done
                 if (seen := live_view(training.model, training.config, viewed)) is not None:
                     conn.send(("view", seen))
-            if not conn.poll() and gate.may_step():
-                break
+            if not conn.poll():
+                wait = gate.delay(time.monotonic()) if gate.may_step() else None  # None: until a command comes
+                if wait == 0:
+                    break
+                if not conn.poll(wait):
+                    continue  # the pace's wait is over: look again
             kind, value = conn.recv()
             if kind == "stop":
                 if training.steps_done:
                     return True
                 stopping = True  # a stopped run keeps at least one step, paused or not
-            elif kind in ("pause", "resume", "advance"):
+            elif kind in ("pause", "resume", "advance", "pace"):
                 gate.apply((kind, value))
+        gate.starting(time.monotonic())
         progress = next(steps, None)
         if progress is None:
             return stopping
@@ -268,8 +279,9 @@ def _child_main(conn: Connection, root: str, device: str, threads: int) -> None:
         if kind != "train":
             continue  # a stop that arrived after its training had ended
         try:
-            training = live_training(payload, device, store)
-            stopped = _drive(training, conn)
+            config, first = payload
+            training = live_training(config, device, store)
+            stopped = _drive(training, conn, first)
             run = training.finish()
             if stopped:
                 conn.send(("stopped", None))

@@ -66,8 +66,8 @@ def test_an_analysis_over_budget_is_a_warning_in_its_place(monkeypatch):
 def test_the_train_form_shows_the_estimate_against_the_budgets(monkeypatch):
     app = AppTest.from_file(APP, default_timeout=300).run()
     app.switch_page("pages/train.py").run()
-    estimate = [c.value for c in app.caption if c.value.startswith("Estimated for")]
-    assert estimate and "MB of memory" in estimate[0] and "per training" in estimate[0]
+    estimate = [c.value for c in app.caption if c.value.startswith("Estimated on this server")]
+    assert estimate and "Memory: about" in estimate[0] and "per training" in estimate[0]
     app.number_input(key="train-layers").set_value(8).run()
     app.number_input(key="train-heads").set_value(16).run()
     app.number_input(key="train-d-model").set_value(512).run()

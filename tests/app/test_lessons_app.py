@@ -93,8 +93,9 @@ def test_presenter_mode_shows_only_the_settings_the_lesson_sets_and_a_lock_fixes
     full = open_link({"lesson": "why-rope-generalises", "step": "3"})
     presented = open_link({"lesson": "why-rope-generalises", "step": "3", "present": "1"})
     assert not presented.exception, [e.value for e in presented.exception]
-    assert len(full.selectbox) + len(full.number_input) + len(full.radio) == 14  # every setting of the form
-    assert [w.label for w in [*presented.selectbox, *presented.number_input]] == ["Positional encoding", "Seed"]
+    assert len(full.selectbox) + len(full.number_input) + len(full.radio) == 14 + 1  # every setting, and the pace
+    assert [w.label for w in [*presented.selectbox, *presented.number_input]] == [
+        "Positional encoding", "Seed", "Steps per second (0: as fast as possible)"]  # and the pace the lesson sets
     assert any("stSidebar" in str(getattr(e, "proto", "")) for e in presented.get("html"))
     assert not any("stSidebar" in str(getattr(e, "proto", "")) for e in full.get("html"))
     locked = open_link({"lesson": "why-rope-generalises", "step": "3", "lock": "1"})

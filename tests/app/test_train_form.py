@@ -33,7 +33,7 @@ def test_the_form_sets_the_query_key_init_scale():
 
 
 def _form_values(app: AppTest) -> dict:
-    widgets = [*app.number_input, *app.selectbox, *app.radio]
+    widgets = [*app.number_input, *app.selectbox, *app.radio, *app.checkbox]
     return {w.key: w.value for w in widgets if w.key and w.key.startswith("train-")}
 
 
@@ -48,12 +48,39 @@ def test_the_form_keeps_its_values_across_every_page():
     inputs["Steps"].set_value(123)
     inputs["Vocabulary V"].set_value(24)
     next(s for s in app.selectbox if s.label == "Positional encoding").set_value("learned")
+    app.checkbox(key="train-start-paused").check()
+    app.number_input(key="train-pace").set_value(12.5)
     app.run()
     chosen = _form_values(app)
     assert chosen["train-offset"] == 5 and chosen["train-encoding"] == "learned"
+    assert chosen["train-start-paused"] is True and chosen["train-pace"] == 12.5
     for page in ("start", "attention", "carrier", "dilution", "compare", "sweeps", "transformer", "theory"):
         app.switch_page(f"pages/{page}.py").run()
         assert not app.exception, (page, [e.value for e in app.exception])
         app.switch_page("pages/train.py").run()
         assert _form_values(app) == chosen, page
         assert not any("Not a valid configuration" in w.value for w in app.warning), page
+
+
+def test_the_estimate_states_its_bounds_and_the_pace_and_a_bad_pace_is_a_message():
+    """Issue 26: the estimate is this server's measured step time, the most a run takes (all its steps) and the
+    least (early stopping needs `patience` steps), at the pace chosen; a pace the core refuses says what is allowed."""
+    app = AppTest.from_file(APP, default_timeout=300)
+    app.run()
+    app.switch_page("pages/train.py").run()
+    caption = " ".join(c.value for c in app.caption if c.value.startswith("Estimated"))
+    assert "from its measured speed" in caption and "at most" in caption and "for all 1,500 steps" in caption
+    assert "no sooner than" in caption and "held at 100% for 200 steps" in caption
+    app.number_input(key="train-pace").set_value(1.0)  # slower than any step of the default run
+    app.run()
+    caption = " ".join(c.value for c in app.caption if c.value.startswith("Estimated"))
+    assert "at most 1 a second (the pace sets the time)" in caption and "at most 25 min for all 1,500 steps" in caption
+    assert "no sooner than 3.3 min" in caption  # 200 steps at 1 a second
+    app.number_input(key="train-pace").set_value(0.1)  # the widget allows it; the core does not
+    app.run()
+    assert not app.exception, [e.value for e in app.exception]
+    warning = " ".join(w.value for w in app.warning).replace("\\", "")  # markdown escapes
+    assert "Not a valid pace: steps per second must be 0 (as fast as possible) or a number from 0.2 to 1,000" in warning
+    next(b for b in app.button if b.label == "Train").click().run()
+    assert "training_ticket" not in app.session_state
+    assert "Cannot train at this pace" in " ".join(e.value for e in app.error)

@@ -141,3 +141,49 @@ def test_a_bad_file_is_a_message_and_the_good_ones_still_load(tmp_path):
     assert list(lessons) == ["good"]
     assert problems == ["bad.toml, step 2 ('A step'): unknown preset 'Nope': allowed "
                         + ", ".join(map(repr, PRESETS))]
+
+
+TRAIN_STEP = """
+[[steps]]
+title = "Train"
+text = "Train it."
+element = "train-form"
+question = "Q?"
+answer = "A."
+[steps.config]
+seed = 4
+"""
+
+
+def test_a_training_step_sets_its_pace_beside_the_settings_and_the_run_stays_the_same():
+    from lengen_core.serving.stepping import Pace
+
+    lesson = parse(HEAD + TRAIN_STEP + "start_paused = true\nsteps_per_second = 12.5\n")
+    step = lesson.steps[0]
+    assert step.pace == Pace(start_paused=True, steps_per_second=12.5)
+    assert step.config == with_changes(RunConfig(), seed=4) and step.fixed == ("seed",)  # not settings of the run
+    assert parse(HEAD + TRAIN_STEP).steps[0].pace == Pace()
+
+
+@pytest.mark.parametrize("line, part", [
+    ("steps_per_second = -3", ("mine.toml, step 1 ('Train'): steps_per_second = -3 in [steps.config] is not allowed: "
+                              "steps per second must be 0 (as fast as possible) or a number from 0.2 to 1,000")),
+    ("steps_per_second = 5000", "steps_per_second = 5000 in [steps.config] is not allowed"),
+    ('steps_per_second = "fast"', "steps_per_second = 'fast' in [steps.config] is not allowed"),
+    ("start_paused = 1", "start_paused = 1 in [steps.config] is not allowed: start paused must be true or false"),
+    ("start_pause = true", "unknown setting(s) start_pause in [steps.config]: allowed task"),
+])
+def test_a_bad_pace_names_the_file_the_step_and_what_is_allowed(line, part):
+    assert part in error_of(HEAD + TRAIN_STEP + line + "\n")
+
+
+def test_the_shipped_training_steps_go_at_a_pace_a_class_can_follow():
+    """Each shipped live training starts paused or is paced so that its fewest steps (early stopping needs
+    `patience` of them) take 20 s or more to watch."""
+    from lengen_core.serving.budget import shortest_training_steps
+
+    lessons, _ = load_lessons()
+    for lesson in lessons.values():
+        for step in lesson.steps:
+            if step.config is not None:
+                assert step.pace.start_paused or step.pace.seconds(shortest_training_steps(step.config), 0) >= 20, step.title

@@ -190,3 +190,77 @@ def test_a_shared_training_is_driven_by_the_request_that_came_first(tmp_path):
         assert RunStore(tmp_path).load(pool.status(third).stored_run_id).config.train.steps == kept
     finally:
         pool.close()
+
+
+def test_a_pace_is_checked_and_spaces_the_steps_it_lets_through():
+    from lengen_core.serving.stepping import MAX_STEPS_PER_SECOND, MIN_STEPS_PER_SECOND, Pace, PaceError
+
+    assert Pace().commands() == [] and not Pace().paced
+    assert Pace(start_paused=True, steps_per_second=10).commands() == [("pace", 10.0), ("pause", 0)]
+    for bad in (-1, 0.01, MAX_STEPS_PER_SECOND * 2, float("nan"), "fast", True):
+        with pytest.raises(PaceError, match=f"0 \\(as fast as possible\\) or a number from {MIN_STEPS_PER_SECOND:g}"):
+            Pace(steps_per_second=bad)
+    with pytest.raises(PaceError, match="start paused must be true or false"):
+        Pace(start_paused="yes")
+    assert Pace(steps_per_second=4).seconds(100, 0.01) == pytest.approx(25.0)  # the pace is slower than the steps
+    assert Pace(steps_per_second=4).seconds(100, 0.5) == pytest.approx(50.0)  # the steps are slower than the pace
+    gate = StepGate()
+    gate.apply(("pace", 4))
+    assert gate.delay(100.0) == 0  # no step yet: the first goes at once
+    gate.starting(100.0)
+    assert gate.delay(100.1) == pytest.approx(0.15) and gate.delay(100.3) == 0
+    gate.apply(("pace", 0))  # as fast as possible again
+    assert gate.delay(100.1) == 0
+    with pytest.raises(PaceError):
+        gate.apply(("pace", -2))
+
+
+@pytest.mark.parametrize("isolate", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["thread", "child-process"])
+def test_a_paced_run_started_paused_keeps_its_pace_and_reaches_the_unpaced_weights(tmp_path, isolate):
+    """Started paused, it takes no step until told; Step still moves exactly one step; resumed at 40 steps a
+    second its 40 steps take at least a second; its weights are those of an unpaced run, bit for bit."""
+    from lengen_core.serving.stepping import Pace
+
+    pool = TrainingPool(RunStore(tmp_path), max_concurrent=1, device="cpu", isolate=isolate)
+    try:
+        wanted = config(33 + isolate)
+        ticket = pool.submit(wanted, pace=Pace(start_paused=True, steps_per_second=40))
+        wait_for(lambda: pool.status(ticket).state == "running", timeout=120)
+        time.sleep(0.5)
+        status = pool.status(ticket)
+        assert status.paused and status.progress is None and status.steps_per_second == 40
+        pool.advance(ticket, 1)
+        wait_for(lambda: steps_done(pool, ticket) == 1)
+        assert settled(pool, ticket) == 1 and pool.status(ticket).paused
+        started = time.monotonic()
+        pool.resume(ticket)
+        wait_for(lambda: pool.status(ticket).state == "done", timeout=120)
+        took = time.monotonic() - started
+        assert took >= (wanted.train.steps - 2) / 40, took  # 39 steps, no sooner than one every 1/40 s
+        resumed = pool.store.load(pool.status(ticket).stored_run_id, "cpu")
+    finally:
+        pool.close()
+    unpaced = train(wanted, "cpu")
+    weights, reference = resumed.model.state_dict(), unpaced.model.state_dict()
+    assert resumed.steps == unpaced.steps == wanted.train.steps
+    for name in reference:
+        assert torch.equal(weights[name].cpu(), reference[name].cpu()), name
+
+
+def test_the_pace_changes_while_it_runs_and_a_bad_one_is_refused(tmp_path):
+    from lengen_core.serving.stepping import PaceError
+
+    pool = TrainingPool(RunStore(tmp_path), max_concurrent=1, device="cpu")
+    try:
+        ticket = pool.submit(config(37, steps=2_000))
+        wait_for(lambda: steps_done(pool, ticket) >= 1)
+        pool.set_pace(ticket, 5)
+        assert pool.status(ticket).steps_per_second == 5
+        before = steps_done(pool, ticket)
+        time.sleep(1.0)
+        assert steps_done(pool, ticket) - before <= 7  # about 5 in a second (one may have been under way)
+        with pytest.raises(PaceError, match="steps per second must be"):
+            pool.set_pace(ticket, 5_000)
+        assert pool.status(ticket).steps_per_second == 5
+    finally:
+        pool.close()

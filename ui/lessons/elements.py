@@ -36,10 +36,9 @@ from ui.presets import (
     dilution_lengths,
 )
 from ui.reach import show_horizon
-from ui.runs import allowed_lengths, carrier, dilution_data, evaluation, heatmap, load_run, measurement, stores
-from ui.state import select_run
+from ui.runs import allowed_lengths, carrier, dilution_data, evaluation, heatmap, load_run, measurement
 from ui.training.form import request, show_message, train_form
-from ui.training.live import live_training
+from ui.training.live import live_training, open_trained_run
 from ui.training.pool import training_pool
 from ui.widgets import chart, refusal, run_summary
 
@@ -216,19 +215,13 @@ def train(step: Step, presenting: bool, locked: bool = False) -> None:
     """The Train form holding the lesson's run (in presenter mode only the settings the lesson sets), the
     live view of a training started here, and the message it leaves."""
     pool = training_pool()
-    config = train_form(step.config, shown=step.fixed if presenting else None, locked=step.fixed if locked else ())
-    if config is not None:
-        request(pool, config)
+    choice = train_form(step.config, shown=step.fixed if presenting else None, locked=step.fixed if locked else (),
+                        pace=step.pace)
+    if choice is not None and choice.submitted:
+        request(pool, choice.config, choice.pace)
     show_message()
     live_training(pool)
-    trained = step.config.run_id()
-    if any(store.exists(trained) for store in stores()):  # the lesson's run is trained: where to look at it
-        page, title = ("pages/dilution.py", "Dilution") if step.config.single_head else ("pages/transformer.py",
-                                                                                        "Transformer")
-        if st.button(f"Open the trained run on the {title} page", icon=":material/open_in_new:",
-                     key="lesson-open-run", help=f"Select run {trained} and open the {title} page."):
-            select_run(trained)
-            st.switch_page(page)
+    open_trained_run(step.config if choice is None else choice.config)  # the form's run, once trained and not live
 
 
 RENDERERS: dict[str, Callable[..., None]] = {

@@ -4,7 +4,8 @@ A lesson is a title, a summary and steps; each step is a few sentences, ONE elem
 (`ELEMENTS`: its name, the runs it reads and the options it takes), a question with its answer, and
 the runs it needs: shipped presets (`preset` or `presets`, by their labels in `ui.presets.PRESETS`),
 which open at once, or a config to train on the shared pool (`[steps.config]`, flat setting names as
-`lengen_core.config.with_changes` takes them). docs/lessons.md describes every key.
+`lengen_core.config.with_changes` takes them, and how its live training goes: `PACE_KEYS`).
+docs/lessons.md describes every key.
 
 Everything here is plain Python (no Streamlit): a file is parsed and checked once, and every
 mistake is a `LessonError` whose message names the file, the step, what is wrong and what is
@@ -21,6 +22,7 @@ from typing import Any, Literal
 
 from lengen_core.config import SETTINGS, ConfigError, RunConfig, with_changes
 from lengen_core.serving.lineage import continuation
+from lengen_core.serving.stepping import UNPACED, Pace, PaceError
 from ui.presets import LESSON_MULTIPLES, LONGEST_CHOICES, PRESETS
 
 LESSON_ROOT = Path(__file__).resolve().parents[2] / "assets" / "lessons"
@@ -34,6 +36,10 @@ STEP_KEYS = {
     "options": "a table of the element's options",
 }
 MAX_STEPS = 20
+PACE_KEYS = {  # in [steps.config] beside the settings: how the live training goes, not the run (nor its id)
+    "start_paused": "true or false: the training waits before its first step for Step or Resume",
+    "steps_per_second": "at most this many steps a second (0: as fast as the server trains)",
+}
 
 
 class LessonError(ValueError):
@@ -91,6 +97,7 @@ class Step:
     config: RunConfig | None = None  # a run to train on the shared pool
     fixed: tuple[str, ...] = ()  # the settings the lesson sets for that run: locked on a students' link
     options: tuple[tuple[str, Any], ...] = ()
+    pace: Pace = UNPACED  # how its live training goes (PACE_KEYS)
 
     def option(self, name: str) -> Any:
         return ELEMENTS[self.element].option(name, dict(self.options))
@@ -145,18 +152,32 @@ def _presets(data: dict, where: str) -> tuple[str, ...]:
     return tuple(labels)
 
 
-def _config(data: dict, where: str) -> tuple[RunConfig | None, tuple[str, ...]]:
-    """The run a step trains: the default config with the step's settings; `continues` may name a preset."""
+def _pace(settings: dict, where: str) -> Pace:
+    """How the step's training goes live, from the PACE_KEYS among its [steps.config] settings."""
+    given = {name: settings[name] for name in PACE_KEYS if name in settings}
+    for name, value in given.items():
+        try:
+            Pace(**{name: value})
+        except PaceError as error:
+            raise LessonError(f"{where}: {name} = {value!r} in [steps.config] is not allowed: {error} "
+                              f"({name}: {PACE_KEYS[name]})") from None
+    return Pace(**given)
+
+
+def _config(data: dict, where: str) -> tuple[RunConfig | None, tuple[str, ...], Pace]:
+    """The run a step trains: the default config with the step's settings; `continues` may name a preset.
+    With it, how its live training goes (`PACE_KEYS`, which are not settings of the run)."""
     settings = data.get("config")
     if settings is None:
-        return None, ()
+        return None, (), UNPACED
     if not isinstance(settings, dict):
         raise LessonError(f"{where}: 'config' must be a table of settings ([steps.config]), got {settings!r}")
-    unknown = sorted(set(settings) - set(SETTINGS))
+    unknown = sorted(set(settings) - set(SETTINGS) - set(PACE_KEYS))
     if unknown:
         raise LessonError(f"{where}: unknown setting(s) {', '.join(unknown)} in [steps.config]: allowed "
-                          f"{', '.join(SETTINGS)}")
-    settings = dict(settings)
+                          f"{', '.join(SETTINGS)}, and for its live training {', '.join(PACE_KEYS)}")
+    pace = _pace(settings, where)
+    settings = {name: value for name, value in settings.items() if name not in PACE_KEYS}
     base = RunConfig()
     try:
         if settings.get("continues") in PRESETS:  # train a shipped preset longer, as its Train longer link does
@@ -164,7 +185,7 @@ def _config(data: dict, where: str) -> tuple[RunConfig | None, tuple[str, ...]]:
         config = with_changes(base, **settings)
     except ConfigError as error:
         raise LessonError(f"{where}: bad config: {error}") from None
-    return config, tuple(name for name in SETTINGS if name in data["config"])
+    return config, tuple(name for name in SETTINGS if name in data["config"]), pace
 
 
 def _options(data: dict, element: Element, where: str) -> tuple[tuple[str, Any], ...]:
@@ -210,10 +231,10 @@ def _step(data: Any, path: Path, index: int) -> Step:
     name = _text(data, "element", where)
     if name not in ELEMENTS:
         raise LessonError(f"{where}: unknown element {name!r}: allowed {', '.join(ELEMENTS)}")
-    config, fixed = _config(data, where)
+    config, fixed, pace = _config(data, where)
     step = Step(_text(data, "title", where), _text(data, "text", where), name, _text(data, "question", where),
                 _text(data, "answer", where), _presets(data, where), config, fixed,
-                _options(data, ELEMENTS[name], where))
+                _options(data, ELEMENTS[name], where), pace)
     _runs_fit(step, ELEMENTS[name], where)
     return step
 

@@ -6,20 +6,31 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Collection
+from dataclasses import dataclass
 
 import streamlit as st
 
 from lengen_core.config import SETTINGS, ConfigError, RunConfig, with_changes
-from lengen_core.serving.budget import BudgetError, Budgets, check, duration, training_cost
+from lengen_core.serving.budget import (
+    BudgetError,
+    Budgets,
+    check,
+    duration,
+    shortest_training_steps,
+    step_seconds,
+    training_cost,
+)
+from lengen_core.serving.calibration import speed_source, training_speed
 from lengen_core.serving.jobs import OwnerBusy, QueueFull, TrainingPool
+from lengen_core.serving.stepping import MAX_STEPS_PER_SECOND, MIN_STEPS_PER_SECOND, UNPACED, Pace, PaceError
 from lengen_core.serving.store import StoreError
 from ui.runs import stores
 from ui.state import plain, select_run
 from ui.training.live import MESSAGE_KEY, TICKET_KEY
-from ui.training.pool import browser_id, hold
+from ui.training.pool import browser_id, hold, training_pool
 
 LOG = logging.getLogger(__name__)
-PREFILLED_KEY = "_train_prefilled"
+PREFILLED_KEY, PACE_PREFILLED_KEY = "_train_prefilled", "_train_pace_prefilled"
 VALUES_KEY = "_train_values"  # the form's values, kept where Streamlit never cleans up (widget keys it does)
 FORM = {  # setting -> widget key; the widgets start from a link's config when one is waiting
     "task": "train-task", "encoding": "train-encoding", "attention": "train-attention", "offset": "train-offset",
@@ -52,6 +63,23 @@ LABELS = {"task": "Task", "encoding": "Positional encoding", "attention": "Atten
           "n_layers": "Layers", "n_heads": "Heads", "d_model": "Model width d_model",
           "qk_init": "Query-key init scale", "steps": "Steps", "learning_rate": "Learning rate", "seed": "Seed"}
 FORMATS = {"qk_init": "%.3f", "learning_rate": "%.4f"}
+PACE_FORM = {"start_paused": "train-start-paused", "steps_per_second": "train-pace"}  # how it goes live: not the run
+PACE_HELP = {
+    "start_paused": "The training waits before its first step: press Step to see one step at a time, or Resume. "
+                    "Time paused is not counted against this server's limit per training.",
+    "steps_per_second": f"At most this many steps a second, so a class can follow it: 0 trains as fast as this "
+                        f"server can; otherwise {MIN_STEPS_PER_SECOND:g} to {MAX_STEPS_PER_SECOND:,.0f}. The weights "
+                        "are the same at any pace.",
+}
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What the form holds: the run, how it goes live, and whether Train was pressed."""
+
+    config: RunConfig
+    pace: Pace
+    submitted: bool
 
 
 def _bounds(name: str) -> tuple:
@@ -74,21 +102,27 @@ def _widget(where, name: str, locked: bool) -> None:
                            step=2 if name == "d_model" else None)
 
 
-def train_form(base: RunConfig, shown: Collection[str] | None = None, locked: Collection[str] = ()) -> RunConfig | None:
-    """The form, started from `base` (again whenever `base` changes); the settings in `shown` (all when
-    None) are drawn, those in `locked` drawn disabled at `base`'s value; the others keep `base`'s.
-    Returns the config to train when Train is pressed, else None; a bad config is a message here."""
+def train_form(base: RunConfig, shown: Collection[str] | None = None, locked: Collection[str] = (),
+               pace: Pace = UNPACED) -> Choice | None:
+    """The form, started from `base` and `pace` (again whenever they change); the settings in `shown` (all
+    when None) are drawn, those in `locked` drawn disabled at `base`'s value; the others keep `base`'s. The
+    pace (start paused, steps per second) is never locked, and drawn unless only some settings are shown
+    (presenter mode) and `pace` is the default. Returns what the form holds,
+    with whether Train was pressed; None for a bad config or pace, which is a message here."""
     flat = _flat(base)
-    if st.session_state.get(PREFILLED_KEY) != base:
-        st.session_state[VALUES_KEY] = dict(flat)
-        st.session_state[PREFILLED_KEY] = base
-    kept = st.session_state.setdefault(VALUES_KEY, dict(flat))
+    start = {**flat, "start_paused": pace.start_paused, "steps_per_second": pace.steps_per_second}
+    if st.session_state.get(PREFILLED_KEY) != base or st.session_state.get(PACE_PREFILLED_KEY) != pace:
+        st.session_state[VALUES_KEY] = dict(start)
+        st.session_state[PREFILLED_KEY], st.session_state[PACE_PREFILLED_KEY] = base, pace
+    kept = st.session_state.setdefault(VALUES_KEY, dict(start))
+    for name, value in start.items():  # values kept before the form had these inputs
+        kept.setdefault(name, value)
     for name in locked:  # a students' link: what the lesson fixes stays as the lesson set it
         if name in FORM:
             kept[name] = flat[name]
     # Streamlit deletes a widget's state on any run that does not draw it (another page), and the widget
     # then comes back at its minimum: every run restores the widgets from the kept values.
-    for name, key in FORM.items():
+    for name, key in (FORM | PACE_FORM).items():
         if key not in st.session_state or name in locked:
             st.session_state[key] = kept[name]
     drawn = [name for name in FORM if shown is None or name in shown]
@@ -98,38 +132,74 @@ def train_form(base: RunConfig, shown: Collection[str] | None = None, locked: Co
         for column, names in zip(columns, groups, strict=True):
             for name in names:
                 _widget(column, name, name in locked)
+        if shown is None or pace != UNPACED:  # presenter mode: only when the lesson sets a pace
+            paused, rate = st.columns(2)
+            paused.checkbox("Start paused", key=PACE_FORM["start_paused"], help=PACE_HELP["start_paused"])
+            rate.number_input("Steps per second (0: as fast as possible)", 0.0, MAX_STEPS_PER_SECOND, step=1.0,
+                              format="%.1f", key=PACE_FORM["steps_per_second"], help=PACE_HELP["steps_per_second"])
         estimate = st.empty()
         submitted = st.button("Train", type="primary", help="Start training, or open the stored run.")
     kept.update({name: st.session_state[FORM[name]] for name in drawn})
+    kept.update({name: st.session_state[key] for name, key in PACE_FORM.items() if key in st.session_state})
     try:
         config = with_changes(base, **{name: st.session_state[FORM[name]] if name in drawn else flat[name]
                                        for name in FORM})
+        chosen = Pace(bool(kept["start_paused"]), float(kept["steps_per_second"]))
+    except PaceError as error:
+        estimate.warning(f"Not a valid pace: {plain(str(error))}.", icon=":material/error:")
+        if submitted:
+            st.error(f"Cannot train at this pace: {plain(str(error))}")
+        return None
     except ConfigError as error:
         estimate.warning(f"Not a valid configuration: {plain(str(error))}.", icon=":material/error:")
         if submitted:
             st.error(f"Cannot train this configuration: {plain(str(error))}")
         return None
-    show_estimate(config, estimate)
-    return config if submitted else None
+    show_estimate(config, estimate, chosen)
+    return Choice(config, chosen, submitted)
 
 
-def show_estimate(config: RunConfig, where) -> None:
-    """What `config` would cost, before anyone presses Train, against this server's budgets."""
+def estimate_text(config: RunConfig, pace: Pace, speed: float, budgets: Budgets,
+                  source: str = "a timed reference run") -> str:
+    """What a training of `config` at `pace` takes on this server: its step time (the cost model scaled by
+    `speed`, this machine's measured speed), the most it can take (every step) and the least (early stopping
+    needs `patience` steps at the target), its memory, and the server's limits."""
+    cost = training_cost(config, pace, speed)
+    steps, fewest = config.train.steps, shortest_training_steps(config)
+    step = training_cost(config, speed=speed).seconds / max(steps, 1)
+    per_step = f"about {step * 1e3:,.0f} ms a step" if step < 1 else f"about {step:.1f} s a step"
+    text = f"Estimated on this server from its measured speed ({source}): {per_step}"
+    if pace.paced:
+        slower = "the pace sets the time" if 1 / pace.steps_per_second > step else "the steps are slower than the pace"
+        text += f", at most {pace.steps_per_second:g} a second ({slower})"
+    if fewest < steps:
+        text += (f", so at most {duration(cost.seconds)} for all {steps:,} steps; early stopping ends it once the "
+                 f"batch accuracy has held at 100% for {config.train.patience:,} steps, so no sooner than "
+                 f"{duration(pace.seconds(fewest, speed * step_seconds(config)))}")
+    else:
+        text += f", so about {duration(cost.seconds)} for its {steps:,} steps"
+    if cost.seconds > budgets.train_seconds:
+        text += f" (at this server's limit of {duration(budgets.train_seconds)} it is stopped, keeping its steps)"
+    if pace.start_paused:
+        text += "; it starts paused (time paused is not counted)"
+    return (text + f". Memory: about {cost.memory_bytes / 2**20:,.0f} MB. This server's limits: "
+            f"{budgets.memory_bytes / 2**20:,.0f} MB and {duration(budgets.train_seconds)} per training.")
+
+
+def show_estimate(config: RunConfig, where, pace: Pace = UNPACED) -> None:
+    """What `config` would cost at `pace`, before anyone presses Train, against this server's budgets."""
     try:
-        cost = training_cost(config)
         budgets = Budgets.from_env()
-        check(cost, budgets)
+        check(training_cost(config, pace), budgets)  # as the pool checks it: the model's time, not this load's
+        speed = training_speed(config, training_pool().device)  # measured once per process (~0.3 s), then cached
     except BudgetError as error:
         where.warning(f"Too costly for this server: {plain(str(error))}.", icon=":material/block:")
     else:
-        where.caption(f"Estimated for {config.train.steps:,} steps (early stopping only shortens it): about "
-                      f"{cost.memory_bytes / 2**20:,.0f} MB of memory and {duration(cost.seconds)} on this server; "
-                      f"its limits are {budgets.memory_bytes / 2**20:,.0f} MB and {duration(budgets.train_seconds)} "
-                      "per training.")
+        where.caption(estimate_text(config, pace, speed, budgets, speed_source(config, training_pool().device)))
 
 
-def request(pool: TrainingPool, config: RunConfig) -> None:
-    """Open the stored run at once, or take a ticket for it on the shared pool."""
+def request(pool: TrainingPool, config: RunConfig, pace: Pace = UNPACED) -> None:
+    """Open the stored run at once, or take a ticket for it on the shared pool, to go at `pace`."""
     if any(store.exists(config.run_id()) for store in stores()):
         select_run(config.run_id())
         text = f"This config and seed were already trained: opened the stored run `{config.run_id()}`."
@@ -138,7 +208,7 @@ def request(pool: TrainingPool, config: RunConfig) -> None:
         st.warning("Your earlier training is still running or waiting: stop it first.")
     else:
         try:
-            ticket = pool.submit(config, owner=browser_id())
+            ticket = pool.submit(config, owner=browser_id(), pace=pace)
         except (QueueFull, OwnerBusy) as error:
             st.error(f"The server is busy: {error}.")
             return

@@ -8,24 +8,30 @@ drawn, so the move from waiting to running redraws the page once to switch to th
 
 from __future__ import annotations
 
+import contextlib
+
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
 from lengen_core.analysis.horizon import NEAR_MULTIPLE, probe_seconds_estimate
 from lengen_core.analysis.watch import LiveView
-from lengen_core.serving.jobs import JobStatus, TrainingPool
+from lengen_core.config import RunConfig
+from lengen_core.serving.jobs import JobStatus, SharedTraining, TrainingPool
+from lengen_core.serving.stepping import MAX_STEPS_PER_SECOND, PaceError
 from lengen_core.thresholds import ACCURACY_BAR
 from lengen_core.training import PROBE_SHARE, Run
 from ui.captions import accuracy as accuracy_captions
 from ui.captions import attention as attention_captions
 from ui.captions import mechanism as mechanism_captions
 from ui.charts import common as charts
+from ui.runs import stores
 from ui.state import select_run
 from ui.training.pool import let_go
 from ui.widgets import chart
 
 TICKET_KEY, MESSAGE_KEY = "training_ticket", "training_message"
+PACE_KEY, PACE_ERROR_KEY = "pace-training", "_pace_refused"
 PROBE_KEYS = ("probe_step", "horizon", "m_out")
 STEP_KEYS = ("step", "loss", "accuracy")
 LIVE_SECONDS, WAITING_SECONDS = 0.5, 2.0
@@ -59,7 +65,7 @@ def _live(pool: TrainingPool, drawn_waiting: bool) -> None:
         del st.session_state[TICKET_KEY]
         st.warning("This training was released by the server; press Train to ask again.")
         return
-    if status.state == "running" and status.progress is None:
+    if status.state == "running" and status.progress is None and not status.paused:
         status = pool.status_after_first_step(ticket, FIRST_STEP_SECONDS)  # its first step is milliseconds away
     if status.state not in ("queued", "running"):
         _finish(ticket, status)
@@ -72,16 +78,13 @@ def _live(pool: TrainingPool, drawn_waiting: bool) -> None:
                 f"running (at most {counts['limit']} at once). It starts by itself; keep this tab open.",
                 icon=":material/hourglass_top:")
     elif status.progress is None:
-        st.progress(0.0, text="Starting…")
+        st.progress(0.0, text="Paused before its first step: press Step for one step, or Resume" if status.paused
+                    else "Starting…")
     elif status.measuring:  # trained: measured once at the pages' default request before it is saved
         st.progress(1.0, text=f"Trained ({status.progress.step} steps) · measuring… the evaluations, prediction, law and "
                               "horizon that Dilution and Compare show first, so those pages open at once")
     else:
-        p = status.progress
-        left = (p.total_steps - p.step) / max(p.steps_per_second, 1e-9)
-        where = (f"paused at step {p.step}/{p.total_steps}" if status.paused else
-                 f"step {p.step}/{p.total_steps} · {p.steps_per_second:.0f} steps/s · at most {left:.0f} s left")
-        st.progress(p.step / p.total_steps, text=f"{where} · loss {p.loss:.3f} · accuracy {p.accuracy:.2f}")
+        st.progress(status.progress.step / status.progress.total_steps, text=progress_text(status))
     controls(pool, ticket, status)
     if status.view is not None:
         watch(status.view, status.run_id)
@@ -96,6 +99,34 @@ def _live(pool: TrainingPool, drawn_waiting: bool) -> None:
                         key="live-probe")
         cost = probe_cost(status.history["probe_seconds"], status.progress.elapsed_seconds)
         st.caption(f"**What to look for:** {probe_caption(probes, train_length, ceiling)} {cost}")
+
+
+def progress_text(status: JobStatus) -> str:
+    """'step 40/1500 · 10 steps/s (its pace; 180 it could) · at most 146 s left · loss 0.912 · accuracy 0.64'."""
+    p = status.progress
+    pace = status.steps_per_second
+    rate = min(p.steps_per_second, pace) if pace else p.steps_per_second
+    left = (p.total_steps - p.step) / max(rate, 1e-9)
+    speed = (f"{rate:.0f} steps/s" if not pace else
+             f"paced at {pace:g} steps/s ({p.steps_per_second:.0f} unpaced)" if pace < p.steps_per_second else
+             f"{rate:.0f} steps/s (slower than its pace of {pace:g})")
+    where = (f"paused at step {p.step}/{p.total_steps}" if status.paused else
+             f"step {p.step}/{p.total_steps} · {speed} · at most {left:.0f} s left")
+    return f"{where} · loss {p.loss:.3f} · accuracy {p.accuracy:.2f}"
+
+
+def open_trained_run(config: RunConfig) -> None:
+    """A button that opens `config`'s stored run on the page that reads it (Dilution for a single head, else
+    Transformer), shown only while this session has no training waiting, running or paused: beside a live
+    training the only run with controls is that one."""
+    run_id = config.run_id()
+    if TICKET_KEY in st.session_state or not any(store.exists(run_id) for store in stores()):
+        return
+    page, title = ("pages/dilution.py", "Dilution") if config.single_head else ("pages/transformer.py", "Transformer")
+    if st.button(f"Open the trained run on the {title} page", icon=":material/open_in_new:", key="lesson-open-run",
+                 help=f"Select run {run_id} and open the {title} page."):
+        select_run(run_id)
+        st.switch_page(page)
 
 
 def controls(pool: TrainingPool, ticket: int, status: JobStatus) -> None:
@@ -124,8 +155,26 @@ def controls(pool: TrainingPool, ticket: int, status: JobStatus) -> None:
     else:
         stop.button("Leave", on_click=_leave, args=(ticket,), key="leave-training", width="stretch",
                     help="Stop watching it here; it goes on for the others, and its run is stored when it ends." + shared)
+    if status.state == "running":
+        key = f"{PACE_KEY}-{ticket}"  # one per training; set once: a refresh must not undo a person's typing
+        st.session_state.setdefault(key, status.steps_per_second)
+        st.number_input("Steps per second while it trains (0: as fast as possible)", 0.0, MAX_STEPS_PER_SECOND,
+                        step=1.0, format="%.1f", key=key, on_change=_set_pace, args=(pool, ticket),
+                        disabled=not drives, help="Change the pace now: the next step already goes at it." + shared)
+        if (refused := st.session_state.pop(PACE_ERROR_KEY, None)) is not None:
+            st.warning(f"Pace not changed: {refused}.", icon=":material/error:")
     if not drives:
         st.caption(shared.strip())
+
+
+def _set_pace(pool: TrainingPool, ticket: int) -> None:
+    key = f"{PACE_KEY}-{ticket}"
+    try:
+        pool.set_pace(ticket, st.session_state[key])
+    except (PaceError, SharedTraining, KeyError) as error:
+        st.session_state[PACE_ERROR_KEY] = str(error).strip("'")
+        with contextlib.suppress(KeyError):
+            st.session_state[key] = pool.status(ticket).steps_per_second  # the pace it keeps
 
 
 def _leave(ticket: int) -> None:
