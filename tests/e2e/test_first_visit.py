@@ -86,7 +86,7 @@ def linked(tab, url: str, title: str, script: str = DRAWN, arg: list | None = No
 def test_a_run_trained_in_the_app_opens_each_page_within_seconds(tab, measuring_server):
     tab.locator('[data-testid="stSidebarNav"]').get_by_role("link", name="Train").click()
     settle(tab)
-    steps = tab.get_by_role("spinbutton", name="Steps")
+    steps = tab.get_by_role("spinbutton", name="Steps", exact=True)
     steps.fill(STEPS)
     steps.press("Tab")
     tab.get_by_role("button", name="Train", exact=True).click()
