@@ -25,13 +25,18 @@ seed, rule) every reader shows the same numbers. One policy for each point on wh
   said in `horizon_note`. Under an inference rule every length costs a sweep of its own, so the search
   stops at the longest length measured and the note says so. Either way `horizon_ceiling` says how far
   it looked.
+- **What was measured earlier is taken back only where it answers exactly the question asked** (`Shipped`):
+  the evaluations at these samples, seed and lengths as trained, the prediction at these lengths, the
+  horizon searched to the same ceiling, and the law where it was fitted to these samples at the same
+  lengths ≥ L_train (it reads no others; its bootstrap has a fixed seed), so reading them changes no number.
 - Transformers and the shift task (not `config.single_head`) are read by forward passes, one length at
   a time under the rule (lengen_core.analysis.sequence): no closed-form prediction, no law, no horizon.
 
 With `prices` (a server's budgets: the command line, a sweep and the app pass lengen_core.serving.budget,
 which the science never imports) every cost is checked before the work it prices starts; a horizon
-search over budget is left out with a note, not refused, since the rest of the answer stands without it. `Shipped` hands in what a preset ships (scripts.build_presets), computed
-earlier by these same calls, so a first visit to the app computes none of it again.
+search over budget is left out with a note, not refused, since the rest of the answer stands without it. `Shipped` hands in what was measured of the run earlier by these same calls (lengen_core.serving.first_visit:
+a preset's shipped numbers, or those a run trained in the app was saved with), so a first visit to the
+app computes none of it again.
 """
 
 from __future__ import annotations
@@ -72,12 +77,15 @@ class Prices(Protocol):
 @dataclass(frozen=True)
 class Shipped:
     """Numbers these same calls computed earlier for one run, as trained at EVALUATION_SEED (a preset
-    ships them: scripts.build_presets). `measure` takes a piece instead of computing it only where it
+    ships them, a run trained in the app is saved with them: lengen_core.serving.first_visit). `measure` takes a piece instead of computing it only where it
     answers exactly the question asked."""
 
     evaluations: Mapping[int, Mapping[int, LengthReport]] = field(default_factory=dict)  # samples -> length -> report
     predictions: Mapping[int, Prediction] = field(default_factory=dict)  # length -> prediction
     horizon: Horizon | None = None  # the predicted horizon, searched up to `horizon_ceiling`
+    fit: FitResult | None = None  # the law fitted to `fit_samples` samples at `fit_lengths`, from these numbers
+    fit_samples: int | None = None
+    fit_lengths: tuple[int, ...] = ()  # the lengths ≥ L_train it was fitted from (the law reads no others), sorted
 
 
 @dataclass(frozen=True)
@@ -162,12 +170,17 @@ def measure(run: Run, lengths: Sequence[int], samples: int = 256, rule: Inferenc
                         for n in lengths)
         return Measurement(**common, reports=reports, predictions=(), train_prediction=None, fit=NOT_APPLICABLE,
                            measured_horizon=None, predicted_horizon=None, horizon_ceiling=None, horizon_note=None)
-    reports = _shipped_reports(shipped, lengths, samples, seed, rule) or tuple(
-        evaluate(model, config, lengths, samples=samples, seed=seed, rule=rule))
+    known_reports = _shipped_reports(shipped, lengths, samples, seed, rule)
+    reports = known_reports or tuple(evaluate(model, config, lengths, samples=samples, seed=seed, rule=rule))
     at = _predicted_lengths(run, lengths)
-    found = _shipped_predictions(shipped, at, rule) or {p.length: p for p in predict(model, config, at, rule=rule)}
-    fit = fit_dilution(lengths, [r.target_mass for r in reports], [r.target_mass_sem for r in reports], L,
-                       config.task.vocab_size, run.verdict, {n: p.target_mass for n, p in found.items()})
+    known_predictions = _shipped_predictions(shipped, at, rule)
+    found = known_predictions or {p.length: p for p in predict(model, config, at, rule=rule)}
+    fit = None
+    if known_reports is not None and known_predictions is not None:  # the very numbers it was fitted to
+        fit = _shipped_fit(shipped, lengths, samples, L)
+    if fit is None:
+        fit = fit_dilution(lengths, [r.target_mass for r in reports], [r.target_mass_sem for r in reports], L,
+                           config.task.vocab_size, run.verdict, {n: p.target_mass for n, p in found.items()})
     ceiling = search_ceiling(run, lengths, rule)
     horizon, note = _predicted_horizon(run, rule, ceiling, shipped, prices)
     return Measurement(**common, reports=reports, predictions=tuple(found[n] for n in lengths),
@@ -208,6 +221,14 @@ def _shipped_reports(shipped: Shipped | None, lengths: Sequence[int], samples: i
         return None
     by_length = shipped.evaluations.get(samples, {})
     return tuple(by_length[n] for n in lengths) if all(n in by_length for n in lengths) else None
+
+
+def _shipped_fit(shipped: Shipped, lengths: Sequence[int], samples: int, train_length: int) -> FitResult | None:
+    """The shipped law where it was fitted to exactly the points asked: the law reads the lengths ≥ L_train
+    only, and the reports and predictions there are the shipped ones, so the fit would be the same."""
+    if shipped.fit is None or samples != shipped.fit_samples:
+        return None
+    return shipped.fit if tuple(sorted(n for n in lengths if n >= train_length)) == shipped.fit_lengths else None
 
 
 def _shipped_predictions(shipped: Shipped | None, lengths: Sequence[int],

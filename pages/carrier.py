@@ -5,6 +5,7 @@ import streamlit as st
 
 from lengen_core.analysis.carrier import ALIGNMENT_MARGIN
 from lengen_core.config import ConfigError
+from ui.analyses import CARRIER_SEARCH
 from ui.captions import readouts
 from ui.charts import common as charts
 from ui.glossary import lead
@@ -25,7 +26,7 @@ require_single_head(run)
 SEARCH = list(CARRIER_SEARCHES)
 analytic = getattr(run.model.encoding, "rotary", False)  # near-recurrences are searched for analytic carriers only
 if analytic:
-    view_number("carrier-search", "search", SEARCH[0], SEARCH[-1], 1 << 16, SEARCH)
+    view_number("carrier-search", "search", SEARCH[0], SEARCH[-1], CARRIER_SEARCH, SEARCH)
     search = st.select_slider(
         "Search near-recurrences up to offset", SEARCH, key="carrier-search",
         format_func=lambda n: f"2^{n.bit_length() - 1} = {n:,}",

@@ -6,14 +6,14 @@ import streamlit as st
 from lengen_core.claims import expectation
 from lengen_core.config import ConfigError
 from lengen_core.thresholds import ACCURACY_BAR
-from ui.analyses import comparisons
+from ui.analyses import comparisons, rule_lengths, rule_note
 from ui.captions import accuracy as accuracy_captions
 from ui.captions import mechanism as mechanism_captions
 from ui.charts import compare as compare_charts
 from ui.glossary import lead
-from ui.presets import LONGEST_CHOICES, single_head_presets
+from ui.presets import DILUTION_LONGEST, DILUTION_SAMPLES, LONGEST_CHOICES, single_head_presets
 from ui.rules import view as rules_view
-from ui.runs import load_run, run_labels, run_options
+from ui.runs import load_run, request_caption, run_labels, run_options
 from ui.state import show_view, view_flag, view_number, view_runs
 from ui.widgets import chart, refusal
 
@@ -30,9 +30,9 @@ view_runs("compare-runs", "compare", options, list(single_head_presets().values(
 st.session_state["compare-runs"] = [run_id for run_id in st.session_state["compare-runs"] if run_id in options]
 left, middle, right = st.columns([3, 1, 1])
 with middle:
-    view_number("compare-longest", "longest", LONGEST[0], LONGEST[-1], 1 << 12, LONGEST)
+    view_number("compare-longest", "longest", LONGEST[0], LONGEST[-1], DILUTION_LONGEST, LONGEST)  # the default request
 with right:
-    view_number("compare-samples", "samples", SAMPLES[0], SAMPLES[-1], 128, SAMPLES)
+    view_number("compare-samples", "samples", SAMPLES[0], SAMPLES[-1], DILUTION_SAMPLES, SAMPLES)
 chosen = left.multiselect(
     "Runs", options, key="compare-runs", format_func=run_names.__getitem__,
     help="Presets ship with the app; runs you train on the Train page are added here. Each ends with the start "
@@ -137,4 +137,11 @@ st.caption(f"**What to look for:** Toeplitz near 1 says the logit depends on t â
            "single head.")
 st.download_button("Download key numbers (CSV)", numbers.to_csv(index=False).encode(), "compare-numbers.csv",
                    "text/csv", help="The table above, one row per run.")
-rules_view.compare_rules(labels, runs, {run_id: r.lengths for run_id, r in results.items()}, samples)
+measured_as = " ".join(f"**{labels[i]}**: {request_caption(i, r.measurement, 'this page')}" for i, r in results.items()
+                       if r.measurement.closed_form)
+if measured_as:
+    st.caption(measured_as)
+ruled = {run_id: rule_lengths(r.lengths) for run_id, r in results.items()}
+if (note := next((rule_note(r.lengths, ruled[i]) for i, r in results.items() if rule_note(r.lengths, ruled[i])), None)):
+    st.caption(note)
+rules_view.compare_rules(labels, runs, ruled, samples)

@@ -4,14 +4,15 @@ import streamlit as st
 
 from lengen_core.analysis.fit import LAW_TOLERANCE
 from lengen_core.config import ConfigError
+from ui.analyses import rule_lengths, rule_note
 from ui.captions import accuracy as accuracy_captions
 from ui.captions import readouts
 from ui.charts import common as charts
 from ui.glossary import lead
-from ui.presets import DILUTION_LONGEST_CHOICES, dilution_lengths
+from ui.presets import DILUTION_LONGEST, DILUTION_LONGEST_CHOICES, DILUTION_SAMPLES, dilution_lengths
 from ui.reach import show_horizon
 from ui.rules import view as rules_view
-from ui.runs import allowed_lengths, dilution_data
+from ui.runs import allowed_lengths, dilution_data, request_caption
 from ui.state import show_view, view_number
 from ui.widgets import chart, csv_name, refusal, require_single_head, run_summary, selected_run
 
@@ -27,9 +28,9 @@ task = run.config.task
 LONGEST, SAMPLES = list(DILUTION_LONGEST_CHOICES), [64, 128, 256, 512, 1024]
 left, right = st.columns([2, 1])
 with left:
-    view_number("dilution-longest", "longest", LONGEST[0], LONGEST[-1], 1 << 16, LONGEST)
+    view_number("dilution-longest", "longest", LONGEST[0], LONGEST[-1], DILUTION_LONGEST, LONGEST)
 with right:
-    view_number("dilution-samples", "samples", SAMPLES[0], SAMPLES[-1], 256, SAMPLES)
+    view_number("dilution-samples", "samples", SAMPLES[0], SAMPLES[-1], DILUTION_SAMPLES, SAMPLES)
 longest = left.select_slider(
     "Longest test length", LONGEST, key="dilution-longest",
     format_func=lambda n: f"2^{n.bit_length() - 1} = {n:,}",
@@ -69,7 +70,8 @@ c.metric("Largest error of the fit", "—" if fit is None else f"{fit.max_relati
          delta_color="off" if fit is None or fit.holds else "inverse", delta_arrow="off",
          help=f"max |p_fit − p| / p over the measured lengths the law was fitted to; within {LAW_TOLERANCE:.0%} the "
               "law describes this run. R² cannot tell (it was 0.96 for learned positions and 0.9999999 for NoPE).")
-st.caption(f"**m_out: {accuracy_captions.m_out_text(result, samples)}.** {readouts.fit_caption(result)}")
+st.caption(f"**m_out: {accuracy_captions.m_out_text(result, samples)}.** {readouts.fit_caption(result)} "
+           f"{request_caption(run.run_id, data.measurement, 'this page')}")
 show_horizon(run, data.measurement)
 
 chart(charts.dilution(table, fit_table, 1 / task.vocab_size),
@@ -87,4 +89,7 @@ if fit_table is not None:
                        csv_name("fitted-law", run.run_id), "text/csv",
                        help="The fitted p on a grid from the training length to the longest measured length (where it "
                             "was fitted), with m_out and the samples per length it was fitted from.")
-rules_view.dilution_rules(run, lengths, samples)
+ruled = rule_lengths(lengths)
+if (note := rule_note(lengths, ruled)) is not None:
+    st.caption(note)
+rules_view.dilution_rules(run, ruled, samples)

@@ -1,6 +1,7 @@
 """Train the preset runs and write them into `assets/presets/`: `python -m scripts.build_presets [--force]`;
-then what their first visits compute (`--precompute`): the Start page's evaluations and the Dilution
-page's default evaluations and predictions, by the same calls the app makes, into
+then what their first visits compute (`--precompute`): the Start page's evaluations and the default
+request of Dilution and Compare, measured by the function that measures a run trained in the app before it
+is saved (lengen_core.serving.first_visit), into
 `assets/presets/precomputed/<run id>.json` (read by ui.runs instead of computing them again); and the
 Theory page's optimisation experiment (C1, ui.theory.gradients): the constructed head's evaluations (in
 `precomputed/<its run id>.json`) and its two trainings, traced (`precomputed/traces/<run id>-every<N>.json`,
@@ -13,15 +14,14 @@ import argparse
 import dataclasses
 import json
 
-from lengen_core.analysis.dilution import predict
-from lengen_core.analysis.evaluate import LengthError, check_lengths, evaluate
-from lengen_core.analysis.horizon import predicted_horizon
+from lengen_core.analysis.evaluate import evaluate
+from lengen_core.measure import Shipped
 from lengen_core.models.initial import initial_model
 from lengen_core.optimisation import trace_training
+from lengen_core.serving.first_visit import allowed, first_visit_data, to_dict
 from lengen_core.serving.store import RunStore, preset_store
-from lengen_core.training import Run, train
+from lengen_core.training import train
 from ui.presets import (
-    DILUTION_SAMPLES,
     OPTIMISATION_CONSTRUCTED,
     OPTIMISATION_TRACES,
     PRECOMPUTED,
@@ -33,35 +33,21 @@ from ui.presets import (
     TRACE_ROWS,
     TRACE_SAMPLES,
     TRACES,
-    dilution_lengths,
     trace_path,
 )
 
 
-def _allowed(run: Run, length: int) -> bool:
-    try:
-        check_lengths(run.config, run.model, [length])
-    except LengthError:
-        return False
-    return True
-
-
 def precompute(run_id: str) -> dict:
-    """The evaluations, predictions and predicted horizon a first visit to Start and Dilution asks of this preset."""
+    """What a first visit to Start, Dilution and Compare asks of this preset: the default request measured
+    as a run trained in the app is before it is saved (lengen_core.serving.first_visit.first_visit: the
+    evaluations, predictions, predicted horizon, law and carrier), and the Start page's evaluations."""
     run = preset_store().load(run_id)
-    config = run.config
-    wanted = {START_SAMPLES: START_LENGTHS} if config.single_head else {}
-    evaluations: dict[str, dict] = {}
-    predictions: dict[str, dict] = {}
-    if config.single_head:
-        lengths = tuple(n for n in dilution_lengths(config) if _allowed(run, n))  # as the page's allowed_lengths
-        wanted[DILUTION_SAMPLES] = tuple(sorted(set(wanted.get(DILUTION_SAMPLES, ())) | set(lengths)))
-        predictions = {str(p.length): dataclasses.asdict(p) for p in predict(run.model, config, list(lengths))}
-    for samples, lengths in wanted.items():
-        evaluations[str(samples)] = {str(n): dataclasses.asdict(evaluate(run.model, config, [n], samples=samples)[0])
-                                     for n in lengths if _allowed(run, n)}
-    horizon = dataclasses.asdict(predicted_horizon(run.model, config)) if config.single_head else None
-    return {"evaluations": evaluations, "predictions": predictions, "horizon": horizon}
+    data = first_visit_data(run) or to_dict(Shipped())
+    if run.config.single_head:
+        data["evaluations"][str(START_SAMPLES)] = {
+            str(n): dataclasses.asdict(evaluate(run.model, run.config, [n], samples=START_SAMPLES)[0])
+            for n in allowed(run, START_LENGTHS)}
+    return data
 
 
 def precompute_optimisation() -> None:
@@ -105,6 +91,8 @@ def main() -> None:
     parser.add_argument("--force", action="store_true", help="retrain presets that already exist")
     parser.add_argument("--precompute", action="store_true", help="only write what the first visits compute")
     parser.add_argument("--sweep", action="store_true", help="only rebuild the preset sweep (ui.sweep_panels.PRESET_GRID)")
+    parser.add_argument("--first-visit", action="store_true",
+                        help="with --precompute: only the presets' files, not the optimisation experiment's traces")
     args = parser.parse_args()
     if args.sweep:
         build_sweep()
@@ -114,7 +102,8 @@ def main() -> None:
         for label, config in PRESETS.items():
             (PRECOMPUTED / f"{config.run_id()}.json").write_text(json.dumps(precompute(config.run_id())))
             print(f"{label}: precomputed")
-        precompute_optimisation()
+        if not args.first_visit:
+            precompute_optimisation()
         return
     store = RunStore(root=PRESET_ROOT)
     for label, config in PRESETS.items():

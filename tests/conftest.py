@@ -25,7 +25,10 @@ settings.register_profile("ci", settings.get_profile("ci"), max_examples=100)
 settings.register_profile("thorough", settings.get_profile("default"), max_examples=2_000)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 limit_heap_growth()  # as the app, its training children and the command line do (lengen_core.serving.runtime)
-os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic CUDA matmuls in the gpu tests, as the app sets
+os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+# The many throwaway trainings of the suite are saved without their first-visit numbers (about 45 s of
+# two cores for a default run: lengen_core.serving.first_visit); the tests of those numbers turn it on.
+os.environ.setdefault("LENGEN_MEASURE_ON_SAVE", "0")  # deterministic CUDA matmuls in the gpu tests, as the app sets
 
 
 @pytest.fixture(scope="session", autouse=True)

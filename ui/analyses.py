@@ -11,6 +11,7 @@ has its own sequences, so the numbers are those of one batched call).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,6 +29,7 @@ from lengen_core.serving.budget import (
     check_head_analysis,
     check_sequence_evaluation,
 )
+from lengen_core.serving.first_visit import FIRST_VISIT_CARRIER_SEARCH
 from ui.runs import (
     Progress,
     allowed_lengths,
@@ -38,7 +40,30 @@ from ui.runs import (
 )
 from ui.theory.equivariance import ShiftCheck, check_equivariance
 
-CARRIER_SEARCH = 1 << 16  # the Carrier page's default, so the two pages share the cached carrier
+CARRIER_SEARCH = FIRST_VISIT_CARRIER_SEARCH  # the Carrier page's default: the two pages share the stored carrier
+# The inference rules' longest length on Dilution and Compare. A rule is read afresh (nothing is measured
+# before a person picks it) and costs an evaluation and a sweep over the keys for every length: up to
+# 2^16 that was about 60 s a rule on two shared cores, up to 2^14 a quarter of it (the two longest lengths
+# are three quarters of the tokens). The page's own curve stays at its lengths; the rules' "none" row is
+# the run at the rules' lengths, so its m_out is fitted to those.
+RULE_LONGEST = 1 << 14
+
+
+def rule_lengths(lengths: Sequence[int]) -> tuple[int, ...]:
+    """The page's lengths the rules are read at: those up to RULE_LONGEST."""
+    return tuple(n for n in lengths if n <= RULE_LONGEST)
+
+
+def rule_note(lengths: Sequence[int], ruled: Sequence[int]) -> str | None:
+    """Why the rules below stop before the page's lengths do (None: they do not)."""
+    if len(ruled) == len(lengths):
+        return None
+    left = [n for n in lengths if n not in ruled]
+    return (f"The inference rules below are read at this page's lengths up to {RULE_LONGEST:,} ({len(ruled)} of "
+            f"{len(lengths)}; {', '.join(f'{n:,}' for n in left)} left out): each rule is an evaluation and a sweep "
+            "over the keys at every length, and the longest lengths hold most of the tokens. Their 'none' row is the "
+            "run measured at those lengths, so its m_out is fitted to them, not to the lengths above. Any length "
+            "under a rule: `python -m lengen_core evaluate RUN_ID --lengths … --rule NAME` (docs/cli.md).")
 
 
 def sequence_evaluation(run_id: str, lengths: tuple[int, ...], samples: int = 64,

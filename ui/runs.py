@@ -26,16 +26,21 @@ import streamlit as st
 from streamlit.runtime.scriptrunner import add_script_run_ctx
 
 from lengen_core.analysis.carrier import Carrier, extract_carrier
-from lengen_core.analysis.dilution import Prediction
 from lengen_core.analysis.evaluate import LengthError, LengthReport, check_lengths, check_sweep, evaluate
 from lengen_core.analysis.fit import FitResult
 from lengen_core.analysis.heatmap import Heatmap, attention_heatmap
-from lengen_core.analysis.horizon import Horizon
 from lengen_core.analysis.rules import parse_rule
 from lengen_core.config import RunConfig
 from lengen_core.measure import Measurement, Shipped, measure
 from lengen_core.serving import budget
 from lengen_core.serving.budget import check_attention_map, check_carrier, check_single_head_evaluation
+from lengen_core.serving.first_visit import (
+    FIRST_VISIT_LONGEST,
+    FIRST_VISIT_SAMPLES,
+    carrier_from_dict,
+    from_dict,
+    request_lengths,
+)
 from lengen_core.serving.runtime import DEVICE_ENV, device_setting
 from lengen_core.serving.store import RunStore, StoreError, preset_store
 from lengen_core.training import Run, resolve_device
@@ -217,25 +222,30 @@ def evaluation(run_id: str, lengths: tuple[int, ...], samples: int = 256,
 
 @st.cache_data(show_spinner=False, max_entries=1024)  # the bar says what is going on
 def _evaluation_at(run_id: str, length: int, samples: int) -> LengthReport:
-    shipped = precomputed(run_id).get("evaluations", {}).get(str(samples), {}).get(str(length))
-    if shipped is not None:  # a preset's, computed by the same call when it was built (scripts.build_presets)
-        return LengthReport(**shipped)
+    known = shipped(run_id)  # a preset's or a stored run's, computed by the same call before (`shipped`)
+    if known is not None and length in known.evaluations.get(samples, {}):
+        return known.evaluations[samples][length]
     run = load_run(run_id)
     return evaluate(run.model, run.config, [length], samples=samples)[0]
 
 
-def shipped(run_id: str) -> Shipped | None:
-    """What a preset ships (scripts.build_presets): its evaluations, predictions and predicted horizon,
-    computed by the calls `measure` makes, so a first visit computes none of them again; None for any
-    other run."""
+def first_visit_data(run_id: str) -> dict:
+    """What was measured of the run before anyone opened a page, as stored: a preset's shipped file
+    (scripts.build_presets) or the numbers a run trained here was saved with (lengen_core.serving.first_visit);
+    {} for neither."""
     data = precomputed(run_id)
     if not data:
-        return None
-    evaluations = {int(samples): {int(n): LengthReport(**report) for n, report in by_length.items()}
-                   for samples, by_length in data.get("evaluations", {}).items()}
-    predictions = {int(n): Prediction(**p) for n, p in data.get("predictions", {}).items()}
-    horizon = None if data.get("horizon") is None else Horizon(**data["horizon"])
-    return Shipped(evaluations, predictions, horizon)
+        data = next((store.first_visit(run_id) for store in stores()[:1] if store.exists(run_id)), None) or {}
+    return data
+
+
+def shipped(run_id: str) -> Shipped | None:
+    """What was measured of the run before anyone opened a page: a preset's shipped numbers
+    (scripts.build_presets), or those a run trained here was saved with (lengen_core.serving.first_visit:
+    measured where its training ended, at the pages' default request). Both come from the calls
+    `measure` makes, so a first visit computes none of them again. None for a run without them (one
+    stored before they were, or a transformer): its pages measure it."""
+    return from_dict(first_visit_data(run_id))
 
 
 def measurement(run_id: str, lengths: tuple[int, ...], samples: int = 256, rule: str = "none",
@@ -247,6 +257,31 @@ def measurement(run_id: str, lengths: tuple[int, ...], samples: int = 256, rule:
     if progress is not None:
         progress.doing(f"measuring {len(lengths)} lengths" + ("" if rule == "none" else f" under {rule}"))
     return _measurement(run_id, tuple(lengths), samples, rule)
+
+
+def is_default_request(run_id: str, lengths: Sequence[int], samples: int) -> bool:
+    """Whether `lengths` and `samples` ask what the default request asks (lengen_core.serving.first_visit):
+    the same samples and the same lengths from the training length on, the only ones the law, the
+    horizons and the prediction's key count read (Compare leaves out k + 1, which the Dilution page draws)."""
+    run = load_run(run_id)
+    L = run.config.task.train_length
+    return samples == FIRST_VISIT_SAMPLES and [n for n in lengths if n >= L] == [n for n in request_lengths(run) if n >= L]
+
+
+def request_caption(run_id: str, m: Measurement, page: str) -> str:
+    """What `m` measured, said on `page`, and how its numbers relate to the other pages': the default
+    request (those of the Dilution page and Compare agree) or another one (then they may differ, and why)."""
+    lengths = m.lengths
+    what = (f"Measured at {len(lengths)} lengths, {lengths[0]:,} to {lengths[-1]:,}, {m.samples:,} sequences each "
+            f"(seed {m.seed:,})")
+    if is_default_request(run_id, lengths, m.samples):
+        stored = shipped(run_id) is not None
+        return (f"{what}: the default request ({FIRST_VISIT_SAMPLES} sequences, lengths doubling up to "
+                f"{FIRST_VISIT_LONGEST:,}), which the Dilution page and Compare share, so the two show the same "
+                "m_out and horizons for this run" + (", measured once before anyone opened a page." if stored else "."))
+    return (f"{what}, not the default request ({FIRST_VISIT_SAMPLES} sequences at lengths doubling up to "
+            f"{FIRST_VISIT_LONGEST:,}) that the Dilution page and Compare open with: m_out and the measured horizon "
+            f"are fitted to the lengths and samples measured, so {page} differs from those defaults here by design.")
 
 
 @st.cache_data(show_spinner="Measuring the run…", max_entries=128)
@@ -292,6 +327,11 @@ def dilution_data(run_id: str, lengths: tuple[int, ...], samples: int) -> Diluti
 
 @st.cache_data(show_spinner="Extracting the carrier…", max_entries=64)
 def carrier(run_id: str, search_length: int) -> Carrier:
+    """The run's carrier with near-recurrences searched up to `search_length`: the one stored with the run
+    (extracted by the same call where it trained, at the default search) when it answers that search."""
+    stored = carrier_from_dict(first_visit_data(run_id).get("carrier"), search_length)
+    if stored is not None:
+        return stored
     run = load_run(run_id)
     check_carrier(run.config, search_length)  # this server's budgets (lengen_core.serving.budget)
     return extract_carrier(run.model, run.config, search_length=search_length)

@@ -19,7 +19,8 @@ own ticket, and the training goes on for the rest.
 
 Each request holds a ticket; a job runs while any ticket on it is held, and is cancelled (queued:
 dropped; running: stopped at the next step, nothing saved) when the last ticket is released. Worker
-threads take jobs first in, first out. With `isolate=True` (the server's choice) each worker runs
+threads take jobs first in, first out. A finished run is measured at the pages' default request before it
+is saved and reported done (lengen_core.serving.first_visit; `JobStatus.measuring` meanwhile). With `isolate=True` (the server's choice) each worker runs
 its trainings in a child process of its own (`lengen_core.serving.training_process`), so serving pages and
 training never compete for one interpreter's lock. Nothing here knows about a UI; threads never raise out.
 """
@@ -83,6 +84,7 @@ class JobStatus:
     drives: bool = True  # this ticket may pause, step, resume and stop it: the earliest holder (`TrainingPool.stop`)
     view: LiveView | None = None  # the carrier and an attention map at a recent step (lengen_core.analysis.watch)
     steps_per_second: float = 0.0  # its pace: at most this many steps a second (0: as fast as it trains)
+    measuring: bool = False  # trained, and being measured for its first visit before it is saved (save_run)
 
 
 @dataclass
@@ -107,6 +109,7 @@ class _Job:
     paused_since: float | None = None
     paused_seconds: float = 0.0  # not counted against the wall-clock limit
     view: LiveView | None = None
+    measuring: bool = False
 
 
 class TrainingPool:
@@ -225,6 +228,7 @@ class TrainingPool:
                 view=job.view,
                 note=_stop_note(job, self.pause_seconds),
                 steps_per_second=1 / job.gate.interval if job.gate.interval else 0.0,
+                measuring=job.measuring and job.state == "running",
             )
 
     def status_after_first_step(self, ticket: int, timeout: float) -> JobStatus:
@@ -438,7 +442,8 @@ class TrainingPool:
                 state, stored = self._train_here(job)
             else:
                 state, stored = child.train(job.config, self._report(job), job.stop, lambda: self._keep(job),
-                                            lambda: self._commands(job), lambda view: self._view(job, view))
+                                            lambda: self._commands(job), lambda view: self._view(job, view),
+                                            lambda: self._measuring(job))
         except Exception as error:  # noqa: BLE001 — reported in the status, never raised out of the thread
             state, stored = "failed", None
             with self._lock:
@@ -475,6 +480,11 @@ class TrainingPool:
     def _view(self, job: _Job, view: LiveView) -> None:
         with self._lock:
             job.view = view
+            self._progressed.notify_all()
+
+    def _measuring(self, job: _Job) -> None:
+        with self._lock:
+            job.measuring = True
             self._progressed.notify_all()
 
     def _commands(self, job: _Job) -> list[tuple[str, int]]:
@@ -514,7 +524,7 @@ class TrainingPool:
         run = training.finish()
         if job.stop.is_set() and not self._keep(job):
             return "cancelled", None
-        return "done", save_run(self.store, run)
+        return "done", save_run(self.store, run, lambda: self._measuring(job))
 
 
 def _stop_note(job: _Job, pause_seconds: float) -> str | None:

@@ -5,6 +5,8 @@
                          weights.safetensors  the model's state_dict (safetensors: loading runs no code)
                          metrics.json         what happened in training and the verdict on it
                                               (lengen_core.analysis.verdict), a format number, the time saved
+                         first_visit.json     optional: what the pages show first, measured where the training
+                                              ended (lengen_core.serving.first_visit), written with the run
 
 `<root>` is `$LENGEN_HOME`, else `~/.lengen`. The presets shipped with the lab are a store of their
 own, read-only (`preset_store()`, `assets/presets/` beside the package): it can be read like any
@@ -45,6 +47,7 @@ from lengen_core.training import Run, resolve_device
 FORMAT = 1  # of metrics.json; bump when the layout changes so old readers refuse new runs clearly
 TEMP_PREFIX = ".tmp-"
 CONFIG_FILE, WEIGHTS_FILE, METRICS_FILE = "config.json", "weights.safetensors", "metrics.json"
+FIRST_VISIT_FILE = "first_visit.json"  # lengen_core.serving.first_visit's numbers, when the run was saved with them
 _RUN_ID = re.compile(r"[a-z0-9][a-z0-9._-]{0,127}")
 PRESET_ROOT = Path(__file__).resolve().parents[2] / "assets" / "presets"
 LOCK_FILE = ".lock"  # in the runs directory: writers of the same store take turns to rename runs in and out
@@ -160,12 +163,13 @@ class RunStore:
                              f"needs {_megabytes(SPACE_MARGIN * size)} to be saved: free some space or delete runs")
         return size
 
-    def save(self, run: Run) -> Path:
-        """Write `run` atomically. Same id means same config and seed, so a stored copy is kept. Then
-        the least recently used other runs are evicted while the store is over its quota."""
+    def save(self, run: Run, first_visit: dict[str, Any] | None = None) -> Path:
+        """Write `run` atomically, with its `first_visit` numbers (lengen_core.serving.first_visit) when given,
+        in the same step. Same id means same config and seed, so a stored copy is kept. Then the least
+        recently used other runs are evicted while the store is over its quota (the numbers count too)."""
         self._check_writable(f"save {run.run_id}")
         final = self.run_dir(run.run_id)
-        temp = self._write_temp(run)
+        temp = self._write_temp(run, first_visit)
         try:
             with self._lock():
                 try:
@@ -179,12 +183,13 @@ class RunStore:
         self.enforce_quota(keep={run.run_id})
         return final
 
-    def replace(self, run: Run) -> Path:
-        """Write `run` in place of a stored copy of the same id (a retraining). Writers of one store
-        take turns: two replacing the same id both succeed, and the last one's copy stays whole."""
+    def replace(self, run: Run, first_visit: dict[str, Any] | None = None) -> Path:
+        """Write `run` (and its `first_visit` numbers, as `save`) in place of a stored copy of the same id (a
+        retraining). Writers of one store take turns: two replacing the same id both succeed, and the last
+        one's copy stays whole."""
         self._check_writable(f"save {run.run_id}")
         final = self.run_dir(run.run_id)
-        temp = self._write_temp(run)
+        temp = self._write_temp(run, first_visit)
         doomed = self.runs_dir / f"{_temp_prefix()}replaced-{run.run_id}"
         try:
             with self._lock():
@@ -198,11 +203,11 @@ class RunStore:
         self.enforce_quota(keep={run.run_id})
         return final
 
-    def _write_temp(self, run: Run) -> Path:
+    def _write_temp(self, run: Run, first_visit: dict[str, Any] | None = None) -> Path:
         self.runs_dir.mkdir(parents=True, exist_ok=True)
         temp = Path(tempfile.mkdtemp(prefix=_temp_prefix(), dir=self.runs_dir))
         try:
-            _write_run(temp, run)
+            _write_run(temp, run, first_visit)
         except BaseException:
             shutil.rmtree(temp, ignore_errors=True)
             raise
@@ -248,6 +253,16 @@ class RunStore:
         self.mark_used(run_id)
         return Run(config=summary.config, model=model, **{**fields, "device": str(target)}, verdict=verdict,
                    trained_on=fields["device"])
+
+    def first_visit(self, run_id: str) -> dict[str, Any] | None:
+        """The run's stored first-visit numbers (lengen_core.serving.first_visit.to_dict), or None: a run saved
+        without them, or a file that cannot be read (the pages then measure the run, as for an old run)."""
+        path = self.run_dir(run_id) / FIRST_VISIT_FILE
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError):
+            return None
+        return data if isinstance(data, dict) else None
 
     def mark_used(self, run_id: str) -> None:
         """Record a use of the run (a load, a download) for the quota's eviction order: the least
@@ -427,7 +442,7 @@ def _is_run_id(name: object) -> TypeGuard[str]:
     return isinstance(name, str) and _RUN_ID.fullmatch(name) is not None and ".." not in name
 
 
-def _write_run(directory: Path, run: Run) -> None:
+def _write_run(directory: Path, run: Run, first_visit: dict[str, Any] | None = None) -> None:
     weights_path = directory / WEIGHTS_FILE
     save_file(_unique_state(run.model), weights_path)
     _fsync_file(weights_path)
@@ -438,9 +453,13 @@ def _write_run(directory: Path, run: Run) -> None:
         metrics["verdict"] = run.verdict.to_dict()
     _write_json(directory / CONFIG_FILE, run.config.to_dict())
     _write_json(directory / METRICS_FILE, metrics)
+    names = [WEIGHTS_FILE, CONFIG_FILE, METRICS_FILE]
+    if first_visit is not None:
+        _write_json(directory / FIRST_VISIT_FILE, first_visit)
+        names.append(FIRST_VISIT_FILE)
     # mkdtemp and safetensors create owner-only modes; a stored run (and a shipped preset) is for
     # every local user to read, e.g. the container's non-root user reading presets copied as root.
-    for name in (WEIGHTS_FILE, CONFIG_FILE, METRICS_FILE):
+    for name in names:
         (directory / name).chmod(0o644)
     directory.chmod(0o755)
     _fsync_dir(directory)

@@ -10,7 +10,8 @@ training that starts paused or paced is so from its first step), ("pause", _), (
 then ("save" | "discard", _)
 when asked, and ("exit", _); the child answers ("progress", Progress) per step, ("view", LiveView)
 now and then (`lengen_core.analysis.watch`: every few steps, and where a paused training stopped), then ("stopped", _)
-(a stop arrived: save or discard?), ("cancelled", _), ("done", run id) or ("failed", message). A
+(a stop arrived: save or discard?), ("measuring", _) (the trained run is measured for its first visit
+before it is saved: `save_run`), ("cancelled", _), ("done", run id) or ("failed", message). A
 paused child waits on the pipe, taking no step, until a command arrives.
 """
 
@@ -36,6 +37,7 @@ from lengen_core.analysis.horizon import live_probe, probe_interval, probe_secon
 from lengen_core.analysis.watch import LiveView, live_view, view_due
 from lengen_core.config import RunConfig, with_changes
 from lengen_core.serving.budget import MEMORY_ENV, Budgets
+from lengen_core.serving.first_visit import first_visit_data, measure_on_save
 from lengen_core.serving.lineage import starting_weights
 from lengen_core.serving.runtime import limit_heap_growth
 from lengen_core.serving.stepping import StepGate
@@ -45,12 +47,23 @@ from lengen_core.training import Progress, Run, Training
 Outcome = Literal["done", "cancelled"]
 
 
-def save_run(store: RunStore, run: Run) -> str:
-    """Save under the run's own id; a run stopped early gets its steps in its config (and id)."""
+def save_run(store: RunStore, run: Run, measuring: Callable[[], None] = lambda: None) -> str:
+    """Save under the run's own id; a run stopped early gets its steps in its config (and id). A run not
+    stored yet is first measured at the pages' default request (lengen_core.serving.first_visit; `measuring()`
+    is called as that starts, so the requester can say so) and saved with those numbers, so its first
+    visits read them; a measurement that fails leaves them out (the pages then measure it) and is logged."""
     if run.steps < run.config.train.steps and not run.stopped_early:
         run = dataclasses.replace(run, config=with_changes(run.config, steps=max(1, run.steps)))
     if not store.exists(run.run_id):
-        store.save(run)
+        numbers = None
+        if run.config.single_head and measure_on_save():
+            measuring()
+            try:
+                with torch.no_grad():
+                    numbers = first_visit_data(run)
+            except Exception:
+                LOG.exception("measuring %s for its first visit failed; saved without its numbers", run.run_id)
+        store.save(run, first_visit=numbers)
     return run.run_id
 
 
@@ -96,9 +109,11 @@ class TrainingProcess:
     def train(
         self, config: RunConfig, report: Callable[[Progress], None], stop: threading.Event, keep: Callable[[], bool],
         commands: Callable[[], list[tuple[str, int]]] = list, view: Callable[[LiveView], None] = lambda _: None,
+        measuring: Callable[[], None] = lambda: None,
     ) -> tuple[Outcome, str | None]:
         """Train `config` in the child; `commands()` hands over pause / resume / advance commands to send,
-        `view` takes each live view the child sends."""
+        `view` takes each live view the child sends, `measuring()` says the trained run is being measured
+        for its first visit (`save_run`)."""
         self.start()
         assert self._conn is not None and self._process is not None
         conn, process = self._conn, self._process
@@ -125,6 +140,8 @@ class TrainingProcess:
                 report(payload)
             elif kind == "view":
                 view(payload)
+            elif kind == "measuring":
+                measuring()
             elif kind == "stopped":
                 conn.send(("save" if keep() else "discard", None))
             elif kind == "cancelled":
@@ -273,7 +290,7 @@ def _child_main(conn: Connection, root: str, device: str, threads: int) -> None:
                 if verdict != "save":
                     conn.send(("cancelled", None))
                     continue
-            conn.send(("done", save_run(store, run)))
+            conn.send(("done", save_run(store, run, lambda: conn.send(("measuring", None)))))
         except (EOFError, BrokenPipeError):
             return
         except MemoryError:

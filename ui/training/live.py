@@ -81,6 +81,9 @@ def _live(pool: TrainingPool, drawn_waiting: bool, height: int | None = None) ->
     elif status.progress is None:
         st.progress(0.0, text="Paused before its first step: press Step for one step, or Resume" if status.paused
                     else "Starting…")
+    elif status.measuring:  # trained: measured once at the pages' default request before it is saved
+        st.progress(1.0, text=f"Trained ({status.progress.step} steps) · measuring… the evaluations, prediction, law and "
+                              "horizon that Dilution and Compare show first, so those pages open at once")
     else:
         st.progress(status.progress.step / status.progress.total_steps, text=progress_text(status))
     controls(pool, ticket, status)

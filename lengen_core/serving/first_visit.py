@@ -1,0 +1,170 @@
+"""What the pages show first for a run, computed once where its training ends and stored with it.
+
+    data = first_visit_data(run)        # lengen_core.measure at the default request, and the carrier
+    store.save(run, first_visit=data)
+    shipped = from_dict(store.first_visit(run_id))   # the app's Dilution and Compare read it (ui.runs.shipped)
+    carrier = carrier_from_dict(store.first_visit(run_id)["carrier"], search)   # Carrier and Compare
+
+**The default request** is one, for every page that shows a run's dilution numbers on a first visit:
+FIRST_VISIT_SAMPLES sequences per length at `request_lengths` (k + 1, then the training length doubled
+up to FIRST_VISIT_LONGEST, those the run's encoding allows). The Dilution page asks exactly this; the
+Compare page asks the doublings of the same ladder with the same samples, so its evaluations, its
+prediction, its fitted law (fitted at n ≥ L_train only) and its horizons are the Dilution page's,
+number for number. A page asked for other lengths or samples measures them itself and its caption
+says what it measured.
+
+**The precomputation** (`first_visit`) is `lengen_core.measure.measure` at that request, as trained:
+the evaluations at every length, the prediction at L_train and every length, the predicted horizon
+searched up to the run's whole range, and the law fitted to them (its bootstrap is most of a first
+visit's remaining work: 3 to 5 s on two shared cores). The training side calls it before it reports a run done
+(lengen_core.serving.training_process.save_run), the preset builder (scripts.build_presets) calls it for
+the presets, and the store keeps its dictionary beside the run's weights (written in the same atomic
+step, counted in the quota). `measure` takes these numbers back through `Shipped` only where they answer
+exactly the question asked, so reading them never changes a number: it only skips the work. The
+carrier the Carrier page and Compare show first (extracted with the default near-recurrence search,
+FIRST_VISIT_CARRIER_SEARCH) is stored beside them (`first_visit_data`). A run
+stored without them (trained before this, or not single-head) is measured on its first visit, as before.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from lengen_core.analysis.carrier import Carrier, CarrierMetrics, NearRecurrence, extract_carrier
+from lengen_core.analysis.dilution import Prediction
+from lengen_core.analysis.evaluate import LengthError, LengthReport, check_lengths, doublings
+from lengen_core.analysis.fit import DilutionFit, FitResult
+from lengen_core.analysis.horizon import Horizon
+from lengen_core.config import RunConfig
+from lengen_core.measure import EVALUATION_SEED, Shipped, measure
+from lengen_core.training import Run
+
+FIRST_VISIT_LONGEST = 1 << 16  # the default request's longest length (Dilution's and Compare's default view)
+FIRST_VISIT_SAMPLES = 256  # its sequences per length
+FIRST_VISIT_CARRIER_SEARCH = 1 << 16  # the Carrier page's (and Compare's) near-recurrence search by default
+FORMAT = 1  # of the stored dictionary (`to_dict`); another number is not read (measured again instead)
+MEASURE_ENV = "LENGEN_MEASURE_ON_SAVE"  # "0": save trained runs without their numbers (the test suite's trainings)
+
+
+def measure_on_save() -> bool:
+    """Whether a training measures its run for the first visit before saving it: yes unless $LENGEN_MEASURE_ON_SAVE
+    is "0" (tests that train many throwaway runs and read none of their pages set it; measuring a
+    default run takes about 45 s of two cores, most of it the predicted horizon's search up to 2^20)."""
+    return os.environ.get(MEASURE_ENV, "1").strip() != "0"
+
+
+def ladder(config: RunConfig, longest: int = FIRST_VISIT_LONGEST) -> tuple[int, ...]:
+    """The Dilution page's lengths: k + 1, then the training length doubled, up to `longest`."""
+    task = config.task
+    return tuple(n for n in sorted({task.offset + 1, *doublings(task.train_length)} - {0}) if n <= longest)
+
+
+def allowed(run: Run, lengths: Sequence[int]) -> tuple[int, ...]:
+    """Those of `lengths` the run's encoding accepts (a learned table ends at its last row)."""
+    kept = []
+    for n in lengths:
+        try:
+            check_lengths(run.config, run.model, [n])
+        except LengthError:
+            continue
+        kept.append(n)
+    return tuple(kept)
+
+
+def request_lengths(run: Run, longest: int = FIRST_VISIT_LONGEST) -> tuple[int, ...]:
+    """The default request's lengths for this run (the Dilution page's first view)."""
+    return allowed(run, ladder(run.config, longest))
+
+
+def first_visit(run: Run) -> Shipped | None:
+    """The default request measured (`lengen_core.measure.measure`, as trained, no budgets: it runs where
+    the training ran), as the pieces `measure` takes back; None for a run without a closed form
+    (a transformer, the shift task), whose pages measure it themselves."""
+    if not run.config.single_head:
+        return None
+    m = measure(run, request_lengths(run), FIRST_VISIT_SAMPLES, seed=EVALUATION_SEED)
+    predictions = {p.length: p for p in (*m.predictions, m.train_prediction) if p is not None}
+    fitted = tuple(sorted(n for n in m.lengths if n >= m.train_length))
+    return Shipped({FIRST_VISIT_SAMPLES: dict(zip(m.lengths, m.reports, strict=True))}, predictions,
+                   m.predicted_horizon, m.fit, FIRST_VISIT_SAMPLES, fitted)
+
+
+def first_visit_data(run: Run) -> dict[str, Any] | None:
+    """Everything a run is saved with for its first visits: `first_visit` in `to_dict`'s form, and the carrier
+    the Carrier page and Compare show first (`carrier_to_dict`); None for a run without a closed form."""
+    shipped = first_visit(run)
+    if shipped is None:
+        return None
+    found = extract_carrier(run.model, run.config, search_length=FIRST_VISIT_CARRIER_SEARCH)
+    return {**to_dict(shipped), "carrier": carrier_to_dict(found, FIRST_VISIT_CARRIER_SEARCH)}
+
+
+def carrier_to_dict(carrier: Carrier, search: int) -> dict[str, Any]:
+    """A carrier as JSON, with the near-recurrence search it was extracted with (`searched` False: none was
+    made, the carrier is measured, and it answers every search)."""
+    fields = {f.name: getattr(carrier, f.name) for f in dataclasses.fields(carrier)}
+    return {**{k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in fields.items()},
+            "metrics": dataclasses.asdict(carrier.metrics), "baseline": dataclasses.asdict(carrier.baseline),
+            "near_recurrences": [dataclasses.asdict(r) for r in carrier.near_recurrences],
+            "search": search, "searched": carrier.source == "analytic"}
+
+
+def carrier_from_dict(data: Mapping[str, Any] | None, search: int) -> Carrier | None:
+    """The stored carrier where it answers a search up to `search`, else None (extract it then)."""
+    if not data:
+        return None
+    try:
+        if data["searched"] and data["search"] != search:
+            return None
+        return Carrier(source=str(data["source"]), offsets=np.asarray(data["offsets"], dtype=np.int64),
+                       values=np.asarray(data["values"], dtype=np.float64),
+                       frequencies=np.asarray(data["frequencies"], dtype=np.float64),
+                       amplitudes=np.asarray(data["amplitudes"], dtype=np.float64),
+                       train_length=int(data["train_length"]), offset=int(data["offset"]),
+                       singular_values=np.asarray(data["singular_values"], dtype=np.float64),
+                       metrics=CarrierMetrics(**data["metrics"]), baseline=CarrierMetrics(**data["baseline"]),
+                       near_recurrences=tuple(NearRecurrence(**r) for r in data["near_recurrences"]))
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def to_dict(shipped: Shipped) -> dict[str, Any]:
+    """The JSON form (the presets' precomputed files and a stored run's first-visit file share it):
+    {"evaluations": {samples: {length: LengthReport fields}}, "predictions": {length: Prediction fields},
+    "horizon": Horizon fields or None, "fit": FitResult fields with the "samples" and "lengths" (≥ L_train)
+    it was fitted to, or None, "format": FORMAT}."""
+    return {"format": FORMAT,
+            "evaluations": {str(s): {str(n): dataclasses.asdict(r) for n, r in by_length.items()}
+                            for s, by_length in shipped.evaluations.items()},
+            "predictions": {str(n): dataclasses.asdict(p) for n, p in shipped.predictions.items()},
+            "horizon": None if shipped.horizon is None else dataclasses.asdict(shipped.horizon),
+            "fit": None if shipped.fit is None else {**dataclasses.asdict(shipped.fit), "samples": shipped.fit_samples,
+                                                     "lengths": list(shipped.fit_lengths)}}
+
+
+def from_dict(data: Mapping[str, Any] | None) -> Shipped | None:
+    """`to_dict`'s inverse; None for nothing, another format or a damaged dictionary (the run is then
+    measured as if nothing were stored)."""
+    if not data or data.get("format", FORMAT) != FORMAT:
+        return None
+    try:
+        evaluations = {int(s): {int(n): LengthReport(**r) for n, r in by_length.items()}
+                       for s, by_length in data.get("evaluations", {}).items()}
+        predictions = {int(n): Prediction(**p) for n, p in data.get("predictions", {}).items()}
+        horizon = None if data.get("horizon") is None else Horizon(**data["horizon"])
+        fit, fit_samples, fit_lengths = None, None, ()
+        if data.get("fit") is not None:
+            found = dict(data["fit"])
+            fit_samples, fit_lengths = int(found.pop("samples")), tuple(int(n) for n in found.pop("lengths"))
+            law = found.pop("fit")
+            law = None if law is None else DilutionFit(**{**law, "key_lengths": tuple(law.get("key_lengths", ())),
+                                                          "key_counts": tuple(law.get("key_counts", ()))})
+            fit = FitResult(**found, fit=law)
+    except (TypeError, ValueError, AttributeError, KeyError):
+        return None
+    return Shipped(evaluations, predictions, horizon, fit, fit_samples, fit_lengths)
