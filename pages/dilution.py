@@ -42,7 +42,7 @@ show_view("samples", str(samples))
 wanted = dilution_lengths(run.config, longest)
 lengths = tuple(allowed_lengths(run.run_id, list(wanted)))
 short_of_longest = readouts.longest_note(task.train_length, longest, wanted, lengths,
-                                         run.config.model.max_positions if run.config.model.encoding == "learned" else None)
+                                         readouts.length_refusal(run.config, run.model, [n for n in wanted if n not in lengths]))
 
 try:  # lengen_core.measure: priced whole before any work, the numbers of `evaluate` on the command line
     data = dilution_data(run.run_id, lengths, samples)

@@ -7,15 +7,21 @@ the run contradicts the claim the chart is about, a sentence that says so.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from lengen_core.analysis.carrier import ALIGNMENT_MARGIN, CarrierMetrics
+from lengen_core.analysis.evaluate import LengthError, check_lengths
 from lengen_core.analysis.fit import FitResult
 from lengen_core.analysis.verdict import Verdict
 from lengen_core.claims import expectation
+from lengen_core.config import RunConfig
 from lengen_core.thresholds import ACCURACY_BAR
 from ui.captions.common import accuracy_points, first_length_below, horizon, share
+
+if TYPE_CHECKING:  # a type only: the caller has the run's model loaded
+    import torch
 
 
 def _horizon(lengths: Sequence[int], accuracies: Sequence[float], train_length: int) -> str:
@@ -114,19 +120,30 @@ def _slope_reading(slope: float, fit: FitResult | None) -> str:
     return "(near 1: the dilution regime, where the fitted law describes this run)."
 
 
+def length_refusal(config: RunConfig, model: torch.nn.Module, refused: Sequence[int]) -> str | None:
+    """The run's own reason (lengen_core.analysis.evaluate.check_lengths) for the first length in `refused`,
+    or None when `refused` is empty."""
+    for length in refused[:1]:
+        try:
+            check_lengths(config, model, [length])
+        except LengthError as error:
+            return str(error)
+    return None
+
+
 def longest_note(train_length: int, longest: int, wanted: Sequence[int], measured: Sequence[int],
-                 max_positions: int | None) -> str | None:
+                 refusal: str | None) -> str | None:
     """Why the longest length measured is not the `longest` asked for, or None when it is. `wanted`: the
     lengths asked for (doublings of the training length up to `longest`); `measured`: those the run's encoding
-    allows; `max_positions`: the end of a learned table (None for an encoding without one)."""
+    allows; `refusal`: the encoding's own reason for the first length it refused (a learned table's end)."""
     last = measured[-1]
     if last == longest:
         return None
     if wanted[-1] > last:
-        end = f"its learned position table ends at {max_positions:,} positions" if max_positions else \
-            "its encoding does not accept longer ones"
-        return (f"Measured up to L = {last:,}, not the {longest:,} asked for: {end}, so {len(wanted) - len(measured)} "
-                f"longer length{'s' * (len(wanted) - len(measured) != 1)} cannot be tested on this run.")
+        left_out = len(wanted) - len(measured)
+        why = refusal.split(";")[0] if refusal else "this run's encoding accepts no longer length"
+        return (f"Measured up to L = {last:,}, not the {longest:,} asked for: {left_out} longer "
+                f"length{'s' * (left_out != 1)} cannot be tested on this run ({why}).")
     return (f"Measured up to L = {last:,}, not the {longest:,} asked for: the lengths double from the training length "
             f"{train_length:,}, and the next doubling, {2 * last:,}, is past {longest:,}.")
 
