@@ -143,6 +143,8 @@ def _named(config: RunConfig, name: str) -> str:
              "attention": "{} attention".format, "length_mode": "{} lengths".format, "steps": "{:,} steps".format}
     if name in short:
         return short[name](value)
+    if isinstance(value, bool):
+        return f"{SETTINGS[name].label}: {'yes' if value else 'no'}"
     return f"{SETTINGS[name].label} {value:g}" if isinstance(value, float) else f"{SETTINGS[name].label} {value}"
 
 
@@ -151,7 +153,7 @@ def _label(run_id: str, preset: str | None, config: RunConfig | None, differing:
         return f"Preset: {preset}" if short else f"Preset: {preset} · #{run_id}"
     if config is None:
         return run_id  # not readable here: its id is all there is to show
-    first = " ".join(_named(config, name) for name in differing)
+    first = ", ".join(_named(config, name) for name in differing)
     rest = " ".join(_named(config, name) for name in LABEL_ORDER if name not in differing and (
         name in ALWAYS_NAMED or name in NAMED_OFF_DEFAULT and _setting(config, name) != _setting(RunConfig(), name)))
     tag = run_id.rsplit("-", 1)[-1][:6] if short else run_id

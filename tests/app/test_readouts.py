@@ -43,8 +43,8 @@ def test_runs_that_differ_in_one_setting_differ_in_their_first_characters(monkey
 
 def test_a_label_names_layers_and_heads_in_words_only_where_they_differ(monkeypatch) -> None:
     single, shift = labels_of(monkeypatch, BASE, with_changes(BASE, task="shift", n_layers=1, n_heads=2))
-    assert single.startswith("retrieval single head · RoPE k=5 L=16")
-    assert shift.startswith("shift 1 layer × 2 heads · RoPE k=5 L=16")
+    assert single.startswith("retrieval, single head · RoPE k=5 L=16")
+    assert shift.startswith("shift, 1 layer × 2 heads · RoPE k=5 L=16")
     lone, = labels_of(monkeypatch, BASE)
     assert lone.startswith("RoPE k=5 L=16 · #")  # alone: what it is, nothing it shares with no one
 
