@@ -5,8 +5,10 @@ Plain data in, a figure out: each builder takes a long table with a `run` column
 
 from __future__ import annotations
 
+import numbers as numeric
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.colors import qualitative
@@ -111,7 +113,25 @@ def key_numbers(labels: dict[str, str], results: dict[str, Comparison], runs: di
             "Toeplitz": result.toeplitz_fraction, "Toeplitz untrained": result.toeplitz_baseline,
             "argmax Δ": result.carrier_argmax, "samples": result.samples, "carrier": result.carrier_source,
             "encoding": config.model.encoding, "attention": config.model.attention,
-            "layers×heads": f"{config.model.n_layers}×{config.model.n_heads}", "k": config.task.offset,
+            "layers × heads": "single head" if config.model.minimal else
+            f"{config.model.n_layers} layer{'s' * (config.model.n_layers != 1)} × {config.model.n_heads} head"
+            f"{'s' * (config.model.n_heads != 1)}", "k": config.task.offset,
             "L_train": config.task.train_length, "seed": config.train.seed,
         })
     return pd.DataFrame(rows)
+
+
+def by_quantity(numbers: pd.DataFrame) -> pd.DataFrame:
+    """`key_numbers` turned for the page: a row per quantity, a column per run (its label), every value as
+    text, so a few runs fit the page's width whatever the number of quantities (a row per run needs 17
+    columns and was cut at 1,400 px)."""
+    def text(value) -> str:
+        if value is None or (isinstance(value, float) and np.isnan(value)):
+            return "—"
+        if isinstance(value, numeric.Integral):
+            return f"{value:,}"
+        return f"{value:.3f}" if isinstance(value, numeric.Real) else str(value)
+
+    shown = numbers.set_index("run")
+    return pd.DataFrame({"quantity": list(shown.columns),
+                         **{run: [text(v) for v in shown.loc[run].tolist()] for run in shown.index}})
