@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -169,3 +170,32 @@ def test_a_sweeps_run_that_is_not_stored_says_so_and_goes_to_the_train_form() ->
     app.button(key="sweep-train").click().run()
     assert app.session_state["link_config"].run_id() == absent["run_id"]
     assert app.title[0].value == "Train a run"
+
+
+def test_a_horizon_at_the_probes_ceiling_is_drawn_as_a_bound_not_a_measured_point() -> None:
+    from ui.charts.common import probe_curve
+
+    probes = pd.DataFrame({"probe_step": [50, 100, 150, 200], "horizon": [300, 800, 1024, 1024],
+                           "m_out": [7.077, 7.5, 7.8, 7.832]})
+    figure = probe_curve(probes, 200, 16)  # the ceiling: 64 × 16 = 1,024 tokens
+    line = next(t for t in figure.data if t.name == "predicted horizon")
+    assert list(line.y[:2]) == [300 / 16, 800 / 16] and all(np.isnan(line.y[2:]))  # not a flat line at the ceiling
+    bound = next(t for t in figure.data if t.name.startswith("horizon ≥ 1,024 tokens"))
+    assert list(bound.x) == [150, 200] and list(bound.y) == [64, 64] and list(bound.text) == ["≥", "≥"]
+    assert bound.marker.symbol == "triangle-up-open"
+    assert figure.layout.yaxis2.tickmode == "auto"  # m_out's own ticks, not two synced to the log axis
+    low, high = figure.layout.yaxis.range
+    assert low <= 0 and high >= np.log10(64)  # 1× and 10× labelled on the horizon's axis
+
+
+def test_the_chance_line_is_labelled_outside_the_plot() -> None:
+    from ui.charts.common import dilution
+
+    table = pd.DataFrame({"length": [16, 32], "samples": [64, 64], "accuracy": [1.0, 0.07],
+                          "accuracy_low": [0.95, 0.03], "accuracy_high": [1.0, 0.15], "target_mass": [0.9, 0.05],
+                          "target_mass_sem": [0.01, 0.01], "predicted_accuracy": [1.0, 0.06],
+                          "predicted_mass": [0.9, 0.05]})
+    figure = dilution(table, None, 1 / 16)
+    label = next(a for a in figure.layout.annotations if a.text.startswith("chance"))
+    assert (label.xref, label.x, label.xanchor) == ("x domain", 1, "left")  # right of the plot, over no data
+    assert figure.layout.margin.r >= 90

@@ -148,26 +148,30 @@ def probe_curve(probes: pd.DataFrame, total_steps: int, train_length: int, ceili
         figure.add_scatter(x=probes["probe_step"][bounded], y=np.full(int(bounded.sum()), ceiling / train_length),
                            name=f"horizon ≥ {ceiling:,} tokens (the most a probe looks at)", mode="markers+text",
                            marker=dict(symbol="triangle-up-open", size=11, color=PREDICTED, line_width=2),
-                           text=["≥"] * int(bounded.sum()), textposition="bottom center",
-                           textfont=dict(color=PREDICTED, size=13),
+                           text=["≥"] * int(bounded.sum()), textposition="middle left",
+                           textfont=dict(color=PREDICTED, size=15),
                            hovertemplate=hover("step %{x:,}", f"horizon ≥ {ceiling:,} tokens "
                                                f"(≥ {ceiling / train_length:g}× the training length):",
                                                "at least this far; a probe looks no further"))
-        figure.add_hline(y=ceiling / train_length, line=dict(color=REFERENCE, dash="dot", width=1))
+        figure.add_scatter(x=[0, total_steps], y=[ceiling / train_length] * 2, mode="lines", hoverinfo="skip",
+                           line=dict(color=REFERENCE, dash="dot", width=1), showlegend=False, name="probe ceiling")
     figure.add_scatter(x=probes["probe_step"], y=probes["m_out"], name="m_out (predicted p)", line_color=MEASURED,
                        mode="lines+markers", marker_size=5, secondary_y=True, line_dash="dot",
                        hovertemplate=hover("step %{x:,}", "m_out %{y:.2f} nats"))
-    figure.update_xaxes(range=[0, total_steps])
+    figure.update_xaxes(range=[0, total_steps * 1.03])  # room for a marker on the last step
     if times.dropna().empty:  # below the bar at the training length at every probe so far
         figure.add_annotation(text=f"no horizon yet: predicted accuracy below {ACCURACY_BAR:g} at the training length",
                               xref="paper", yref="paper", x=0.5, y=0.5, showarrow=False)
-    log_axis(figure, "y", [*times.dropna(), 1, ceiling / train_length], title_text="horizon (× training length)",
+    # From 1× (the training length) to the ceiling, so the axis holds at least the labels 1 and 10.
+    shown = np.log10([1.0, *times.dropna(), ceiling / train_length])
+    log_axis(figure, "y", title_text="horizon (× training length)", range=[shown.min() - 0.05, shown.max() + 0.08],
              secondary_y=False)
     margins = probes["m_out"].astype(float).dropna()
-    if len(margins):  # at least a nat of range, ticks at round values, so a flat m_out reads as flat
+    if len(margins):  # a nat of range at least, with ticks of its own (not synced to the log axis's two)
         low, high = float(margins.min()), float(margins.max())
         middle, half = (low + high) / 2, max((high - low) / 2 * 1.15, 0.5)
-        figure.update_yaxes(range=[middle - half, middle + half], tickformat=".1f", nticks=6, secondary_y=True)
+        figure.update_yaxes(range=[middle - half, middle + half], tickmode="auto", nticks=6, tickformat=".1f",
+                            showgrid=False, secondary_y=True)
     figure.update_yaxes(title_text="m_out (nats)", secondary_y=True)
     return _layout(figure, "Horizon and m_out, predicted from the weights", "step", None)
 
