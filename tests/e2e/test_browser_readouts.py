@@ -20,7 +20,7 @@ playwright = pytest.importorskip("playwright.sync_api")
 SEED_0 = with_changes(RunConfig(), offset=5, seed=0, steps=30)
 SEED_1 = with_changes(SEED_0, seed=1)
 # The width of `text` in the font of element `e` (a canvas measures it as the browser draws it).
-TEXT_WIDTH = """([e, text]) => { const c = document.createElement('canvas').getContext('2d');
+TEXT_WIDTH = """(e, text) => { const c = document.createElement('canvas').getContext('2d');
     c.font = getComputedStyle(e).font; return c.measureText(text).width; }"""
 
 
@@ -69,7 +69,7 @@ def test_the_sidebar_picker_shows_what_differs_uncut(server, browser, twins) -> 
     assert "seed 1" in differs, label  # the seed is what tells the twins apart: it is in the label's first part
     room = picker.evaluate("e => e.clientWidth - parseFloat(getComputedStyle(e).paddingLeft) "
                            "- parseFloat(getComputedStyle(e).paddingRight)")
-    assert picker.evaluate(TEXT_WIDTH, [picker.element_handle(), differs]) <= room, (differs, room)
+    assert picker.evaluate(TEXT_WIDTH, differs) <= room, (differs, room)
     picker.click()
     options = tab.locator('[role="listbox"] [role="option"]')
     options.first.wait_for(timeout=30_000)
