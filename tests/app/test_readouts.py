@@ -199,3 +199,14 @@ def test_the_chance_line_is_labelled_outside_the_plot() -> None:
     label = next(a for a in figure.layout.annotations if a.text.startswith("chance"))
     assert (label.xref, label.x, label.xanchor) == ("x domain", 1, "left")  # right of the plot, over no data
     assert figure.layout.margin.r >= 90
+
+
+@pytest.mark.slow
+def test_a_sweeps_stored_runs_open_together_on_the_compare_page() -> None:
+    stored = [preset_ids()["RoPE"], preset_ids()["Learned (APE)"]]  # the sweep's two cells that are presets
+    app = sweep_page()
+    app.selectbox(key="sweep-open-run").set_value(stored[0]).run()
+    app.button(key="sweep-open-Compare").click().run()
+    assert not app.exception, [e.value for e in app.exception]
+    assert app.title[0].value == "Compare runs"
+    assert app.multiselect(key="compare-runs").value == stored
