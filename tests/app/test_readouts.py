@@ -122,12 +122,16 @@ def plain_words(text: str) -> str:
     return re.sub(r"\s+", " ", text.replace("\\", ""))
 
 
-def test_every_rule_says_what_it_does_and_when_it_helps_here_and_in_the_docs() -> None:
+def test_every_rule_says_what_it_does_and_when_it_helps_in_the_docs_words() -> None:
     assert set(EXPLANATIONS) == set(RULES) - {"none"}
     document = plain_words(RULES_DOCUMENT.read_text(encoding="utf-8"))
     for name, sentence in EXPLANATIONS.items():
         assert sentence in document, name  # docs/rules.md says the same words
         assert "helps" in sentence and sentence.endswith("."), name
+
+
+@pytest.mark.slow
+def test_the_rule_selectors_help_and_captions_give_each_rules_sentence() -> None:
     app = AppTest.from_file(APP, default_timeout=600)
     app.run()
     app.switch_page("pages/dilution.py").run()
