@@ -129,7 +129,8 @@ MEANINGS = {  # what each key number is, listed under the table
     "carrier": "analytic: read from the weights; measured: mean recorded logits.",
     "samples": "Random sequences per length behind every number.",
 }
-st.dataframe(compare_charts.by_quantity(numbers), hide_index=True, width="stretch")
+by_quantity = compare_charts.by_quantity(numbers)
+st.dataframe(by_quantity, hide_index=True, width="stretch", height=35 * (len(by_quantity) + 1) + 3)  # every row shown
 with st.expander("What each number means"):
     st.markdown("\n".join(f"- **{name}**: {text}" for name, text in MEANINGS.items()))
 toeplitz = "; ".join(mechanism_captions.toeplitz_caption(labels[i], r.toeplitz_fraction, r.toeplitz_baseline)
