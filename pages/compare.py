@@ -109,32 +109,35 @@ chart(compare_charts.carrier_overlay(carriers, [c.task.train_length for c in con
 
 st.subheader("Key numbers")
 numbers = compare_charts.key_numbers(labels, results, runs)
-st.dataframe(numbers, hide_index=True, width="stretch", column_config={
-    "learned": st.column_config.TextColumn(help=f"The run's verdict: ≥ {ACCURACY_BAR:.2f} at the training length on 2,048 fresh "
-                                                "answers."),
-    "past L_train": st.column_config.TextColumn(help="The verdict at twice the training length: is accuracy "
-                                                     "there at chance (1/V)?"),
-    "accuracy at 4×": st.column_config.NumberColumn(format="%.2f", help="Accuracy at 4 × the training length."),
-    "m_out (95%)": st.column_config.TextColumn(help="Fitted effective margin of the dilution law with its 95% "
-                                                    "bootstrap interval; no law for a run that did not learn, is "
-                                                    "at chance past training, or is a transformer."),
-    "horizon, predicted": st.column_config.TextColumn(help="The largest length whose accuracy predicted from the "
-                                                          "weights is ≥ 0.90, looked for up to 2^20 tokens (or the "
-                                                          "end of a learned table): the Dilution page's figure."),
-    "Toeplitz": st.column_config.NumberColumn(format="%.3f", help="Toeplitz fraction of the centred mean logit "
-                                                                  "matrix: 1 means the logit depends on t − u alone."),
-    "Toeplitz untrained": st.column_config.NumberColumn(format="%.3f", help="The same metric for the run's "
-                                                                            "untrained initialisation."),
-    "argmax Δ": st.column_config.NumberColumn(help="Where the carrier s(Δ) peaks in the training range; k when aligned."),
-    "carrier": st.column_config.TextColumn(help="analytic: read from the weights; measured: mean recorded logits."),
-    "samples": st.column_config.NumberColumn(help="Random sequences per length behind every number."),
-})
+MEANINGS = {  # what each key number is, listed under the table
+    "learned": f"The run's verdict: ≥ {ACCURACY_BAR:.2f} at the training length on 2,048 fresh "
+          "answers.",
+    "past L_train": "The verdict at twice the training length: is accuracy "
+          "there at chance (1/V)?",
+    "accuracy at 4×": "Accuracy at 4 × the training length.",
+    "m_out (95%)": "Fitted effective margin of the dilution law with its 95% "
+          "bootstrap interval; no law for a run that did not learn, is "
+          "at chance past training, or is a transformer.",
+    "horizon, predicted": "The largest length whose accuracy predicted from the "
+          "weights is ≥ 0.90, looked for up to 2^20 tokens (or the "
+          "end of a learned table): the Dilution page's figure.",
+    "Toeplitz": "Toeplitz fraction of the centred mean logit "
+          "matrix: 1 means the logit depends on t − u alone.",
+    "Toeplitz untrained": "The same metric for the run's "
+          "untrained initialisation.",
+    "argmax Δ": "Where the carrier s(Δ) peaks in the training range; k when aligned.",
+    "carrier": "analytic: read from the weights; measured: mean recorded logits.",
+    "samples": "Random sequences per length behind every number.",
+}
+by_quantity = compare_charts.by_quantity(numbers)
+st.dataframe(by_quantity, hide_index=True, width="stretch", height=35 * (len(by_quantity) + 1) + 3)  # every row shown
+with st.expander("What each number means"):
+    st.markdown("\n".join(f"- **{name}**: {text}" for name, text in MEANINGS.items()))
 toeplitz = "; ".join(mechanism_captions.toeplitz_caption(labels[i], r.toeplitz_fraction, r.toeplitz_baseline)
                      for i, r in results.items())
 st.caption(f"**What to look for:** Toeplitz near 1 says the logit depends on t − u (equivariance); a RoPE head has "
            f"that by construction, trained or not, so read it beside its untrained value: {toeplitz}. Whether a "
-           "rule was learned is the verdict and the carrier's peak at k (above). A layers×heads of 0×1 is the "
-           "single head.")
+           "rule was learned is the verdict and the carrier's peak at k (above).")
 st.download_button("Download key numbers (CSV)", numbers.to_csv(index=False).encode(), "compare-numbers.csv",
                    "text/csv", help="The table above, one row per run.")
 measured_as = " ".join(f"**{labels[i]}**: {request_caption(i, r.measurement, 'this page')}" for i, r in results.items()

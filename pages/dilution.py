@@ -40,7 +40,10 @@ samples = right.select_slider("Samples per length", SAMPLES, key="dilution-sampl
                               help="Random sequences per length: more samples narrow the Wilson band.")
 show_view("longest", str(longest))
 show_view("samples", str(samples))
-lengths = tuple(allowed_lengths(run.run_id, list(dilution_lengths(run.config, longest))))
+wanted = dilution_lengths(run.config, longest)
+lengths = tuple(allowed_lengths(run.run_id, list(wanted)))
+short_of_longest = readouts.longest_note(task.train_length, longest, wanted, lengths,
+                                         readouts.length_refusal(run.config, run.model, [n for n in wanted if n not in lengths]))
 
 try:  # lengen_core.measure: priced whole before any work, the numbers of `evaluate` on the command line
     data = dilution_data(run.run_id, lengths, samples)
@@ -52,10 +55,10 @@ fit = result.fit
 
 last = reports[-1]
 a, b, c = st.columns(3)
-a.metric(f"Accuracy at L = {last.length:,}", f"{last.accuracy:.2f}",
+a.metric(f"Accuracy at L = {last.length:,}" + (" (longest measured)" if short_of_longest else ""), f"{last.accuracy:.2f}",
          delta=f"95%: {last.accuracy_low:.3f} to {last.accuracy_high:.3f}", delta_color="off", delta_arrow="off",
          help=f"Measured at the query on {last.samples:,} sequences at the longest test length; the interval is "
-              "95% Wilson.")
+              "95% Wilson." + (f" {short_of_longest}" if short_of_longest else ""))
 b.metric("m_out (fitted)", "—" if fit is None else f"{fit.m_out:.2f}",
          delta=None if fit is None else f"95%: {fit.m_out_low:.2f} to {fit.m_out_high:.2f}", delta_color="off",
          delta_arrow="off",
@@ -70,6 +73,8 @@ c.metric("Largest error of the fit", "—" if fit is None else f"{fit.max_relati
          delta_color="off" if fit is None or fit.holds else "inverse", delta_arrow="off",
          help=f"max |p_fit − p| / p over the measured lengths the law was fitted to; within {LAW_TOLERANCE:.0%} the "
               "law describes this run. R² cannot tell (it was 0.96 for learned positions and 0.9999999 for NoPE).")
+if short_of_longest:
+    st.caption(short_of_longest)
 st.caption(f"**m_out: {accuracy_captions.m_out_text(result, samples)}.** {readouts.fit_caption(result)} "
            f"{request_caption(run.run_id, data.measurement, 'this page')}")
 show_horizon(run, data.measurement)
@@ -79,7 +84,7 @@ chart(charts.dilution(table, fit_table, 1 / task.vocab_size),
                                 table["predicted_accuracy"], task.train_length, run.verdict),
       table, "dilution", run.run_id)
 chart(charts.inverse_mass(table, fit_table),
-      readouts.inverse_mass_caption(lengths, table["target_mass"], task.train_length),
+      readouts.inverse_mass_caption(lengths, table["target_mass"], task.train_length, result),
       table[["length", "samples", "target_mass", "target_mass_sem", "predicted_mass"]]
       .assign(inverse_mass=1 / table["target_mass"]), "inverse-mass", run.run_id)
 if fit_table is not None:

@@ -7,6 +7,7 @@ from lengen_core.config import SETTINGS, ConfigError
 from lengen_core.serving.budget import duration
 from lengen_core.serving.sweep import AXES, SweepError, SweepGrid, check_sweep
 from ui import sweep_panels as sweeps
+from ui import sweep_runs
 from ui.glossary import lead
 from ui.presets import SWEEP_LENGTHS, SWEEP_LONGEST_CHOICES
 from ui.training.pool import browser_id
@@ -110,6 +111,7 @@ else:
     st.caption(f"**What to look for:** {sweeps.collapse_caption(summary)}")
     st.caption(sweeps.picked_caption(cells, picked))
     st.dataframe(sweeps.per_run_rows(cells, picked), hide_index=True)
+sweep_runs.open_run_panel(result, picked)
 
 left, right = st.columns(2)
 with left:

@@ -30,7 +30,7 @@ from lengen_core.analysis.evaluate import LengthError, LengthReport, check_lengt
 from lengen_core.analysis.fit import FitResult
 from lengen_core.analysis.heatmap import Heatmap, attention_heatmap
 from lengen_core.analysis.rules import parse_rule
-from lengen_core.config import RunConfig
+from lengen_core.config import SETTINGS, RunConfig
 from lengen_core.measure import Measurement, Shipped, measure
 from lengen_core.serving import budget
 from lengen_core.serving.budget import check_attention_map, check_carrier, check_single_head_evaluation
@@ -93,33 +93,76 @@ def load_run(run_id: str) -> Run:
 
 
 def run_labels(run_ids: Iterable[str]) -> dict[str, str]:
-    """run id -> a label no other run in `run_ids` shares.
+    """run id -> a label no other run in `run_ids` shares, that begins with what tells the runs apart.
 
     A picker's value is its option's label (Streamlit matches the browser's choice back by label),
-    so two runs with one label would be one choice. A preset is 'Preset: RoPE'; another run names
-    what tells runs apart (task, layers × heads, length mode, offset, length, seed, steps) and ends
-    with the start of its config hash, lengthened to the whole id in the unlikely case that is shared.
+    so two runs with one label would be one choice. A preset is 'Preset: RoPE'. Another run's label
+    is relative to the other runs shown: the settings in which they differ come first, in the order
+    `LABEL_ORDER` (encoding, k, L, V, seed, then task and model: 'seed 2 · RoPE k=3 L=16'), then the
+    run's encoding, k and L where they are shared, and any setting off its default that all share is
+    left out (but a task, layers × heads or attention off the default), so a narrow picker cuts only the end. The label ends with the start of its config hash,
+    lengthened to the whole id in the unlikely case that is shared.
     """
     run_ids = list(dict.fromkeys(run_ids))
     presets = {run_id: name for name, run_id in preset_ids().items()}
     configs = stored_configs()
-    labels = {run_id: _label(run_id, presets.get(run_id), configs.get(run_id), short=True) for run_id in run_ids}
+    trained = [configs[r] for r in run_ids if r not in presets and r in configs]
+    differing = [name for name in LABEL_ORDER if len({_setting(c, name) for c in trained}) > 1]
+    labels = {run_id: _label(run_id, presets.get(run_id), configs.get(run_id), differing, short=True)
+              for run_id in run_ids}
     counts: dict[str, int] = {}
     for label in labels.values():
         counts[label] = counts.get(label, 0) + 1
-    return {run_id: label if counts[label] == 1 else _label(run_id, presets.get(run_id), configs.get(run_id), short=False)
+    return {run_id: label if counts[label] == 1 else
+            _label(run_id, presets.get(run_id), configs.get(run_id), differing, short=False)
             for run_id, label in labels.items()}
 
 
-def _label(run_id: str, preset: str | None, config: RunConfig | None, short: bool) -> str:
+# The settings a label may name, in the order it names them: what a person varies most first. "layout" is
+# layers × heads together; every other setting of lengen_core.config follows in its own order.
+LABEL_ORDER = ("encoding", "offset", "train_length", "vocab_size", "seed", "task", "layout", "attention",
+               "length_mode", "steps", "d_model", "qk_init", "learning_rate", "init",
+               *(name for name in SETTINGS if name not in
+                 {"encoding", "offset", "train_length", "vocab_size", "seed", "task", "n_layers", "n_heads",
+                  "attention", "length_mode", "steps", "d_model", "qk_init", "learning_rate", "init"}))
+ALWAYS_NAMED = ("encoding", "offset", "train_length")  # what a run is, even when every run shown shares it
+NAMED_OFF_DEFAULT = ("task", "layout", "attention")  # shared but off the default: a shift transformer says so
+ENCODING_NAMES = {"rope": "RoPE", "learned": "learned", "sinusoidal": "sinusoidal", "alibi": "ALiBi", "nope": "NoPE"}
+
+
+def _setting(config: RunConfig, name: str):
+    if name == "layout":
+        return config.model.n_layers, config.model.n_heads
+    return getattr(getattr(config, SETTINGS[name].section), name)
+
+
+def _named(config: RunConfig, name: str) -> str:
+    """One setting as a label says it: 'RoPE', 'k=3', 'L=16', 'V=16', 'seed 0', '1 layer × 2 heads'."""
+    value = _setting(config, name)
+    if name == "layout":
+        layers, heads = value
+        return "single head" if layers == 0 else \
+            f"{layers} layer{'s' * (layers != 1)} × {heads} head{'s' * (heads != 1)}"
+    short = {"encoding": lambda v: ENCODING_NAMES.get(v, v), "offset": "k={}".format, "train_length": "L={}".format,
+             "vocab_size": "V={}".format, "seed": "seed {}".format, "task": str,
+             "attention": "{} attention".format, "length_mode": "{} lengths".format, "steps": "{:,} steps".format}
+    if name in short:
+        return short[name](value)
+    if isinstance(value, bool):
+        return f"{SETTINGS[name].label}: {'yes' if value else 'no'}"
+    return f"{SETTINGS[name].label} {value:g}" if isinstance(value, float) else f"{SETTINGS[name].label} {value}"
+
+
+def _label(run_id: str, preset: str | None, config: RunConfig | None, differing: Sequence[str], short: bool) -> str:
     if preset is not None:
         return f"Preset: {preset}" if short else f"Preset: {preset} · #{run_id}"
     if config is None:
         return run_id  # not readable here: its id is all there is to show
-    task, model, train = config.task, config.model, config.train
+    first = ", ".join(_named(config, name) for name in differing)
+    rest = " ".join(_named(config, name) for name in LABEL_ORDER if name not in differing and (
+        name in ALWAYS_NAMED or name in NAMED_OFF_DEFAULT and _setting(config, name) != _setting(RunConfig(), name)))
     tag = run_id.rsplit("-", 1)[-1][:6] if short else run_id
-    return (f"{model.encoding}·{model.attention} {task.task} {model.n_layers}×{model.n_heads} {task.length_mode} "
-            f"k={task.offset} L={task.train_length} s{train.seed} · {train.steps} steps · #{tag}")
+    return " · ".join(part for part in (first, rest, f"#{tag}") if part)
 
 
 class Progress:

@@ -129,8 +129,10 @@ def accuracy_chart(table: pd.DataFrame) -> alt.FacetChart:
     band = alt.Chart().mark_area(opacity=0.25).encode(x=x, y="low:Q", y2="high:Q", color=colour)
     line = alt.Chart().mark_line(point=True).encode(
         x=x, y=alt.Y("mean:Q", title="accuracy", scale=alt.Scale(domain=[0, 1])), color=colour,
-        tooltip=["encoding", "length", alt.Tooltip("mean:Q", format=".3f"), alt.Tooltip("low:Q", format=".3f"),
-                 alt.Tooltip("high:Q", format=".3f"), "runs"])
+        tooltip=[alt.Tooltip("encoding:N", title="encoding"), alt.Tooltip("length:Q", title="length", format=",d"),
+                 alt.Tooltip("mean:Q", title="mean accuracy", format=".3f"),
+                 alt.Tooltip("low:Q", title="lowest run", format=".3f"),
+                 alt.Tooltip("high:Q", title="highest run", format=".3f"), alt.Tooltip("runs:Q", title="runs")])
     chance = alt.Chart().mark_rule(strokeDash=[2, 3], color="#555").encode(y="mean(chance):Q")
     panel_width = FACET_WIDTH // columns - 40 * (columns - 1)
     return (alt.layer(band, line, chance, data=summary)
@@ -191,7 +193,10 @@ def argmax_chart(cells: pd.DataFrame, picked: set[str] = frozenset()) -> alt.Cha
         x=alt.X("shown_at:Q", title="requested offset k (encodings side by side)", scale=alt.Scale(domain=[0, top])),
         y=alt.Y("argmax_offset:Q", title="carrier's argmax offset", scale=alt.Scale(domain=[0, top])),
         color=encoding_colour(rows["encoding"]),
-        tooltip=["encoding", "offset", "seed", "argmax_offset", alt.Tooltip("carrier_margin:Q", format=".2f"), "run_id"])
+        tooltip=[alt.Tooltip("encoding:N", title="encoding"), alt.Tooltip("offset:Q", title="offset k"),
+                 alt.Tooltip("seed:Q", title="seed"), alt.Tooltip("argmax_offset:Q", title="carrier's argmax offset"),
+                 alt.Tooltip("carrier_margin:Q", title="margin of s(k) (nats)", format=".2f"),
+                 alt.Tooltip("run_id:N", title="run")])
     return (diagonal + points).properties(height=300)
 
 
@@ -203,8 +208,11 @@ def margin_chart(cells: pd.DataFrame, picked: set[str] = frozenset()) -> alt.Cha
         x=alt.X("m_out:Q", title="m_out (nats; blank: no law fitted)", scale=alt.Scale(zero=False)),
         y=alt.Y("predicted_horizon:Q", scale=alt.Scale(type="log", base=2), title="predicted horizon (tokens)"),
         color=encoding_colour(rows["encoding"]), shape=alt.Shape("offset:N"),
-        tooltip=["encoding", "offset", "seed", alt.Tooltip("m_out:Q", format=".2f"), "predicted_horizon",
-                 "measured_horizon", "run_id"]).properties(height=300)
+        tooltip=[alt.Tooltip("encoding:N", title="encoding"), alt.Tooltip("offset:Q", title="offset k"),
+                 alt.Tooltip("seed:Q", title="seed"), alt.Tooltip("m_out:Q", title="m_out (nats)", format=".2f"),
+                 alt.Tooltip("predicted_horizon:Q", title="horizon predicted (tokens)", format=",d"),
+                 alt.Tooltip("measured_horizon:Q", title="horizon measured (tokens)", format=",d"),
+                 alt.Tooltip("run_id:N", title="run")]).properties(height=300)
 
 
 def collapse_frame(cells: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
@@ -241,8 +249,11 @@ def collapse_chart(points: pd.DataFrame, curves: pd.DataFrame) -> alt.Chart:
         x=x, y=alt.Y("accuracy:Q", title="accuracy", scale=alt.Scale(domain=[0, 1])),
         color=alt.Color("offset:N", title="offset k"), shape=alt.Shape("seed:N"),
         opacity=alt.condition(pick, alt.value(0.9), alt.value(0.15)),
-        tooltip=["run_id", "offset", "seed", "length", alt.Tooltip("accuracy:Q", format=".3f"),
-                 alt.Tooltip("m_out:Q", format=".2f"), alt.Tooltip("x:Q", format=".2e")],
+        tooltip=[alt.Tooltip("run_id:N", title="run"), alt.Tooltip("offset:Q", title="offset k"),
+                 alt.Tooltip("seed:Q", title="seed"), alt.Tooltip("length:Q", title="length", format=",d"),
+                 alt.Tooltip("accuracy:Q", title="accuracy", format=".3f"),
+                 alt.Tooltip("m_out:Q", title="m_out (nats)", format=".2f"),
+                 alt.Tooltip("x:Q", title="scaled length", format=".3~g")],
     ).add_params(pick)
     return (curve + dots).properties(height=360)
 

@@ -20,6 +20,20 @@ READABLE_CSS = """<style>
 [data-testid="stMetricLabel"], [data-testid="stMetricLabel"] *, [data-testid="stPageLink-NavLink"] * {
     white-space: normal !important; overflow: visible !important; text-overflow: clip !important;
 }
+/* A multiselect's chosen runs wrap onto more lines, each chip whole, instead of a row that scrolls out of
+   its box; the options of an open selectbox wrap too, so a long run label is never cut. */
+[data-testid="stMultiSelectTagsContainer"], [data-testid="stMultiSelectTagsContainer"] > [role="group"] {
+    flex-wrap: wrap !important; overflow: visible !important; mask-image: none !important;
+    -webkit-mask-image: none !important; max-width: 100% !important;
+}
+[data-testid="stMultiSelect"] [data-rac] { height: auto !important; max-height: none !important; }
+[data-testid="stMultiSelectTagsContainer"] [data-tag] { max-width: 100% !important; height: auto !important; }
+[data-testid="stMultiSelectTagsContainer"] [data-tag] > span {
+    white-space: normal !important; overflow: visible !important; text-overflow: clip !important;
+}
+[role="listbox"] [role="option"], [role="listbox"] [role="option"] * {
+    white-space: normal !important; overflow: visible !important; text-overflow: clip !important; height: auto !important;
+}
 [data-testid="stMainBlockContainer"] { container-type: inline-size; }
 @container (max-width: 820px) {
     [data-testid="stHorizontalBlock"]:has([data-testid="stPlotlyChart"]) > [data-testid="stColumn"] {

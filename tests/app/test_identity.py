@@ -39,9 +39,9 @@ def test_look_alike_runs_have_different_labels_that_say_how_they_differ(look_ali
     labels = run_labels(run_options())
     shift, retrieval = labels[look_alikes["shift"]], labels[look_alikes["retrieval"]]
     assert shift != retrieval
-    assert "shift 1×2" in shift and "retrieval 0×1" in retrieval
+    assert "shift, 1 layer × 2 heads" in shift and "retrieval, single head" in retrieval
     for run_id, label in ((look_alikes["shift"], shift), (look_alikes["retrieval"], retrieval)):
-        assert "k=5 L=16 s0" in label and label.endswith(f"#{run_id.rsplit('-', 1)[-1][:6]}")
+        assert "k=5" in label and "L=16" in label and label.endswith(f"#{run_id.rsplit('-', 1)[-1][:6]}")
     assert len(set(labels.values())) == len(labels)  # every option, presets included
     assert labels[RunConfig().run_id()] == "Preset: RoPE"
 

@@ -44,11 +44,13 @@ def test_compare_overlays_the_three_single_head_presets() -> None:
     app = open_page("pages/compare.py")
     assert len(app.multiselect[0].value) == 3
     assert len(app.get("plotly_chart")) == 3
-    numbers = app.dataframe[0].value
-    assert list(numbers["encoding"]) == ["rope", "learned", "rope"]
-    assert numbers.loc[0, "argmax Δ"] == 3
-    assert numbers.loc[0, "accuracy at 4×"] > 0.9
-    assert numbers.loc[1, "accuracy at 4×"] < 0.3
+    numbers = app.dataframe[0].value.set_index("quantity")  # a row per quantity, a column per run: it fits the page
+    assert len(numbers.columns) == 3
+    assert list(numbers.loc["encoding"]) == ["rope", "learned", "rope"]
+    assert numbers.loc["layers × heads"].tolist() == ["single head"] * 3
+    assert numbers.loc["argmax Δ"].iloc[0] == "3"
+    assert float(numbers.loc["accuracy at 4×"].iloc[0]) > 0.9
+    assert float(numbers.loc["accuracy at 4×"].iloc[1]) < 0.3
 
 
 def test_compare_with_no_run_picked_says_so() -> None:

@@ -13,6 +13,7 @@ from streamlit.testing.v1 import AppTest
 from lengen_core.analysis.rules import RULES
 from ui.captions.common import share
 from ui.presets import PRESETS, preset_ids
+from ui.rules.captions import UP_TO
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 ROPE, LINEAR, LEARNED = (preset_ids()[name] for name in ("RoPE", "RoPE + linear attention", "Learned (APE)"))
@@ -67,7 +68,7 @@ def assert_readable(spec: dict) -> None:
 
 
 def rules_table(app: AppTest):
-    return next(d.value for d in app.dataframe if "horizon predicted" in d.value.columns)
+    return next(d.value for d in app.dataframe if f"{UP_TO}, predicted" in d.value.columns)
 
 
 def test_a_dilution_link_with_rules_draws_each_rule_beside_the_unmodified_run() -> None:

@@ -102,6 +102,7 @@ def from_app(run_id: str, lengths: tuple[int, ...]) -> list[dict[str, Any]]:
     assert compared.lengths == lengths  # the doublings of L_train up to the longest: the same request
     if m.closed_form:  # the horizon as the Compare page's key numbers and the rules table (rule none) write it
         from ui.charts.compare import key_numbers
+        from ui.rules.captions import BELOW, UP_TO, horizon_cells
         from ui.rules.view import _measure, _rows
         from ui.runs import Progress, load_run
 
@@ -109,7 +110,9 @@ def from_app(run_id: str, lengths: tuple[int, ...]) -> list[dict[str, Any]]:
         text = m.predicted_horizon.text
         assert key_numbers({run_id: "run"}, {run_id: compared}, {run_id: run})["horizon, predicted"][0] == text
         ruled = {"none": _measure(run_id, "none", lengths, SAMPLES, Progress("Reading under the rules"))}
-        assert _rows("this run", run.config, True, ruled)[0][0]["horizon predicted"] == text
+        row = _rows("this run", run.config, True, ruled)[0][0]
+        up_to, below = row[f"{UP_TO}, predicted"], row[f"{BELOW}, predicted"]  # the same horizon, in two cells
+        assert f"{m.predicted_horizon.length:,}" in up_to and (up_to, below) == horizon_cells(m.predicted_horizon)
     law = compared.fit.fit
     shown.append({"accuracy": list(compared.accuracy), "target_mass": list(compared.target_mass),
                   "m_out": None if law is None else law.m_out, "m_out_low": None if law is None else law.m_out_low,

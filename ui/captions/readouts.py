@@ -7,15 +7,21 @@ the run contradicts the claim the chart is about, a sentence that says so.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from lengen_core.analysis.carrier import ALIGNMENT_MARGIN, CarrierMetrics
+from lengen_core.analysis.evaluate import LengthError, check_lengths
 from lengen_core.analysis.fit import FitResult
 from lengen_core.analysis.verdict import Verdict
 from lengen_core.claims import expectation
+from lengen_core.config import RunConfig
 from lengen_core.thresholds import ACCURACY_BAR
 from ui.captions.common import accuracy_points, first_length_below, horizon, share
+
+if TYPE_CHECKING:  # a type only: the caller has the run's model loaded
+    import torch
 
 
 def _horizon(lengths: Sequence[int], accuracies: Sequence[float], train_length: int) -> str:
@@ -78,8 +84,11 @@ def _partial_learner(verdict: Verdict, lengths: Sequence[int], accuracies: Seque
             f"below the {ACCURACY_BAR:.2f} a learned task needs){kept}.")
 
 
-def inverse_mass_caption(lengths: Sequence[int], masses: Sequence[float], train_length: int) -> str:
-    """1/p against length: the measured log–log slope at the long end (the law's 1 holds only there)."""
+def inverse_mass_caption(lengths: Sequence[int], masses: Sequence[float], train_length: int,
+                         fit: FitResult | None = None) -> str:
+    """1/p against length: the measured log–log slope at the long end (the law's 1 holds only there). A slope
+    near 1 is called the dilution regime only where the law was fitted and describes the run (`fit`): a run at
+    chance also has p falling like 1/L, its attention spread over keys it never learned to tell apart."""
     n = np.asarray(lengths, dtype=float)
     inverse = 1 / np.asarray(masses, dtype=float)
     far = n >= train_length
@@ -91,8 +100,52 @@ def inverse_mass_caption(lengths: Sequence[int], masses: Sequence[float], train_
     return (f"past the training length 1/p grows with L; on these log–log axes the law's line bends from slope 0 "
             f"toward slope 1 as (L − L_train)·e^(−m_out) comes to dominate 1/p(L_train). This run: slope "
             f"{near_slope:.2f} between {int(n[far][0]):,} and {int(n[far][1]):,}, {far_slope:.2f} between "
-            f"{int(n[far][-2]):,} and {int(n[far][-1]):,}" + (" (near 1: the dilution regime)." if abs(far_slope - 1) < 0.15
-                                                             else " (not near 1: no dilution regime in the range measured)."))
+            f"{int(n[far][-2]):,} and {int(n[far][-1]):,} " + _slope_reading(far_slope, fit))
+
+
+def _slope_reading(slope: float, fit: FitResult | None) -> str:
+    """What a far slope says, given the law's fit (None: not known here)."""
+    if abs(slope - 1) >= 0.15:
+        return "(not near 1: no dilution regime in the range measured)."
+    if fit is None:
+        return "(near 1, as the law has it far out; the fit on the Dilution page says whether the law describes this run)."
+    if fit.fit is None:
+        why = {"at_chance": "this run is at chance past its training length",
+               "not_learned": "this run did not learn the task"}.get(fit.status, "no law was fitted to this run")
+        return (f"(near 1, but not a dilution regime: {why}, so p falls like 1/L because attention spreads over "
+                "keys the run cannot tell apart, and no law is fitted).")
+    if not fit.fit.holds:
+        return (f"(near 1, but the fitted law misses this run by {fit.fit.max_relative_error:.0%}: not read as "
+                "the dilution regime).")
+    return "(near 1: the dilution regime, where the fitted law describes this run)."
+
+
+def length_refusal(config: RunConfig, model: torch.nn.Module, refused: Sequence[int]) -> str | None:
+    """The run's own reason (lengen_core.analysis.evaluate.check_lengths) for the first length in `refused`,
+    or None when `refused` is empty."""
+    for length in refused[:1]:
+        try:
+            check_lengths(config, model, [length])
+        except LengthError as error:
+            return str(error)
+    return None
+
+
+def longest_note(train_length: int, longest: int, wanted: Sequence[int], measured: Sequence[int],
+                 refusal: str | None) -> str | None:
+    """Why the longest length measured is not the `longest` asked for, or None when it is. `wanted`: the
+    lengths asked for (doublings of the training length up to `longest`); `measured`: those the run's encoding
+    allows; `refusal`: the encoding's own reason for the first length it refused (a learned table's end)."""
+    last = measured[-1]
+    if last == longest:
+        return None
+    if wanted[-1] > last:
+        left_out = len(wanted) - len(measured)
+        why = refusal.split(";")[0] if refusal else "this run's encoding accepts no longer length"
+        return (f"Measured up to L = {last:,}, not the {longest:,} asked for: {left_out} longer "
+                f"length{'s' * (left_out != 1)} cannot be tested on this run ({why}).")
+    return (f"Measured up to L = {last:,}, not the {longest:,} asked for: the lengths double from the training length "
+            f"{train_length:,}, and the next doubling, {2 * last:,}, is past {longest:,}.")
 
 
 def fit_caption(fit: FitResult) -> str:

@@ -12,6 +12,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from lengen_core.analysis.horizon import NEAR_MULTIPLE
 from lengen_core.thresholds import ACCURACY_BAR
 
 HEIGHT = 380
@@ -20,8 +21,9 @@ MEASURED, PREDICTED, FITTED, REFERENCE = "#1f77b4", "#ff7f0e", "#2ca02c", "#7f7f
 
 
 def _layout(figure: go.Figure, title: str, x: str, y: str | None, height: int = HEIGHT) -> go.Figure:
+    right = max(20, figure.layout.margin.r or 0)  # wider where a label sits outside the plot (`chance_line`)
     figure.update_layout(
-        title=title, xaxis_title=x, height=height, margin=dict(l=60, r=20, t=50, b=90),
+        title=title, xaxis_title=x, height=height, margin=dict(l=60, r=right, t=50, b=90),
         legend=dict(orientation="h", yanchor="top", y=-0.22, x=0, xanchor="left"),
         hoverlabel=dict(namelength=-1),
     )
@@ -61,6 +63,22 @@ def decades(values) -> list[float] | None:
         low, high = np.floor(low), np.floor(low) + 1
     pad = 0.05 * (high - low)
     return [float(low - pad), float(high + pad)]
+
+
+CHANCE_MARGIN = 96  # pixels right of the plot for the chance line's label
+
+
+def chance_line(figure: go.Figure, chance: float, dash: str = "dash", label: bool = True, **where) -> go.Figure:
+    """The chance level 1/V as a grey line across the plot, labelled outside its right edge (in the margin,
+    so the label never covers a data point). `where`: row and col of a panel of make_subplots; `label`
+    False for the panels after the first that carries it."""
+    figure.add_hline(y=chance, line=dict(color=REFERENCE, dash=dash, width=1.5), **where)
+    if label:
+        figure.add_annotation(text=f"chance<br>1/V = {chance:.3g}", x=1, xref="x domain", xanchor="left",
+                              y=chance, yref="y", yanchor="middle", showarrow=False, align="left",
+                              font=dict(color=REFERENCE, size=12), **where)
+        figure.update_layout(margin=dict(r=CHANCE_MARGIN))
+    return figure
 
 
 def hover(*lines: str) -> str:
@@ -112,23 +130,48 @@ def training_curve(history: pd.DataFrame, total_steps: int) -> go.Figure:
     return _layout(figure, "Training", "step", None)
 
 
-def probe_curve(probes: pd.DataFrame, total_steps: int, train_length: int) -> go.Figure:
+def probe_curve(probes: pd.DataFrame, total_steps: int, train_length: int, ceiling: int | None = None) -> go.Figure:
     """The horizon and m_out predicted from the weights during training (columns probe_step, horizon,
-    m_out); the horizon in multiples of the training length, on a log axis."""
+    m_out); the horizon in multiples of the training length, on a log axis. A probe looks no further than
+    `ceiling` tokens (NEAR_MULTIPLE × the training length by default): a horizon there is a bound, drawn as
+    an open triangle at the ceiling marked "≥", never as a measured value on a line."""
+    ceiling = NEAR_MULTIPLE * train_length if ceiling is None else ceiling
     figure = make_subplots(specs=[[{"secondary_y": True}]])
     times = probes["horizon"].astype(float) / train_length
-    figure.add_scatter(x=probes["probe_step"], y=times, name="predicted horizon", line_color=PREDICTED,
-                       mode="lines+markers", marker_size=5, connectgaps=False,
+    bounded = probes["horizon"].astype(float) >= ceiling
+    found = times.where(~bounded)
+    figure.add_scatter(x=probes["probe_step"], y=found, name="predicted horizon", line_color=PREDICTED,
+                       mode="lines+markers", marker_size=6, connectgaps=False,
                        customdata=probes["horizon"], hovertemplate=hover("step %{x:,}", "horizon %{customdata:,} tokens",
                                                                          "= %{y:.1f}× the training length"))
+    if bounded.any():
+        figure.add_scatter(x=probes["probe_step"][bounded], y=np.full(int(bounded.sum()), ceiling / train_length),
+                           name=f"horizon ≥ {ceiling:,} tokens (the most a probe looks at)", mode="markers+text",
+                           marker=dict(symbol="triangle-up-open", size=11, color=PREDICTED, line_width=2),
+                           text=["≥"] * int(bounded.sum()), textposition="middle left",
+                           textfont=dict(color=PREDICTED, size=15),
+                           hovertemplate=hover("step %{x:,}", f"horizon ≥ {ceiling:,} tokens "
+                                               f"(≥ {ceiling / train_length:g}× the training length):",
+                                               "at least this far; a probe looks no further"))
+        figure.add_scatter(x=[0, total_steps], y=[ceiling / train_length] * 2, mode="lines", hoverinfo="skip",
+                           line=dict(color=REFERENCE, dash="dot", width=1), showlegend=False, name="probe ceiling")
     figure.add_scatter(x=probes["probe_step"], y=probes["m_out"], name="m_out (predicted p)", line_color=MEASURED,
                        mode="lines+markers", marker_size=5, secondary_y=True, line_dash="dot",
                        hovertemplate=hover("step %{x:,}", "m_out %{y:.2f} nats"))
-    figure.update_xaxes(range=[0, total_steps])
+    figure.update_xaxes(range=[0, total_steps * 1.03])  # room for a marker on the last step
     if times.dropna().empty:  # below the bar at the training length at every probe so far
         figure.add_annotation(text=f"no horizon yet: predicted accuracy below {ACCURACY_BAR:g} at the training length",
                               xref="paper", yref="paper", x=0.5, y=0.5, showarrow=False)
-    log_axis(figure, "y", times.dropna(), title_text="horizon (× training length)", secondary_y=False)
+    # From 1× (the training length) to the ceiling, so the axis holds at least the labels 1 and 10.
+    shown = np.log10([1.0, *times.dropna(), ceiling / train_length])
+    log_axis(figure, "y", title_text="horizon (× training length)", range=[shown.min() - 0.05, shown.max() + 0.08],
+             secondary_y=False)
+    margins = probes["m_out"].astype(float).dropna()
+    if len(margins):  # a nat of range at least, with ticks of its own (not synced to the log axis's two)
+        low, high = float(margins.min()), float(margins.max())
+        middle, half = (low + high) / 2, max((high - low) / 2 * 1.15, 0.5)
+        figure.update_yaxes(range=[middle - half, middle + half], tickmode="auto", nticks=6, tickformat=".1f",
+                            showgrid=False, secondary_y=True)
     figure.update_yaxes(title_text="m_out (nats)", secondary_y=True)
     return _layout(figure, "Horizon and m_out, predicted from the weights", "step", None)
 
@@ -234,19 +277,19 @@ def dilution(table: pd.DataFrame, fit_table: pd.DataFrame | None, chance: float)
     figure.add_scatter(x=n, y=table["target_mass"], mode="markers", name="target mass p measured",
                        marker=dict(color=MEASURED, symbol="diamond-open", size=9),
                        customdata=table[["target_mass_sem", "samples"]].to_numpy(),
-                       hovertemplate=hover("L = %{x:,}", "p %{y:.3f} ± %{customdata[0]:.3f} (s.e.m.)",
+                       hovertemplate=hover("L = %{x:,}", "p %{y:.3g} ± %{customdata[0]:.3f} (s.e.m.)",
                                            "n = %{customdata[1]:,} sequences"))
     figure.add_scatter(x=n, y=table["predicted_accuracy"], mode="lines", name="accuracy predicted",
                        line=dict(color=PREDICTED, dash="dash"),
                        hovertemplate=hover("L = %{x:,}", "accuracy predicted %{y:.3f} (from the weights)"))
     figure.add_scatter(x=n, y=table["predicted_mass"], mode="lines", name="p predicted",
                        line=dict(color=PREDICTED, dash="dot"),
-                       hovertemplate=hover("L = %{x:,}", "p predicted %{y:.3f} (from the weights)"))
+                       hovertemplate=hover("L = %{x:,}", "p predicted %{y:.3g} (from the weights)"))
     if fit_table is not None:
         figure.add_scatter(x=fit_table["length"], y=fit_table["fitted_mass"], mode="lines",
                            name="p fitted law", line=dict(color=FITTED, width=3, dash="longdash"),
-                           hovertemplate=hover("L = %{x:,}", "p fitted %{y:.3f}"))
-    figure.add_hline(y=chance, line=dict(color=REFERENCE, dash="dash"), annotation_text=f"chance 1/V = {chance:.3f}")
+                           hovertemplate=hover("L = %{x:,}", "p fitted %{y:.3g}"))
+    chance_line(figure, chance)
     log_axis(figure, "x", n)
     figure.update_yaxes(range=[0, 1.05])
     return _layout(figure, "Accuracy and target mass against length", "test length L (log)", "", height=460)

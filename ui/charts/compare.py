@@ -5,14 +5,16 @@ Plain data in, a figure out: each builder takes a long table with a `run` column
 
 from __future__ import annotations
 
+import numbers as numeric
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.colors import qualitative
 
 from ui.captions import accuracy as accuracy_captions
-from ui.charts.common import REFERENCE, _layout, accuracy_hover, band, hover, log_axis
+from ui.charts.common import REFERENCE, _layout, accuracy_hover, band, chance_line, hover, log_axis
 
 if TYPE_CHECKING:
     from lengen_core.training import Run
@@ -43,7 +45,7 @@ def accuracy_overlay(table: pd.DataFrame, chance: float) -> go.Figure:
         customdata, template = accuracy_hover(rows)
         figure.add_scatter(x=rows["length"], y=rows["accuracy"], mode="markers+lines", name=run, line_color=colour,
                            legendgroup=run, customdata=customdata, hovertemplate=template)
-    figure.add_hline(y=chance, line=dict(color=REFERENCE, dash="dash"), annotation_text=f"chance 1/V = {chance:.3f}")
+    chance_line(figure, chance)
     length_axis(figure, table["length"])
     figure.update_yaxes(range=[0, 1.05])
     return _layout(figure, "Accuracy against length", "test length L (log)", "accuracy", height=420)
@@ -54,7 +56,7 @@ def mass_overlay(table: pd.DataFrame) -> go.Figure:
     `samples` column, the sample count in the hover."""
     figure = go.Figure()
     counted = "samples" in table.columns
-    measured = hover("L = %{x:,}", "p %{y:.3f}", *(["n = %{customdata[0]:,} sequences"] if counted else []))
+    measured = hover("L = %{x:,}", "p %{y:.3g}", *(["n = %{customdata[0]:,} sequences"] if counted else []))
     for run, colour in colours(list(dict.fromkeys(table["run"]))).items():
         rows = table[table["run"] == run]
         figure.add_scatter(x=rows["length"], y=rows["target_mass"], mode="markers+lines", name=run,
@@ -63,7 +65,7 @@ def mass_overlay(table: pd.DataFrame) -> go.Figure:
         if rows["predicted_mass"].notna().any():
             figure.add_scatter(x=rows["length"], y=rows["predicted_mass"], mode="lines", name=f"{run} (predicted)",
                                line=dict(color=colour, dash="dash"), legendgroup=run,
-                               hovertemplate=hover("L = %{x:,}", "p predicted %{y:.3f} (from the weights)"))
+                               hovertemplate=hover("L = %{x:,}", "p predicted %{y:.3g} (from the weights)"))
     length_axis(figure, table["length"])
     figure.update_yaxes(range=[0, 1.05])
     return _layout(figure, "Target mass p against length (dashed: predicted from the weights)",
@@ -77,7 +79,7 @@ def carrier_overlay(table: pd.DataFrame, train_lengths: list[int], offsets: list
     for run, colour in colours(list(dict.fromkeys(table["run"]))).items():
         rows = table[table["run"] == run]
         figure.add_scatter(x=rows["offset"], y=rows["shown"], mode="lines+markers", name=run,
-                           line_color=colour, marker_size=3, hovertemplate=hover("Δ = %{x:,}", "%{y:.3f}"))
+                           line_color=colour, marker_size=3, hovertemplate=hover("Δ = %{x:,}", "s(Δ) %{y:.3f} (as drawn)"))
     figure.add_vrect(x0=-0.5, x1=max(train_lengths) - 0.5, fillcolor=REFERENCE, opacity=0.12, line_width=0,
                      annotation_text="training range", annotation_position="bottom right")
     for k in sorted(set(offsets)):
@@ -111,7 +113,25 @@ def key_numbers(labels: dict[str, str], results: dict[str, Comparison], runs: di
             "Toeplitz": result.toeplitz_fraction, "Toeplitz untrained": result.toeplitz_baseline,
             "argmax Δ": result.carrier_argmax, "samples": result.samples, "carrier": result.carrier_source,
             "encoding": config.model.encoding, "attention": config.model.attention,
-            "layers×heads": f"{config.model.n_layers}×{config.model.n_heads}", "k": config.task.offset,
+            "layers × heads": "single head" if config.model.minimal else
+            f"{config.model.n_layers} layer{'s' * (config.model.n_layers != 1)} × {config.model.n_heads} head"
+            f"{'s' * (config.model.n_heads != 1)}", "k": config.task.offset,
             "L_train": config.task.train_length, "seed": config.train.seed,
         })
     return pd.DataFrame(rows)
+
+
+def by_quantity(numbers: pd.DataFrame) -> pd.DataFrame:
+    """`key_numbers` turned for the page: a row per quantity, a column per run (its label), every value as
+    text, so a few runs fit the page's width whatever the number of quantities (a row per run needs 17
+    columns and was cut at 1,400 px)."""
+    def text(value) -> str:
+        if value is None or (isinstance(value, float) and np.isnan(value)):
+            return "—"
+        if isinstance(value, numeric.Integral):
+            return f"{value:,}"
+        return f"{value:.3f}" if isinstance(value, numeric.Real) else str(value)
+
+    shown = numbers.set_index("run")
+    return pd.DataFrame({"quantity": list(shown.columns),
+                         **{run: [text(v) for v in shown.loc[run].tolist()] for run in shown.index}})

@@ -9,7 +9,7 @@ from plotly.subplots import make_subplots
 
 from lengen_core.analysis.evaluate import wilson_interval
 from lengen_core.analysis.sequence import SequenceReport
-from ui.charts.common import FITTED, MEASURED, PREDICTED, REFERENCE, _layout, accuracy_hover, band, hover
+from ui.charts.common import FITTED, MEASURED, PREDICTED, REFERENCE, _layout, accuracy_hover, band, chance_line, hover
 from ui.charts.compare import length_axis
 
 CARRIER_HEAD, PINNED_HEAD, OTHER_HEAD = "#d62728", "#9467bd", MEASURED
@@ -70,8 +70,7 @@ def accuracy_by_position(table: pd.DataFrame, train_length: int, chance: float) 
                            legendgroup=name, customdata=customdata, hovertemplate=template)
     figure.add_vline(x=train_length - 0.5, line=dict(color=REFERENCE, dash="dash"), annotation_text="training length",
                      annotation_position="bottom right")
-    figure.add_hline(y=chance, line=dict(color=REFERENCE, dash="dot"), annotation_text=f"chance {chance:.3f}",
-                     annotation_position="bottom right")
+    chance_line(figure, chance, dash="dot")
     figure.update_yaxes(range=[0, 1.05])
     return _layout(figure, "Accuracy by position", "position t", "accuracy")
 
@@ -94,8 +93,8 @@ def accuracy_by_length(table: pd.DataFrame, chance: float) -> go.Figure:
                            legendgroup=name, customdata=customdata, hovertemplate=template)
     figure.add_scatter(x=table["length"], y=table["target_mass"], mode="markers", name="carrier head's target mass",
                        marker=dict(color=FITTED, symbol="diamond-open", size=9),
-                       hovertemplate=hover("L = %{x:,}", "target mass %{y:.3f}"))
-    figure.add_hline(y=chance, line=dict(color=REFERENCE, dash="dot"), annotation_text=f"chance {chance:.3f}")
+                       hovertemplate=hover("L = %{x:,}", "target mass %{y:.3g}"))
+    chance_line(figure, chance, dash="dot")
     length_axis(figure, table["length"])
     figure.update_yaxes(range=[0, 1.05])
     return _layout(figure, "Accuracy by length", "test length L (log)", "")

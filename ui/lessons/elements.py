@@ -166,7 +166,7 @@ def inverse_mass_chart(step: Step, presenting: Projector | None) -> None:
     run, lengths, table, fit_table, result = _dilution(step)
     st.caption(f"**m_out: {accuracy_captions.m_out_text(result, DILUTION_SAMPLES)}.** {readouts.fit_caption(result)}")
     _draw(charts.inverse_mass(table, fit_table),
-          readouts.inverse_mass_caption(lengths, table["target_mass"], run.config.task.train_length),
+          readouts.inverse_mass_caption(lengths, table["target_mass"], run.config.task.train_length, result),
           table[["length", "samples", "target_mass", "target_mass_sem", "predicted_mass"]]
           .assign(inverse_mass=1 / table["target_mass"]), "inverse-mass", run.run_id, presenting)
 

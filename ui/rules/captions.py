@@ -15,6 +15,7 @@ import numpy as np
 from lengen_core.analysis.fit import FitResult
 from lengen_core.analysis.horizon import Horizon, measured_horizon
 from lengen_core.analysis.rules import parse_rule
+from lengen_core.thresholds import ACCURACY_BAR
 from ui.captions.accuracy import m_out_text
 from ui.captions.attention import ArgmaxTrace
 from ui.captions.common import percent, share
@@ -126,19 +127,31 @@ def law_cell(fit: FitResult, curve: RuleCurve, train_length: int) -> tuple[str, 
                                       f"{fit.fit.worst_length:,}.")
 
 
-def measured_cell(lengths: Sequence[int], accuracy: Sequence[float], train_length: int) -> str:
-    found = measured_horizon(lengths, accuracy, train_length)
-    if found is None:
-        return "—"
-    if found.length is None:
-        return f"none (below {found.threshold:g} at {found.below:,})"
-    return f"≥ {found.length:,}" if found.below is None else f"{found.length:,} (below at {found.below:,})"
+UP_TO, BELOW = f"accuracy ≥ {ACCURACY_BAR:g} up to", f"falls below {ACCURACY_BAR:g} by"  # the rules table's columns
 
 
-def predicted_cell(horizon: Horizon | None, refused: str | None = None) -> str:
+def horizon_cells(horizon: Horizon | None, refused: str | None = None) -> tuple[str, str]:
+    """A horizon as two cells a student reads, 'accuracy ≥ 0.9 up to' and 'falls below 0.9 by' (lengths
+    in tokens): ('2,808', '2,832'); ('≥ 65,536', 'not by 65,536, the longest looked at'); ('none', '16, the
+    training length'); the reason in both when the search was not run here."""
     if refused is not None:
-        return f"not computed here: {refused}"
-    return "—" if horizon is None else horizon.text
+        return f"not computed here: {refused}", "—"
+    if horizon is None:
+        return "—", "—"
+    if horizon.length is None:
+        return "none", f"{horizon.below:,}, at the training length" if horizon.below else "the training length"
+    up_to = f"{horizon.length:,}" if horizon.below is not None else f"≥ {horizon.length:,}"
+    if not horizon.resolved:
+        return up_to, ("not found: the search stopped at this server's budget" if horizon.below is None
+                       else f"{horizon.below:,} (the search stopped at this server's budget)")
+    if horizon.below is None:
+        return up_to, f"not by {horizon.ceiling:,}, the longest looked at"
+    return up_to, f"{horizon.below:,}"
+
+
+def measured_cells(lengths: Sequence[int], accuracy: Sequence[float], train_length: int) -> tuple[str, str]:
+    """The horizon on the measured lengths, as `horizon_cells` writes it."""
+    return horizon_cells(measured_horizon(lengths, accuracy, train_length))
 
 
 def carrier_peak(offsets: Sequence[int], values: Sequence[float], rule: str, length: int, train_length: int) -> int:

@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
-from ui.charts.common import REFERENCE, _layout, accuracy_hover, band, hover, log_axis
+from ui.charts.common import REFERENCE, _layout, accuracy_hover, band, chance_line, hover, log_axis
 
 PALETTE = ["#444444", *qualitative.D3]  # none in dark grey, every rule in a colour of its own
 PANELS_A_ROW = 3
@@ -50,7 +50,7 @@ def by_rule(table: pd.DataFrame, measured: str, predicted: str, title: str, y_ti
                 band(figure, rows["length"], rows[f"{measured}_low"], rows[f"{measured}_high"], colour,
                      f"{rule} (95% interval)", legendgroup=rule, showlegend=False, **where)
             customdata, template = accuracy_hover(rows) if measured == "accuracy" else (
-                rows[["samples"]].to_numpy(), hover("L = %{x:,}", "p %{y:.3f}", "n = %{customdata[0]:,} sequences"))
+                rows[["samples"]].to_numpy(), hover("L = %{x:,}", "p %{y:.3g}", "n = %{customdata[0]:,} sequences"))
             figure.add_scatter(x=rows["length"], y=rows[measured], mode="markers+lines", name=f"{rule} measured",
                                line=dict(color=colour, width=2.5), marker_size=6, legendgroup=rule, showlegend=first,
                                customdata=customdata, hovertemplate=template, **where)
@@ -58,9 +58,8 @@ def by_rule(table: pd.DataFrame, measured: str, predicted: str, title: str, y_ti
                 figure.add_scatter(x=rows["length"], y=rows[predicted], mode="lines", name=f"{rule} predicted",
                                    line=dict(color=colour, dash="dash", width=2), legendgroup=rule, showlegend=first,
                                    hovertemplate=hover("L = %{x:,}", "predicted %{y:.3f} (from the weights)"), **where)
-        if chance is not None:  # labelled once: plotly writes "new text" on an annotation given None
-            label = {"annotation_text": f"chance 1/V = {chance:.3f}"} if i == 0 else {}
-            figure.add_hline(y=chance, line=dict(color=REFERENCE, dash="dot"), **where, **label)
+        if chance is not None:  # labelled once, right of the first row's last panel
+            chance_line(figure, chance, dash="dot", label=i == columns - 1, **where)
         log_axis(figure, "x", table["length"], **where)
     figure.update_yaxes(range=[0, 1.05])
     height = figure.layout.height

@@ -11,6 +11,7 @@ and everything else (the other rules, every other setting) is kept.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import streamlit as st
 
@@ -21,6 +22,36 @@ from ui.state import new_link_values, plain, show_view
 LINK_NAME = "rules"
 MAX_LINK_CHARACTERS = 200  # far more than every rule with a parameter; keeps hostile input out of messages
 OFFERED = tuple(name for name in RULES if name != "none")  # none is the unmodified run, always drawn
+RULES_DOCUMENT = Path(__file__).resolve().parents[2] / "docs" / "rules.md"
+# What each rule does and when it helps, in one sentence a student reads; docs/rules.md's table "In a
+# sentence" holds the same words (tests/app/test_rule_selector.py checks they agree).
+EXPLANATIONS = {
+    "log-n": "Sharpens every logit by ln n / ln L_train once a query sees more keys than in training, so the "
+             "target keeps its lead over the growing crowd of far keys: it helps a softmax run that fades by "
+             "dilution.",
+    "ssmax": "Sharpens the logits by s·ln n at every length, log-n without its floor at 1 and with a scale s you "
+             "choose: it helps where log-n does, and shows what sharpening does inside the training length too.",
+    "yarn": "Sharpens the logits by YaRN's temperature (0.1·ln s + 1)², a gentler factor than log-n's: it helps a "
+            "softmax run that fades by dilution, less than log-n.",
+    "pi": "Squeezes the positions by L_train / L so a long sequence reuses the positions seen in training: it helps "
+          "a model fine-tuned after it, and without that moves this task's target from k to k·L / L_train, so it "
+          "fails here.",
+    "ntk": "Raises RoPE's base so its slow waves stretch over the test length while the fast ones stay: it helps "
+           "a run that must read far offsets, and costs a little margin on a near offset like this task's k.",
+}
+
+
+def rules_document() -> str:
+    """docs/rules.md (shipped in the image), as markdown: what every rule does, and what it did to the presets."""
+    try:
+        return RULES_DOCUMENT.read_text(encoding="utf-8")
+    except OSError:
+        return f"The rules document is missing from this installation (expected at `{RULES_DOCUMENT}`)."
+
+
+def explain(name: str) -> str:
+    """'**log-n** (logits × …): Sharpens …' for a rule offered here."""
+    return f"**{name}** ({RULES[name].summary}): {EXPLANATIONS[name]}"
 
 
 def why_undefined(name: str, config: RunConfig) -> str | None:
@@ -107,8 +138,14 @@ def rule_selector(key: str, configs: dict[str, RunConfig], names: Sequence[str] 
     chosen = st.multiselect(
         label, offered, key=key, max_selections=max_rules, format_func=lambda n: f"{n}: {RULES[n].summary}",
         placeholder="Choose rules to read the same weights under",
-        help="Applied at evaluation, nothing retrained: each rule is drawn beside the unmodified run (none).",
+        help="Each rule changes how the trained weights are read at test time (nothing is retrained) and is "
+             "drawn beside the unmodified run (none):\n\n" + "\n".join(f"- {explain(n)}" for n in offered)
+             + "\n\nThe whole account, with what each rule did to the presets: *How the rules work* below.",
     )
+    for name in chosen:
+        st.caption(explain(name))
+    with st.expander("How the rules work (docs/rules.md)", icon=":material/menu_book:"):
+        st.markdown(rules_document())
     parsed: dict[str, InferenceRule] = {n: make_rule(n) for n in chosen if RULES[n].param_name is None}
     with_parameter = [n for n in chosen if RULES[n].param_name is not None]
     for column, name in zip(st.columns(len(with_parameter)) if with_parameter else [], with_parameter, strict=True):

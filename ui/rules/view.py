@@ -22,7 +22,7 @@ from ui import widgets
 from ui.rules import captions as rule_captions
 from ui.rules import charts as rule_charts
 from ui.rules import runs as rule_runs
-from ui.rules.captions import RuleCurve
+from ui.rules.captions import BELOW, UP_TO, RuleCurve
 from ui.rules.select import rule_selector, why_undefined
 from ui.runs import Progress, measurement
 from ui.state import plain
@@ -68,10 +68,15 @@ def _rows(run: str, config: RunConfig, single_head: bool,
         rows.append({"run": run, "rule": label, "changes": parse_rule(label).changes,
                      "longest L": curve.lengths[-1], "accuracy there": curve.accuracy[-1],
                      "p there": curve.target_mass[-1], "m_out (95%)": cell,
-                     "horizon measured": rule_captions.measured_cell(curve.lengths, curve.accuracy, L),
-                     "horizon predicted": rule_captions.predicted_cell(m.predicted_horizon, refused) if single_head
-                     else "n/a (transformer)"})
+                     **cells(rule_captions.measured_cells(curve.lengths, curve.accuracy, L), "measured"),
+                     **cells(rule_captions.horizon_cells(m.predicted_horizon, refused) if single_head
+                             else ("n/a (transformer)", "n/a (transformer)"), "predicted")})
     return rows, laws
+
+
+def cells(pair: tuple[str, str], how: str) -> dict[str, str]:
+    """A horizon's two cells under their column names: 'accuracy ≥ 0.9 up to, measured', …"""
+    return {f"{UP_TO}, {how}": pair[0], f"{BELOW}, {how}": pair[1]}
 
 
 def _numbers(rows: list[dict], laws: list[str], one_run: bool) -> None:
@@ -85,10 +90,17 @@ def _numbers(rows: list[dict], laws: list[str], one_run: bool) -> None:
                                                         "measured under the rule, far keys weighed by its prediction, "
                                                         "with a 95% bootstrap interval; a sentence where the law "
                                                         "does not describe the run under it."),
-        "horizon predicted": st.column_config.TextColumn(help=f"The largest length with predicted accuracy ≥ {ACCURACY_BAR:g} under "
-                                                              "the rule, looked for up to the longest length measured "
-                                                              "(for none, as trained: up to 2^20 tokens or the end of "
-                                                              "a learned table, as above)."),
+        f"{UP_TO}, measured": st.column_config.TextColumn(
+            help=f"The longest measured length whose accuracy is still ≥ {ACCURACY_BAR:g} under the rule (tokens)."),
+        f"{BELOW}, measured": st.column_config.TextColumn(
+            help=f"The first measured length past it where accuracy is below {ACCURACY_BAR:g}."),
+        f"{UP_TO}, predicted": st.column_config.TextColumn(
+            help=f"The largest length whose accuracy predicted from the weights is ≥ {ACCURACY_BAR:g} under the rule, "
+                 "looked for up to the longest length measured (for none, as trained: up to 2^20 tokens or the end "
+                 "of a learned table, as above)."),
+        f"{BELOW}, predicted": st.column_config.TextColumn(
+            help="The length by which the predicted accuracy has fallen below it: the search pins the edge between "
+                 "these two lengths."),
     })
     if laws:
         st.caption(" ".join(laws))

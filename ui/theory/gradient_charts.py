@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 
 from lengen_core.analysis.verdict import CHANCE_TOLERANCE
 from lengen_core.thresholds import ACCURACY_BAR
-from ui.charts.common import MEASURED, PREDICTED, REFERENCE, _layout, accuracy_hover, band, hover, log_axis
+from ui.charts.common import MEASURED, PREDICTED, REFERENCE, _layout, accuracy_hover, band, chance_line, hover, log_axis
 
 CONSTRUCTED, RANDOM = "constructed head", "random start"
 COLOURS = {CONSTRUCTED: PREDICTED, RANDOM: MEASURED}
@@ -36,7 +36,7 @@ def reach(table: pd.DataFrame, chance: float, train_length: int, max_positions: 
     """Accuracy against length (log x) of both starts, to the end of the position table."""
     figure = go.Figure()
     _lines(figure, table, "length", "L = %{x:,}")
-    figure.add_hline(y=chance, line=dict(color=REFERENCE, dash="dash"), annotation_text=f"chance 1/V = {chance:.3f}")
+    chance_line(figure, chance)
     # Labelled by hand: on a log axis plotly places a vline's own annotation at x = value, not log10(value).
     for x, text, side in ((train_length, "L_train", "left"), (max_positions, "end of the table", "right")):
         figure.add_vline(x=x, line=dict(color=REFERENCE, dash="dot"))
@@ -98,7 +98,7 @@ def drift(table: pd.DataFrame, chance: float, length: int) -> go.Figure:
     """Accuracy at `length` against training steps, from the construction and from a random start."""
     figure = go.Figure()
     _lines(figure, table, "step", "step %{x:,}")
-    figure.add_hline(y=chance, line=dict(color=REFERENCE, dash="dash"), annotation_text=f"chance 1/V = {chance:.3f}")
+    chance_line(figure, chance)
     figure.update_yaxes(range=[0, 1.05])
     return _layout(figure, f"Accuracy at 4× the training length (L = {length}) while training",
                    "training step", "accuracy at the query")
