@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from lengen_core.serving.first_visit import MEASURE_ENV
 from tests.helpers.browser import BROWSER_ARGS, CHROMIUM, SHOTS
 from tests.helpers.serving import serve_checkout
 
@@ -25,6 +26,14 @@ _LAUNCHED: list = []  # the session's browser, once launched
 def server() -> Iterator[str]:
     """The app's address; the server inherits `LENGEN_HOME` (a temp store) from the test session."""
     with serve_checkout() as served:
+        yield served["url"]
+
+
+@pytest.fixture(scope="session")
+def measuring_server() -> Iterator[str]:
+    """A server whose trainings measure their runs for the first visit before saving them, as the app's do
+    (the suite's own servers do not: tests/conftest.py); shared by the serial modules that time first visits."""
+    with serve_checkout(env={MEASURE_ENV: "1"}) as served:
         yield served["url"]
 
 

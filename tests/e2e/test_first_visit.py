@@ -13,31 +13,15 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterator
 
 import pytest
 
-from lengen_core.serving.first_visit import MEASURE_ENV
-from tests.helpers.browser import SHOTS, settle
-from tests.helpers.serving import serve_checkout
+from tests.helpers.browser import DRAWN, FIRST_VISIT_SECONDS, SHOTS, TITLES, clicked, settle
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.serial]
 playwright = pytest.importorskip("playwright.sync_api")
 
-FIRST_VISIT_SECONDS = 3.0  # the issue's bar for a first visit of a run just trained
 STEPS = "400"  # enough for the default run to learn the rule here, so its law and horizon are measured too
-TITLES = {"Dilution": "Accuracy against length", "Attention": "Attention beyond the training length",
-          "Carrier": "The carrier kernel", "Compare": "Compare runs"}
-# True (and the time noted once) when the page titled `title` shows a drawn plotly chart that is not a stale one
-DRAWN = """([title, key]) => {
-    const fresh = (e) => !e.closest('[data-stale="true"]');
-    const main = document.querySelector('[data-testid="stMain"]');
-    if (!main) return false;
-    const titled = [...main.querySelectorAll('h1')].some(h => fresh(h) && h.innerText.includes(title));
-    const drawn = [...main.querySelectorAll('.js-plotly-plot')].some(c => fresh(c) && c.querySelector('.main-svg'));
-    if (titled && drawn && window[key] === undefined) window[key] = performance.now();
-    return titled && drawn;
-}"""
 ADDED = """([tag, key]) => {
     const named = [...document.querySelectorAll('.js-plotly-plot .legendtext')]
         .some(t => !t.closest('[data-stale="true"]') && t.textContent.includes(tag));
@@ -53,26 +37,11 @@ RULE_DRAWN = """([key]) => {
 
 
 @pytest.fixture(scope="module")
-def measuring_server() -> Iterator[str]:
-    with serve_checkout(env={MEASURE_ENV: "1"}) as served:
-        yield served["url"]
-
-
-@pytest.fixture(scope="module")
 def tab(measuring_server, browser):
     page = browser.new_page(viewport={"width": 1400, "height": 1600})
     page.goto(measuring_server)
     settle(page)
     return page
-
-
-def clicked(tab, link: str, title: str) -> float:
-    """Seconds from the click on `link` in the sidebar to the page's first chart, in the browser."""
-    key = f"drawn_{link}"
-    start = tab.evaluate(f"() => {{ window['{key}'] = undefined; return performance.now(); }}")
-    tab.locator('[data-testid="stSidebarNav"]').get_by_role("link", name=link).click()
-    tab.wait_for_function(DRAWN, arg=[title, key], timeout=120_000, polling="raf")
-    return (tab.evaluate(f"() => window['{key}']") - start) / 1000
 
 
 def linked(tab, url: str, title: str, script: str = DRAWN, arg: list | None = None) -> float:

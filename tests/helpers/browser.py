@@ -75,3 +75,30 @@ def check_and_shoot(tab, name: str) -> list[str]:
     if tab.locator('[data-testid="stException"]').count():
         problems.append(f"{name}: exception on the page")
     return problems
+
+
+# --- first visits, timed in the browser ------------------------------------------------------------------
+
+FIRST_VISIT_SECONDS = 3.0  # issue 26's bar for a first visit to a run just trained (docs/serving.md)
+TITLES = {"Dilution": "Accuracy against length", "Attention": "Attention beyond the training length",
+          "Carrier": "The carrier kernel", "Compare": "Compare runs"}  # the pages timed, by their headings
+# True (and the time noted once) when the page titled `title` shows a drawn plotly chart that is not a stale one
+DRAWN = """([title, key]) => {
+    const fresh = (e) => !e.closest('[data-stale="true"]');
+    const main = document.querySelector('[data-testid="stMain"]');
+    if (!main) return false;
+    const titled = [...main.querySelectorAll('h1')].some(h => fresh(h) && h.innerText.includes(title));
+    const drawn = [...main.querySelectorAll('.js-plotly-plot')].some(c => fresh(c) && c.querySelector('.main-svg'));
+    if (titled && drawn && window[key] === undefined) window[key] = performance.now();
+    return titled && drawn;
+}"""
+
+
+def clicked(tab, link: str, title: str, timeout_ms: int = 300_000) -> float:
+    """Seconds from the click on `link` in the sidebar to the first chart of the page titled `title`,
+    measured in the browser (performance.now()), with no settling counted."""
+    key = f"drawn_{link}"
+    start = tab.evaluate(f"() => {{ window['{key}'] = undefined; return performance.now(); }}")
+    tab.locator('[data-testid="stSidebarNav"]').get_by_role("link", name=link).click()
+    tab.wait_for_function(DRAWN, arg=[title, key], timeout=timeout_ms, polling="raf")
+    return (tab.evaluate(f"() => window['{key}']") - start) / 1000
