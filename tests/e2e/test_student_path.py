@@ -33,7 +33,7 @@ FORM_VALUES = """() => {
         values[box.querySelector('label').innerText] = box.querySelector('input').value;
     for (const box of main.querySelectorAll('[data-testid="stSelectbox"]')) {
         const label = box.querySelector('label').innerText;
-        values[label] = box.innerText.replace(label, '').trim();
+        values[label] = box.querySelector('input').value;  // the select shows its value in its input
     }
     for (const box of main.querySelectorAll('[data-testid="stRadio"]')) {
         const checked = box.querySelector('input:checked');
@@ -87,6 +87,7 @@ def test_a_student_trains_visits_every_page_comes_back_and_compares_two_runs(tab
         fill(tab, label, value)
     chosen = form(tab)
     assert {label: chosen[label] for label in FIRST} == FIRST, chosen  # the form took every value
+    assert chosen["Positional encoding"] == "rope" and chosen["Task"] == "retrieval", chosen
     first = train(tab)
     assert form(tab) == chosen  # training changed nothing in the form
 

@@ -29,15 +29,15 @@ def fresh_measurements():
 def test_the_speed_is_measured_once_per_kind_until_it_is_old():
     head, transformer = RunConfig(), with_changes(RunConfig(), task="shift", n_layers=2, n_heads=2)
     speed = training_speed(head, "cpu", now=1e9)
-    started = time.perf_counter()
-    assert training_speed(with_changes(head, seed=9, encoding="learned"), "cpu", now=1e9 + 1) == speed  # cached
-    assert time.perf_counter() - started < 0.01
+    assert training_speed(with_changes(head, seed=9, encoding="learned"), "cpu", now=1e9 + 1) == speed  # cached:
+    assert calibration._measured["single head", "cpu"][0] == 1e9  # not measured again
     assert speed > 0 and training_speed(transformer, "cpu") > 0
     again = training_speed(head, "cpu", now=1e9 + REMEASURE_SECONDS + 1)  # old: measured again
     assert again > 0 and calibration._measured["single head", "cpu"][0] == 1e9 + REMEASURE_SECONDS + 1
 
 
 @pytest.mark.slow  # trains two runs
+@pytest.mark.serial  # a ratio of two timings: not beside another worker whose load comes and goes
 @pytest.mark.parametrize("changes", [dict(encoding="learned", d_model=64, steps=150),
                                      dict(task="retrieval", n_layers=2, n_heads=2, d_model=64, steps=40)],
                          ids=["single-head", "transformer"])
