@@ -21,8 +21,6 @@ LONGEST, SAMPLES = list(LONGEST_CHOICES), [64, 128, 256, 512]
 
 st.title("Compare runs")
 lead("compare")
-st.markdown("RoPE against learned positions against linear attention, or several seeds and offsets of one "
-            "recipe: each run keeps its colour on every chart below.")
 
 options = run_options()
 run_names = run_labels(options)

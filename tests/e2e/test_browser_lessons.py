@@ -135,10 +135,13 @@ def pause_step_and_stop(page, title: str, shot: str) -> None:
     seed.press("Enter")
     settle(page)
     page.get_by_role("button", name="Train", exact=True).click()
-    page.wait_for_function("() => /step \\d+\\//.test(document.querySelector('[data-testid=\"stProgress\"]')"
-                           "?.innerText || '')", timeout=240_000)
-    page.get_by_role("button", name="Pause").click()
-    page.wait_for_timeout(1_500)
+    page.wait_for_function("() => /step \\d+\\/|before its first step/.test("
+                           "document.querySelector('[data-testid=\"stProgress\"]')?.innerText || '')", timeout=240_000)
+    if "before its first step" in progress_text(page):  # the lesson starts it paused: Step takes the first
+        page.get_by_role("button", name="Step", exact=True).click()
+    else:
+        page.get_by_role("button", name="Pause").click()
+        page.wait_for_timeout(1_500)
     paused = paused_at(page)
     page.get_by_role("button", name="Step", exact=True).click()
     page.get_by_text(f"paused at step {paused + 1}/").wait_for(timeout=60_000)
