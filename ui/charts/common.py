@@ -146,7 +146,7 @@ def probe_curve(probes: pd.DataFrame, total_steps: int, train_length: int, ceili
                                                                          "= %{y:.1f}× the training length"))
     if bounded.any():
         figure.add_scatter(x=probes["probe_step"][bounded], y=np.full(int(bounded.sum()), ceiling / train_length),
-                           name=f"horizon ≥ {ceiling:,} tokens (the most a probe looks at)", mode="markers+text",
+                           name=f"≥ {ceiling:,} (limit)", mode="markers+text",
                            marker=dict(symbol="triangle-up-open", size=11, color=PREDICTED, line_width=2),
                            text=["≥"] * int(bounded.sum()), textposition="middle left",
                            textfont=dict(color=PREDICTED, size=15),
@@ -155,7 +155,7 @@ def probe_curve(probes: pd.DataFrame, total_steps: int, train_length: int, ceili
                                                "at least this far; a probe looks no further"))
         figure.add_scatter(x=[0, total_steps], y=[ceiling / train_length] * 2, mode="lines", hoverinfo="skip",
                            line=dict(color=REFERENCE, dash="dot", width=1), showlegend=False, name="probe ceiling")
-    figure.add_scatter(x=probes["probe_step"], y=probes["m_out"], name="m_out (predicted p)", line_color=MEASURED,
+    figure.add_scatter(x=probes["probe_step"], y=probes["m_out"], name="m_out", line_color=MEASURED,
                        mode="lines+markers", marker_size=5, secondary_y=True, line_dash="dot",
                        hovertemplate=hover("step %{x:,}", "m_out %{y:.2f} nats"))
     figure.update_xaxes(range=[0, total_steps * 1.03])  # room for a marker on the last step
@@ -164,7 +164,7 @@ def probe_curve(probes: pd.DataFrame, total_steps: int, train_length: int, ceili
                               xref="paper", yref="paper", x=0.5, y=0.5, showarrow=False)
     # From 1× (the training length) to the ceiling, so the axis holds at least the labels 1 and 10.
     shown = np.log10([1.0, *times.dropna(), ceiling / train_length])
-    log_axis(figure, "y", title_text="horizon (× training length)", range=[shown.min() - 0.05, shown.max() + 0.08],
+    log_axis(figure, "y", title_text="horizon (× training length)", range=[shown.min() - 0.05, shown.max() + 0.2],
              secondary_y=False)
     margins = probes["m_out"].astype(float).dropna()
     if len(margins):  # a nat of range at least, with ticks of its own (not synced to the log axis's two)

@@ -86,7 +86,7 @@ def _live(pool: TrainingPool, drawn_waiting: bool, height: int | None = None) ->
                               "horizon that Dilution and Compare show first, so those pages open at once")
     else:
         st.progress(status.progress.step / status.progress.total_steps, text=progress_text(status))
-    controls(pool, ticket, status)
+    controls(pool, ticket, status, compact=height is not None)
     if status.view is not None:
         watch(status.view, status.run_id, height)
     losses, horizons = st.columns(2) if height else (st.container(), st.container())
@@ -133,8 +133,9 @@ def open_trained_run(config: RunConfig) -> None:
         st.switch_page(page)
 
 
-def controls(pool: TrainingPool, ticket: int, status: JobStatus) -> None:
-    """Pause or resume; while paused, one step or ten at a time (exactly that many); Stop. A training shared
+def controls(pool: TrainingPool, ticket: int, status: JobStatus, compact: bool = False) -> None:
+    """Pause or resume; while paused, one step or ten at a time (exactly that many); Stop; the pace (not when
+    `compact`: a projector's live view, whose lesson and form set it). A training shared
     with other requests for the same run (a class on one link) is driven by the one that asked first: the
     others watch it, and their Leave lets go of it without stopping it for the rest."""
     running, drives = status.state == "running", status.drives
@@ -159,7 +160,7 @@ def controls(pool: TrainingPool, ticket: int, status: JobStatus) -> None:
     else:
         stop.button("Leave", on_click=_leave, args=(ticket,), key="leave-training", width="stretch",
                     help="Stop watching it here; it goes on for the others, and its run is stored when it ends." + shared)
-    if status.state == "running":
+    if status.state == "running" and not compact:  # a projector's live view: the lesson and the form set the pace
         key = f"{PACE_KEY}-{ticket}"  # one per training; set once: a refresh must not undo a person's typing
         st.session_state.setdefault(key, status.steps_per_second)
         st.number_input("Steps per second while it trains", 0.0, MAX_STEPS_PER_SECOND,
@@ -243,8 +244,9 @@ def probe_caption(probes: pd.DataFrame, train_length: int, ceiling: int) -> str:
         return f"{int(value):,} tokens ({value / train_length:.1f}× the training length)"
 
     first, last = probes.iloc[0], probes.iloc[-1]
-    text = (f"every few dozen steps the weights predict how far the run reaches: at step {int(first['probe_step']):,} "
-            f"{horizon(first['horizon'])}, at step {int(last['probe_step']):,} {horizon(last['horizon'])}")
+    text = f"every few dozen steps the weights predict how far the run reaches: at step {int(first['probe_step']):,} "
+    text += horizon(first["horizon"]) if len(probes) == 1 else (
+        f"{horizon(first['horizon'])}, at step {int(last['probe_step']):,} {horizon(last['horizon'])}")
     margins = probes["m_out"].dropna()
     if len(margins) >= 2:
         text += f"; m_out {margins.iloc[0]:.2f} → {margins.iloc[-1]:.2f} nats"
