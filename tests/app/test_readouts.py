@@ -184,7 +184,7 @@ def test_a_horizon_at_the_probes_ceiling_is_drawn_as_a_bound_not_a_measured_poin
     figure = probe_curve(probes, 200, 16)  # the ceiling: 64 × 16 = 1,024 tokens
     line = next(t for t in figure.data if t.name == "predicted horizon")
     assert list(line.y[:2]) == [300 / 16, 800 / 16] and all(np.isnan(line.y[2:]))  # not a flat line at the ceiling
-    bound = next(t for t in figure.data if t.name.startswith("horizon ≥ 1,024 tokens"))
+    bound = next(t for t in figure.data if t.name.startswith("≥ 1,024"))
     assert list(bound.x) == [150, 200] and list(bound.y) == [64, 64] and list(bound.text) == ["≥", "≥"]
     assert bound.marker.symbol == "triangle-up-open"
     assert figure.layout.yaxis2.tickmode == "auto"  # m_out's own ticks, not two synced to the log axis
