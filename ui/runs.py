@@ -98,7 +98,8 @@ def run_labels(run_ids: Iterable[str]) -> dict[str, str]:
     A picker's value is its option's label (Streamlit matches the browser's choice back by label),
     so two runs with one label would be one choice. A preset is 'Preset: RoPE'. Another run's label
     is relative to the other runs shown: the settings in which they differ come first, in the order
-    `LABEL_ORDER` (encoding, k, L, V, seed, then task and model: 'seed 2 · RoPE k=3 L=16'), then the
+    `LABEL_ORDER` (encoding, k, L, V, seed, then task and model: 'seed 2 · RoPE k=3 L=16'; a later setting,
+    steps or d_model, only for runs that the earlier ones do not tell apart), then the
     run's encoding, k and L where they are shared, and any setting off its default that all share is
     left out (but a task, layers × heads or attention off the default), so a narrow picker cuts only the end. The label ends with the start of its config hash,
     lengthened to the whole id in the unlikely case that is shared.
@@ -106,15 +107,26 @@ def run_labels(run_ids: Iterable[str]) -> dict[str, str]:
     run_ids = list(dict.fromkeys(run_ids))
     presets = {run_id: name for name, run_id in preset_ids().items()}
     configs = stored_configs()
-    trained = [configs[r] for r in run_ids if r not in presets and r in configs]
-    differing = [name for name in LABEL_ORDER if len({_setting(c, name) for c in trained}) > 1]
-    labels = {run_id: _label(run_id, presets.get(run_id), configs.get(run_id), differing, short=True)
+    trained = {r: configs[r] for r in run_ids if r not in presets and r in configs}
+    differing = [name for name in PRIMARY if len({_setting(c, name) for c in trained.values()}) > 1]
+    alike: dict[tuple, list[RunConfig]] = {}  # runs that the primary settings do not tell apart
+    for config in trained.values():
+        alike.setdefault(tuple(_setting(config, name) for name in PRIMARY), []).append(config)
+
+    def named(run_id: str) -> list[str]:  # the primary settings that differ, then what tells its look-alikes apart
+        config = trained.get(run_id)
+        if config is None:
+            return differing
+        group = alike[tuple(_setting(config, name) for name in PRIMARY)]
+        return differing + [name for name in LABEL_ORDER[len(PRIMARY):] if len({_setting(c, name) for c in group}) > 1]
+
+    labels = {run_id: _label(run_id, presets.get(run_id), configs.get(run_id), named(run_id), short=True)
               for run_id in run_ids}
     counts: dict[str, int] = {}
     for label in labels.values():
         counts[label] = counts.get(label, 0) + 1
     return {run_id: label if counts[label] == 1 else
-            _label(run_id, presets.get(run_id), configs.get(run_id), differing, short=False)
+            _label(run_id, presets.get(run_id), configs.get(run_id), named(run_id), short=False)
             for run_id, label in labels.items()}
 
 
@@ -125,6 +137,7 @@ LABEL_ORDER = ("encoding", "offset", "train_length", "vocab_size", "seed", "task
                *(name for name in SETTINGS if name not in
                  {"encoding", "offset", "train_length", "vocab_size", "seed", "task", "n_layers", "n_heads",
                   "attention", "length_mode", "steps", "d_model", "qk_init", "learning_rate", "init"}))
+PRIMARY = LABEL_ORDER[:8]  # named wherever they differ; the rest only between runs these do not tell apart
 ALWAYS_NAMED = ("encoding", "offset", "train_length")  # what a run is, even when every run shown shares it
 NAMED_OFF_DEFAULT = ("task", "layout", "attention")  # shared but off the default: a shift transformer says so
 ENCODING_NAMES = {"rope": "RoPE", "learned": "learned", "sinusoidal": "sinusoidal", "alibi": "ALiBi", "nope": "NoPE"}

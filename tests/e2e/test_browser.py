@@ -53,7 +53,7 @@ def test_learned_preset_pins(page) -> None:
 
 def test_train_a_small_run_from_the_browser(page) -> None:
     open_page(page, "Train")
-    steps = page.get_by_role("spinbutton", name="Steps")
+    steps = page.get_by_role("spinbutton", name="Steps", exact=True)
     steps.fill("250")  # long enough for live probes within their share of the steps' time (lengen_core.training)
     steps.press("Tab")
     page.get_by_role("button", name="Train", exact=True).click()

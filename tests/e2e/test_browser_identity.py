@@ -125,7 +125,7 @@ def test_compare_from_its_link_shows_exactly_those_two_runs(server, context, loo
     assert_no_traceback(tab)
     chosen = chips(tab)
     assert len(chosen) == 2
-    assert "shift 1×2" in chosen[0] and chosen[0].endswith(f"#{look_alikes['shift'].rsplit('-', 1)[-1][:6]}")
+    assert "shift" in chosen[0] and "1 layer × 2 heads" in chosen[0] and chosen[0].endswith(f"#{look_alikes['shift'].rsplit('-', 1)[-1][:6]}")
     assert chosen[1] == "Preset: RoPE + linear attention"
     assert not tab.get_by_role("switch", name="Scale each carrier to its peak").is_checked()
     main = tab.locator('[data-testid="stMain"]').inner_text()

@@ -44,7 +44,7 @@ def test_a_run_clicked_in_the_collapse_is_picked_in_the_table_at_1280_px(server,
     page.get_by_text("Picked 1 run").wait_for(timeout=120_000)
     settle(page)
     text = page.locator(MAIN).inner_text()
-    assert f"Picked 1 run (k {fields['offset']} seed {fields['seed']})" in text
+    assert f"Picked 1 run (k {fields['offset k']} seed {fields['seed']})" in text
     rows = page.locator('[data-testid="stDataFrame"] [role="row"]')
     assert rows.count() == 2, rows.count()  # the header and the picked run
     for name in ("Download the table (CSV)", "Download the table (Parquet)"):

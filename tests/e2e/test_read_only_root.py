@@ -146,7 +146,7 @@ def test_the_app_serves_trains_and_downloads_under_a_read_only_root(sealed, brow
         assert subprocess.run(shlex.split(health), timeout=30, check=False).returncode == 0
         page = browser.new_page(viewport={"width": 1400, "height": 1800})
         page.goto(app["url"] + "/train")
-        steps = page.get_by_role("spinbutton", name="Steps")
+        steps = page.get_by_role("spinbutton", name="Steps", exact=True)
         steps.wait_for(timeout=120_000)
         steps.fill("30")
         steps.press("Tab")
