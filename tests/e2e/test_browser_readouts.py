@@ -47,6 +47,7 @@ def test_compares_run_box_shows_both_chosen_runs_whole(server, browser, twins, w
     settle(tab)
     box = tab.locator('[data-testid="stMultiSelect"]').first.locator('[data-rac][role="group"]').first
     tags = tab.locator('[data-testid="stMultiSelect"]').first.locator("[data-tag-index]")
+    tags.nth(1).wait_for(timeout=60_000)  # the picker is drawn again as the page settles
     assert tags.count() == 2
     outer = box.bounding_box()
     for i in range(2):
