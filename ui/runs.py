@@ -26,7 +26,7 @@ import streamlit as st
 from streamlit.runtime.scriptrunner import add_script_run_ctx
 
 from lengen_core.analysis.carrier import Carrier, extract_carrier
-from lengen_core.analysis.evaluate import LengthError, LengthReport, check_lengths, check_sweep, evaluate
+from lengen_core.analysis.evaluate import LengthReport, check_lengths, check_sweep, evaluate
 from lengen_core.analysis.fit import FitResult
 from lengen_core.analysis.heatmap import Heatmap, attention_heatmap
 from lengen_core.analysis.rules import parse_rule
@@ -37,6 +37,7 @@ from lengen_core.serving.budget import check_attention_map, check_carrier, check
 from lengen_core.serving.first_visit import (
     FIRST_VISIT_LONGEST,
     FIRST_VISIT_SAMPLES,
+    allowed,
     carrier_from_dict,
     from_dict,
     request_lengths,
@@ -402,12 +403,4 @@ def heatmap(run_id: str, length: int, max_cells: int = 256, layer: int = 0, head
 
 def allowed_lengths(run_id: str, lengths: list[int]) -> list[int]:
     """The lengths the run's encoding accepts (a learned table ends at `max_positions`)."""
-    run = load_run(run_id)
-    allowed = []
-    for length in lengths:
-        try:
-            check_lengths(run.config, run.model, [length])
-        except LengthError:
-            continue
-        allowed.append(length)
-    return allowed
+    return list(allowed(load_run(run_id), lengths))  # lengen_core.serving.first_visit's rule, for a run id
