@@ -170,6 +170,7 @@ def run_sidebar() -> None:
             help="Every page shows this run. Presets ship with the app; runs you train are added here.",
         )
         current = selected_run_id()
+        st.sidebar.caption(labels.get(current, current))  # whole and wrapped: a narrow box may cut its end
         st.sidebar.caption(f"Run id: `{current}`")
         _download(current)
     else:
