@@ -42,7 +42,7 @@ PRESETS: dict[str, RunConfig] = {
 DEFAULT_PRESET = "RoPE"
 
 
-PRECOMPUTED = PRESET_ROOT / "precomputed"  # <run id>.json: what the first visits compute, shipped (scripts.build_presets)
+PRECOMPUTED = store.PRECOMPUTED_ROOT  # <run id>.json: what the first visits compute, shipped (scripts.build_presets)
 TRACES = PRECOMPUTED / "traces"  # <run id>-every<N>.json: the optimisation experiment's trainings, shipped
 # The length ladders the pages measure on (each a run's allowed lengths of lengen_core.analysis.evaluate.doublings)
 START_LENGTHS, START_SAMPLES = doublings(16, 9), 128  # the Start page's picture: 16 … 4,096, the end of the learned table

@@ -32,7 +32,8 @@ cores, 0.6–1.7× (docs/serving.md).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from lengen_core.analysis.argmax_count import GAUSSIAN_DRAWS
@@ -70,7 +71,7 @@ class Cost:
     knobs: str  # what makes it cheaper, in the form's words
 
     def __str__(self) -> str:
-        return f"{self.what}: about {_megabytes(self.memory_bytes)} of memory and {duration(self.seconds)}"
+        return f"{self.what}: about {megabytes(self.memory_bytes)} of memory and {duration(self.seconds)}"
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,11 @@ class Budgets:
     memory_bytes: int
     seconds: float
     train_seconds: float
+
+    @classmethod
+    def unlimited(cls) -> Budgets:
+        """No limit: a researcher's own terminal, where the work asked for is the work run."""
+        return cls(math.inf, math.inf, math.inf)
 
     @classmethod
     def from_env(cls) -> Budgets:
@@ -266,22 +272,26 @@ def prediction_cost(config: RunConfig, lengths: Sequence[int], rule=None) -> Cos
                 sweep + len(lengths) * per_length, "fewer lengths, or a shorter longest length")
 
 
-def check(cost: Cost, budgets: Budgets | None = None) -> Cost:
-    """`cost` if it fits the budgets; else BudgetError naming the budget, the estimate and what to change."""
+SERVER_LIFT = "the operator raises {env}"  # how a server's limit is lifted: the variable, by whoever runs it
+
+
+def check(cost: Cost, budgets: Budgets | None = None, lift: str = SERVER_LIFT) -> Cost:
+    """`cost` if it fits the budgets; else BudgetError naming the budget, the estimate, what to change and
+    how the limit is lifted (`lift`, with the variable for {env})."""
     budgets = budgets or Budgets.from_env()
     training = cost.what == "this training"
     limit, knob = (budgets.train_seconds, TRAIN_SECONDS_ENV) if training else (budgets.seconds, SECONDS_ENV)
     if cost.memory_bytes > budgets.memory_bytes:
-        raise BudgetError(f"{cost.what} would need about {_megabytes(cost.memory_bytes)} of memory, over this "
-                          f"server's budget of {_megabytes(budgets.memory_bytes)} per request ({MEMORY_ENV}): "
-                          f"choose {cost.knobs}")
+        raise BudgetError(f"{cost.what} would need about {megabytes(cost.memory_bytes)} of memory, over this "
+                          f"server's budget of {megabytes(budgets.memory_bytes)} per request ({MEMORY_ENV}): "
+                          f"choose {cost.knobs}, or {lift.format(env=MEMORY_ENV)}")
     if cost.seconds > limit:
         raise BudgetError(f"{cost.what} would take about {duration(cost.seconds)}, over this server's limit of "
-                          f"{duration(limit)} ({knob}): choose {cost.knobs}")
+                          f"{duration(limit)} ({knob}): choose {cost.knobs}, or {lift.format(env=knob)}")
     return cost
 
 
-def _megabytes(size: float) -> str:
+def megabytes(size: float) -> str:
     return f"{size / 2**30:.1f} GB" if size >= 2**30 else f"{size / 2**20:,.0f} MB"
 
 
@@ -298,35 +308,77 @@ def duration(seconds: float) -> str:
 
 # The checks the serving side runs before it calls the science (which knows nothing of budgets).
 
-def check_training(config: RunConfig, budgets: Budgets | None = None) -> Cost:
-    return check(training_cost(config), budgets)
+BUDGET_ENVS = (MEMORY_ENV, SECONDS_ENV, TRAIN_SECONDS_ENV)
 
 
-def check_sequence_evaluation(config: RunConfig, lengths: Sequence[int], samples: int) -> Cost:
-    return check(evaluation_cost(config, lengths, samples, tokens_per_batch(config)))  # the batches it runs
+@dataclass(frozen=True)
+class Pricer:
+    """Prices each request before its work and checks it against `budgets`: None reads this server's from
+    the environment at each check (the app, a sweep's cells); `Budgets.unlimited()` refuses nothing (a
+    researcher's own terminal). `told` hears each cost priced (the command line prints it); `lift` says
+    in a refusal how the limit is lifted. `lengen_core.measure` takes one as its `prices`."""
+
+    budgets: Budgets | None = None
+    told: Callable[[Cost], None] | None = None
+    lift: str = SERVER_LIFT
+
+    def check(self, cost: Cost, budgets: Budgets | None = None) -> Cost:
+        if self.told is not None:
+            self.told(cost)
+        return check(cost, budgets or self.budgets, self.lift)
+
+    def check_training(self, config: RunConfig, budgets: Budgets | None = None) -> Cost:
+        return self.check(training_cost(config), budgets)
+
+    def check_sequence_evaluation(self, config: RunConfig, lengths: Sequence[int], samples: int) -> Cost:
+        return self.check(evaluation_cost(config, lengths, samples, tokens_per_batch(config)))  # the batches it runs
+
+    def check_single_head_evaluation(self, config: RunConfig, lengths: Sequence[int], samples: int) -> Cost:
+        return self.check(single_head_evaluation_cost(config, lengths, samples))
+
+    def check_attention_map(self, config: RunConfig, length: int, layer: int = 0, samples: int = 1) -> Cost:
+        return self.check(attention_map_cost(config, length, layer, samples))
+
+    def check_head_analysis(self, config: RunConfig, samples: int = 256) -> Cost:
+        """`lengen_core.analysis.heads.analyse_heads`: `samples` sequences at L_train, a quarter of them at 4 × L_train."""
+        L = config.task.train_length
+        cost = evaluation_cost(config, [L, 4 * L], samples, tokens_per_batch(config))  # the batches it runs
+        return self.check(Cost("this per-head analysis", cost.memory_bytes, cost.seconds, cost.knobs))
+
+    def check_carrier(self, config: RunConfig, search_length: int) -> Cost:
+        return self.check(carrier_cost(config, search_length))
+
+    def check_prediction(self, config: RunConfig, lengths: Sequence[int], rule=None) -> Cost:
+        return self.check(prediction_cost(config, lengths, rule))
+
+    def check_horizon(self, config: RunConfig, ceiling: int, rule=None) -> Cost:
+        return self.check(horizon_cost(config, ceiling, rule))
+
+    def prediction_fits(self, config: RunConfig, budgets: Budgets | None = None, rule=None):
+        """`afford(lengths)` for lengen_core.analysis.horizon: whether the prediction at `lengths` (under
+        `rule`) fits the budgets. Each step of a search is not told: the search as a whole was."""
+        chosen = budgets or self.budgets or Budgets.from_env()
+
+        def afford(lengths: Sequence[int]) -> bool:
+            try:
+                check(prediction_cost(config, lengths, rule), chosen)
+            except BudgetError:
+                return False
+            return True
+
+        return afford
 
 
-def check_single_head_evaluation(config: RunConfig, lengths: Sequence[int], samples: int) -> Cost:
-    return check(single_head_evaluation_cost(config, lengths, samples))
-
-
-def check_attention_map(config: RunConfig, length: int, layer: int = 0, samples: int = 1) -> Cost:
-    return check(attention_map_cost(config, length, layer, samples))
-
-
-def check_head_analysis(config: RunConfig, samples: int = 256) -> Cost:
-    """`lengen_core.analysis.heads.analyse_heads`: `samples` sequences at L_train, a quarter of them at 4 × L_train."""
-    L = config.task.train_length
-    cost = evaluation_cost(config, [L, 4 * L], samples, tokens_per_batch(config))  # the batches it runs
-    return check(Cost("this per-head analysis", cost.memory_bytes, cost.seconds, cost.knobs))
-
-
-def check_carrier(config: RunConfig, search_length: int) -> Cost:
-    return check(carrier_cost(config, search_length))
-
-
-def check_prediction(config: RunConfig, lengths: Sequence[int], rule=None) -> Cost:
-    return check(prediction_cost(config, lengths, rule))
+SERVER = Pricer()  # this server's budgets, from the environment
+check_training = SERVER.check_training
+check_sequence_evaluation = SERVER.check_sequence_evaluation
+check_single_head_evaluation = SERVER.check_single_head_evaluation
+check_attention_map = SERVER.check_attention_map
+check_head_analysis = SERVER.check_head_analysis
+check_carrier = SERVER.check_carrier
+check_prediction = SERVER.check_prediction
+check_horizon = SERVER.check_horizon
+prediction_fits = SERVER.prediction_fits
 
 
 def horizon_cost(config: RunConfig, ceiling: int, rule=None) -> Cost:
@@ -341,20 +393,6 @@ def horizon_cost(config: RunConfig, ceiling: int, rule=None) -> Cost:
     return Cost("this horizon search", first.memory_bytes, first.seconds, "a run with a smaller vocabulary or d_model")
 
 
-def prediction_fits(config: RunConfig, budgets: Budgets | None = None, rule=None):
-    """`afford(lengths)` for lengen_core.analysis.horizon: whether the prediction at `lengths` (under `rule`)
-    fits the budgets."""
-    chosen = budgets or Budgets.from_env()
-
-    def afford(lengths: Sequence[int]) -> bool:
-        try:
-            check(prediction_cost(config, lengths, rule), chosen)
-        except BudgetError:
-            return False
-        return True
-
-    return afford
-
-
-def check_horizon(config: RunConfig, ceiling: int, rule=None) -> Cost:
-    return check(horizon_cost(config, ceiling, rule))
+def budgets_set_in_env() -> list[str]:
+    """The budget variables this environment sets (the command line's opt-in to the server's limits)."""
+    return [name for name in BUDGET_ENVS if os.environ.get(name, "").strip()]

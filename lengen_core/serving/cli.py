@@ -14,6 +14,13 @@ its numbers are lengen_core.measure's, as the app's Dilution and Compare pages a
 them for the same lengths, samples and rule. Each answer's `device` says
 which device that was (for a training, the device the run was trained on, also when a stored run
 is reused), and `device_name` says it in words (the GPU's name on CUDA).
+
+At a person's own terminal the budgets do not refuse: each command prints its estimate on stderr and
+runs, with progress for anything that takes a while (lengen_core.serving.console); `--budget`, or a
+budget variable set in the environment, applies the server's limits. Ctrl-C stops a command with
+status 130: what it finished is kept (a stored run, a sweep's cells), and no `.tmp-*` folder is left.
+`evaluate` takes the predicted horizon a run was stored with (measured once when the app trained it,
+or shipped with a preset) where it answers the same search, instead of searching again.
 """
 
 from __future__ import annotations
@@ -38,27 +45,40 @@ from lengen_core.config import (
     Setting,
     with_changes,
 )
-from lengen_core.measure import measure
+from lengen_core.measure import check_measurement, measure, search_ceiling
 from lengen_core.models.encodings import LengthError
-from lengen_core.serving import budget
-from lengen_core.serving.budget import (
-    check_carrier,
-    check_head_analysis,
-    check_training,
-)
+from lengen_core.serving.budget import BudgetError, duration
+from lengen_core.serving.console import BUDGET_FLAG, Console
+from lengen_core.serving.first_visit import from_dict
 from lengen_core.serving.lineage import continuation, starting_weights
 from lengen_core.serving.runtime import deterministic_cublas, device_name, limit_heap_growth
 from lengen_core.serving.store import RunStore, StoreError, preset_store
-from lengen_core.serving.sweep import AXES, NOT_RUN, SweepError, SweepGrid, collapse_summary, grid_from_toml, run_sweep
+from lengen_core.serving.sweep import (
+    AXES,
+    NOT_RUN,
+    SweepGrid,
+    collapse_summary,
+    grid_from_toml,
+    run_sweep,
+    sweep_seconds,
+)
 from lengen_core.thresholds import ACCURACY_BAR
-from lengen_core.training import resolve_device, train
+from lengen_core.training import Training, resolve_device
 
 USER_ERRORS = (ConfigError, LengthError, StoreError, ValueError)
+INTERRUPTED = 130  # the shell's status for a command stopped by Ctrl-C (128 + SIGINT)
 DEVICE_HELP = "auto: CUDA, then MPS, then CPU (default auto)"
+BUDGET_HELP = ("refuse work over the server's budgets (LENGEN_REQUEST_MEMORY_MB, LENGEN_REQUEST_SECONDS, "
+               "LENGEN_TRAIN_SECONDS; setting one of them does the same); by default a command prints its "
+               "estimate and runs")
 
 
 class UsageError(Exception):
     pass
+
+
+class Interrupted(Exception):
+    """Ctrl-C, with what was kept: the command ends with status 130."""
 
 
 class Parser(argparse.ArgumentParser):
@@ -92,9 +112,11 @@ def _listed(kind: type):
 def build_parser() -> Parser:
     parser = Parser(prog="python -m lengen_core", description="lengen: length generalisation in attention")
     parser.add_argument("--json", action="store_true", help="print JSON on stdout")
+    parser.add_argument(BUDGET_FLAG, action="store_true", help=BUDGET_HELP)
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    json_flag = Parser(add_help=False)  # --json also accepted after the command
+    json_flag = Parser(add_help=False)  # --json and --budget also accepted after the command
     json_flag.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON on stdout")
+    json_flag.add_argument(BUDGET_FLAG, action="store_true", default=argparse.SUPPRESS, help=BUDGET_HELP)
 
     t = commands.add_parser("train", parents=[json_flag], help="train a run (or reuse the stored one with the same config)")
     _add_training_flags(t, SETTINGS)
@@ -208,9 +230,11 @@ def _trained(config: RunConfig, args: argparse.Namespace, store: RunStore) -> di
     run = None if args.retrain else store.find(config) or preset_store().find(config)
     reused = run is not None
     if run is None:
-        check_training(config)  # over this server's budgets: refused before any work
+        console: Console = args.console
+        console.pricer().check_training(config)  # the estimate, said first; refused only under --budget
+        console.estimate()
         store.check_can_save(config)  # a read-only, full or over-quota store is found before training
-        run = train(config, args.device, starting_weights(config, store))
+        run = _train(config, args.device, starting_weights(config, store), console)
         (store.replace if args.retrain else store.save)(run)
     return {
         "run_id": run.run_id,
@@ -226,6 +250,23 @@ def _trained(config: RunConfig, args: argparse.Namespace, store: RunStore) -> di
         "reused": reused,
         "verdict": run.verdict.to_dict(),
     }
+
+
+def _train(config: RunConfig, device: str, start, console: Console):
+    """lengen_core.training's steps with a bar counting them (it stops early when the target is reached)."""
+    training = Training(config, device, start)
+    bar = None
+    try:
+        for progress in training:
+            bar = bar or console.steps("training", config.train.steps, "steps")
+            if bar is not None:
+                bar.update(progress.step - bar.n)
+                bar.set_postfix(loss=f"{progress.loss:.3f}", accuracy=f"{progress.accuracy:.2f}", refresh=False)
+        console.say()  # no step to count (0 steps: the construction itself)
+        return training.finish()
+    finally:
+        if bar is not None:
+            bar.close()
 
 
 def command_construct(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
@@ -259,7 +300,22 @@ def command_evaluate(args: argparse.Namespace, store: RunStore) -> dict[str, Any
     config = run.config
     L = config.task.train_length
     lengths = args.lengths or list(doublings(L, 7 if config.single_head else 5))
-    m = measure(run, lengths, args.samples, rule, args.seed, prices=budget)
+    console: Console = args.console
+    pricer = console.pricer()
+    check_measurement(run, lengths, args.samples, rule, args.seed, prices=pricer)  # refused before any work
+    shipped = _stored_measurement(args.run_id, store)
+    if config.single_head:
+        ceiling = search_ceiling(run, lengths, rule)
+        stored = rule.trivial and shipped is not None and shipped.horizon is not None \
+            and shipped.horizon.ceiling == ceiling
+        if not stored:
+            try:
+                pricer.check_horizon(config, ceiling, rule)
+            except BudgetError:
+                pass  # measure leaves the search out with a note; the rest is answered
+    seconds = console.estimate()
+    with console.estimated("evaluating", seconds):
+        m = measure(run, lengths, args.samples, rule, args.seed, shipped=shipped, prices=pricer)
     predictions = m.predictions or [None] * len(m.lengths)
     rows = [_row(report, prediction, fitted, L, m.rule)
             for report, prediction, fitted in zip(m.reports, predictions, m.fitted_masses, strict=True)]
@@ -277,13 +333,26 @@ def command_evaluate(args: argparse.Namespace, store: RunStore) -> dict[str, Any
             "measured_horizon_below": None if measured is None else measured.below, **_device(run)}
 
 
+def _stored_measurement(run_id: str, store: RunStore):
+    """What the run was stored with (lengen_core.serving.first_visit), from the person's store or the presets;
+    `measure` takes a piece of it only where it answers exactly the question asked."""
+    source = store if store.exists(run_id) else preset_store()
+    try:
+        return from_dict(source.first_visit(run_id))
+    except (KeyError, TypeError, ValueError):  # written by another version: measured afresh
+        return None
+
+
 def command_heads(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
     run = _load(args.run_id, store, args.device)
-    check_head_analysis(run.config)
+    console: Console = args.console
+    console.pricer().check_head_analysis(run.config)
+    with console.estimated("analysing the heads", console.estimate()):
+        found = analyse_heads(run.model, run.config)
     heads = [
         {**{key: value for key, value in vars(h).items() if key != "carrier"},
          "carrier": [float(v) for v in h.carrier]}
-        for h in analyse_heads(run.model, run.config)
+        for h in found
     ]
     return {"run_id": run.run_id, "heads": heads,
             "carrier_heads": [[h["layer"], h["head"]] for h in heads if h["is_carrier"]],
@@ -293,8 +362,10 @@ def command_heads(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
 
 def command_carrier(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
     run = _load(args.run_id, store, args.device)
-    check_carrier(run.config, args.search_length)  # over this server's budgets: refused before any work
-    carrier = extract_carrier(run.model, run.config, search_length=args.search_length)
+    console: Console = args.console
+    console.pricer().check_carrier(run.config, args.search_length)  # said first; refused only under --budget
+    with console.estimated("extracting the carrier", console.estimate()):
+        carrier = extract_carrier(run.model, run.config, search_length=args.search_length)
     return {
         "run_id": run.run_id,
         "verdict": run.verdict.to_dict(),
@@ -354,17 +425,32 @@ def command_sweep(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
         base[name] = SETTINGS[name].kind(value) if SETTINGS[name].kind is not bool else value.lower() in ("1", "true")
     grid = SweepGrid(**{key: tuple(value) if isinstance(value, list) else value for key, value in data.items()},
                      base=tuple(base.items()))
+    console: Console = args.console
+    console.pending = (f"lengen: estimate: this sweep of {grid.size} cells: about {duration(sweep_seconds(grid))} of "
+                       "work on one worker (cells done before are reused); "
+                       + ("this server's budgets apply to each cell" if console.limited else
+                          f"no limit at a terminal ({BUDGET_FLAG} applies the server's)"))
+    bar = console.steps("sweep", grid.size, "cells")
+
+    def advanced(progress) -> None:
+        if bar is not None:
+            bar.update(progress.done - bar.n)
+            bar.set_postfix(errors=progress.errors, refresh=False)
+
     try:
         result = run_sweep(grid, store.root, backend=args.backend, workers=args.workers, address=args.address,
-                           device=args.device)  # Ctrl-C while cells run: it stops them and returns, cancelled
-    except KeyboardInterrupt:
-        raise SweepError("the sweep was interrupted (Ctrl-C); every cell finished is kept: run the same command "
-                         "again to resume") from None
-    if result.cancelled:
+                           device=args.device, progress=advanced, limited=console.limited)
+    except KeyboardInterrupt:  # before any cell ran (the pool's start, say)
+        raise Interrupted("the sweep was interrupted (Ctrl-C); every cell finished is kept: run the same command "
+                          "again to resume") from None
+    finally:
+        if bar is not None:
+            bar.close()
+    if result.cancelled:  # Ctrl-C while cells run: it stopped them and returned
         left = sum(cell.get("error") == NOT_RUN for cell in result.cells)
-        raise SweepError(f"the sweep was interrupted (Ctrl-C): {len(result.cells) - left} of {len(result.cells)} "
-                         f"cells are done and kept in {result.directory}; run the same command again to run the "
-                         f"other {left}")
+        raise Interrupted(f"the sweep was interrupted (Ctrl-C): {len(result.cells) - left} of {len(result.cells)} "
+                          f"cells are done and kept in {result.directory}; run the same command again to run the "
+                          f"other {left}")
     return {"sweep_id": result.sweep_id, "backend": result.backend, "cells": result.cells, "ran": result.ran,
             "trained": result.trained, "collapse": collapse_summary(result.cells),
             "table": str(result.csv_path), "parquet": str(result.parquet_path)}
@@ -461,7 +547,15 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO = sys.stdout, stderr:
     deterministic_cublas()  # before any CUDA work: a CUDA training is the same bytes each time
     try:
         args = build_parser().parse_args(argv)
+        args.console, args.stderr = Console.for_command(stderr, args.budget, args.json), stderr
         result = COMMANDS[args.command](args, RunStore())
+    except KeyboardInterrupt:
+        stderr.write("lengen: interrupted (Ctrl-C): what this command had finished is kept; the work it was "
+                     "doing was not saved\n")
+        return INTERRUPTED
+    except Interrupted as error:
+        stderr.write(f"lengen: {' '.join(str(error).split())}\n")
+        return INTERRUPTED
     except (UsageError, *USER_ERRORS) as error:
         stderr.write(f"lengen: error: {' '.join(str(error).split())}\n")
         return 2

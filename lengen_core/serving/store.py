@@ -50,6 +50,7 @@ CONFIG_FILE, WEIGHTS_FILE, METRICS_FILE = "config.json", "weights.safetensors", 
 FIRST_VISIT_FILE = "first_visit.json"  # lengen_core.serving.first_visit's numbers, when the run was saved with them
 _RUN_ID = re.compile(r"[a-z0-9][a-z0-9._-]{0,127}")
 PRESET_ROOT = Path(__file__).resolve().parents[2] / "assets" / "presets"
+PRECOMPUTED_ROOT = PRESET_ROOT / "precomputed"  # <run id>.json: a preset's first-visit numbers (scripts.build_presets)
 LOCK_FILE = ".lock"  # in the runs directory: writers of the same store take turns to rename runs in and out
 QUOTA_ENV = "LENGEN_STORE_QUOTA_MB"
 DEFAULT_QUOTA_MB = 2_048  # the person's store, all runs together; the least recently used go first
@@ -258,6 +259,8 @@ class RunStore:
         """The run's stored first-visit numbers (lengen_core.serving.first_visit.to_dict), or None: a run saved
         without them, or a file that cannot be read (the pages then measure the run, as for an old run)."""
         path = self.run_dir(run_id) / FIRST_VISIT_FILE
+        if self.root == PRESET_ROOT and not path.exists():  # the presets ship theirs beside the runs
+            path = PRECOMPUTED_ROOT / f"{run_id}.json"
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError, RecursionError):

@@ -57,7 +57,7 @@ from lengen_core.analysis.sequence import tokens_per_batch
 from lengen_core.config import MAX_EVAL_LENGTH, ConfigError, RunConfig, with_changes
 from lengen_core.measure import measure
 from lengen_core.serving import budget
-from lengen_core.serving.budget import BudgetError, check_training, duration
+from lengen_core.serving.budget import SERVER, BudgetError, Budgets, Pricer, duration
 from lengen_core.serving.runtime import env_whole_number
 from lengen_core.serving.store import RunStore, preset_store
 from lengen_core.training import train
@@ -202,9 +202,11 @@ def cell_config(grid: SweepGrid, settings: dict[str, Any]) -> RunConfig:
 
 
 def run_cell(store_root: str, config_data: dict[str, Any], lengths: Sequence[int], samples: int,
-             device: str = "cpu") -> dict[str, Any]:
+             device: str = "cpu", limited: bool = True) -> dict[str, Any]:
     """Train (or load) one cell's run and measure it: a JSON-ready record. Runs in a worker process
-    (or a Ray task), so everything it needs comes as plain arguments and it opens the store itself."""
+    (or a Ray task), so everything it needs comes as plain arguments and it opens the store itself.
+    `limited`: each cost checked against the server's budgets (the app); False at a person's terminal."""
+    prices = SERVER if limited else Pricer(Budgets.unlimited())
     torch.set_num_threads(1)  # one cell a worker: the pool (or Ray) spreads the cores
     config = RunConfig.from_dict(config_data)
     store = RunStore(Path(store_root))
@@ -214,13 +216,13 @@ def run_cell(store_root: str, config_data: dict[str, Any], lengths: Sequence[int
     if found is not None:
         run = found.load(config.run_id(), device)
     else:
-        check_training(config)
+        prices.check_training(config)
         run = train(config, device)
         store.save(run)
-    return {"run_id": run.run_id, "reused": reused, **measure_run(run, lengths, samples)}
+    return {"run_id": run.run_id, "reused": reused, **measure_run(run, lengths, samples, prices)}
 
 
-def measure_run(run, lengths: Sequence[int], samples: int) -> dict[str, Any]:
+def measure_run(run, lengths: Sequence[int], samples: int, prices: Pricer = SERVER) -> dict[str, Any]:
     """The verdict, the measurement at `lengths` (those the run allows; lengen_core.measure, as the command
     line's evaluate and the app take it), and the carrier's argmax offset and margin (single head only);
     each cost is checked against the budgets first."""
@@ -238,8 +240,8 @@ def measure_run(run, lengths: Sequence[int], samples: int) -> dict[str, Any]:
                               "predicted_horizon": None, "measured_horizon": None}
     search = 4 * config.task.train_length
     if config.single_head:
-        budget.check_carrier(config, search)  # priced with the measurement, before either starts
-    m = measure(run, allowed, samples, prices=budget)
+        prices.check_carrier(config, search)  # priced with the measurement, before either starts
+    m = measure(run, allowed, samples, prices=prices)
     record["lengths"] = [{"length": r.length, "accuracy": float(r.accuracy), "accuracy_low": float(r.accuracy_low),
                           "accuracy_high": float(r.accuracy_high), "target_mass": float(r.target_mass)}
                          for r in m.reports]
@@ -343,9 +345,10 @@ def _write_json(path: Path, data: Any) -> None:
 
 def run_sweep(grid: SweepGrid, store_root: Path, backend: Backend = "local", workers: int | None = None,
               address: str | None = None, progress: Callable[[SweepProgress], None] | None = None,
-              cancel: threading.Event | None = None, device: str = "cpu") -> SweepResult:
+              cancel: threading.Event | None = None, device: str = "cpu", limited: bool = True) -> SweepResult:
     """Run every cell not finished before; `cancel` set stops handing out cells (running ones finish
-    and are kept). The result holds every cell, in the grid's order."""
+    and are kept). The result holds every cell, in the grid's order. `limited` False: no cell is refused
+    over the server's budgets (the command line without --budget)."""
     if backend not in ("local", "ray"):
         raise SweepError(f"backend {backend!r}: allowed local, ray")
     directory = sweep_dir(store_root, grid.sweep_id())
@@ -379,7 +382,7 @@ def run_sweep(grid: SweepGrid, store_root: Path, backend: Backend = "local", wor
                                    elapsed / ran * left if ran else None))  # cells finish every elapsed/ran
 
     runner = _run_ray if backend == "ray" else _run_local
-    cancelled = runner(todo, str(store_root), grid, workers, address, finished, cancel, device)
+    cancelled = runner(todo, str(store_root), grid, workers, address, finished, cancel, device, limited)
     cells = [r if r is not None else {**settings[i], "error": NOT_RUN}
              for i, r in enumerate(results)]
     result = SweepResult(grid.sweep_id(), grid, cells, cancelled, ran, trained, backend, directory=directory)
@@ -433,7 +436,7 @@ class _WorkerContext(multiprocessing.context.SpawnContext):
 
 
 def _run_local(todo, store_root: str, grid: SweepGrid, workers: int | None, address: str | None,
-               finished, cancel: threading.Event | None, device: str) -> bool:
+               finished, cancel: threading.Event | None, device: str, limited: bool = True) -> bool:
     """Cells through a process pool; True if it stopped early: `cancel` set (running cells finish and are
     kept) or Ctrl-C (running cells are stopped at once and run again next time)."""
     if address is not None:
@@ -448,7 +451,7 @@ def _run_local(todo, store_root: str, grid: SweepGrid, workers: int | None, addr
             # hand out cells as workers free up (one waiting per worker), so a cancel leaves the rest unstarted
             while queue and len(futures) < 2 * count and not (cancel is not None and cancel.is_set()):
                 index, config = queue.pop(0)
-                futures[pool.submit(run_cell, store_root, config, grid.lengths, grid.samples, device)] = index
+                futures[pool.submit(run_cell, store_root, config, grid.lengths, grid.samples, device, limited)] = index
             if not futures:
                 break  # cancelled with nothing running
             done, _ = concurrent.futures.wait(futures, timeout=0.5, return_when=concurrent.futures.FIRST_COMPLETED)
@@ -473,7 +476,7 @@ def _run_local(todo, store_root: str, grid: SweepGrid, workers: int | None, addr
 
 
 def _run_ray(todo, store_root: str, grid: SweepGrid, workers: int | None, address: str | None,
-             finished, cancel: threading.Event | None, device: str) -> bool:
+             finished, cancel: threading.Event | None, device: str, limited: bool = True) -> bool:
     try:
         import ray
     except ImportError:
@@ -492,7 +495,7 @@ def _run_ray(todo, store_root: str, grid: SweepGrid, workers: int | None, addres
                              "RAY_AUTH_MODE=token and give its token (~/.ray/auth_token or RAY_AUTH_TOKEN)") from None
     try:
         task = ray.remote(num_cpus=1)(run_cell)
-        refs = {task.remote(store_root, config, grid.lengths, grid.samples, device): index for index, config in todo}
+        refs = {task.remote(store_root, config, grid.lengths, grid.samples, device, limited): index for index, config in todo}
         pending = list(refs)
         try:
             _gather_ray(ray, refs, pending, finished, cancel)

@@ -121,7 +121,7 @@ def test_identical_train_reuses_the_stored_run_without_training(monkeypatch: pyt
     def no_training(*args: object, **kwargs: object) -> None:
         raise AssertionError("a stored run was trained again")
 
-    monkeypatch.setattr(cli, "train", no_training)
+    monkeypatch.setattr(cli, "_train", no_training)
     second = train_quick()
 
     assert second["reused"] is True
@@ -156,7 +156,7 @@ def test_json_flag_is_accepted_before_and_after_the_command() -> None:
 
 def test_readable_train_output_names_the_run() -> None:
     outcome = run_cli("train", *QUICK)
-    assert outcome.code == 0 and outcome.stderr == ""
+    assert outcome.code == 0 and outcome.stderr.startswith("lengen: estimate: this training: about"), outcome.stderr
     run_id = stored_ids()[0]
     assert f"run_id: {run_id}" in outcome.stdout.splitlines()
     assert "reused: False" in outcome.stdout
@@ -209,7 +209,7 @@ def test_evaluate_is_deterministic_and_keeps_an_unsorted_order() -> None:
 def test_readable_evaluate_output_is_a_table() -> None:
     run_id = train_quick()["run_id"]
     outcome = run_cli("evaluate", run_id, "--lengths", "16,64", "--samples", "32")
-    assert outcome.code == 0 and outcome.stderr == ""
+    assert outcome.code == 0 and outcome.stderr.startswith("lengen: estimate: this evaluation"), outcome.stderr
     lines = outcome.stdout.splitlines()
     assert lines[0].split() == ["length", "accuracy", "beyond", "predicted", "p", "p", "pred", "argmax", "rule"]
     assert [line.split()[-1] for line in lines[1:3]] == ["none", "none"]
@@ -474,7 +474,7 @@ def test_evaluate_a_shift_run_reports_accuracy_beyond_the_training_length() -> N
         assert row["accuracy_beyond"] == pytest.approx(sum(beyond) / len(beyond))
 
     table = run_cli("evaluate", run_id, "--lengths", "16,32", "--samples", "16")
-    assert table.code == 0 and table.stderr == ""
+    assert table.code == 0 and table.stderr.startswith("lengen: estimate: this evaluation"), table.stderr
     lines = table.stdout.splitlines()
     assert lines[0].split() == ["length", "accuracy", "beyond", "predicted", "p", "p", "pred", "argmax", "rule"]
     assert [line.split()[-1] for line in lines[1:3]] == ["none", "none"]
@@ -507,7 +507,7 @@ def test_heads_reports_every_layer_and_head() -> None:
     assert result["pinned_heads"] == [[h["layer"], h["head"]] for h in heads if h["pinned_key"] is not None]
 
     readable = run_cli("heads", run_id)
-    assert readable.code == 0 and readable.stderr == ""
+    assert readable.code == 0 and readable.stderr.startswith("lengen: estimate: this per-head analysis"), readable.stderr
     assert [line.split(":")[0] for line in readable.stdout.splitlines()] == [
         "layer 0 head 0", "layer 0 head 1", "layer 1 head 0", "layer 1 head 1", "device"]
 

@@ -136,7 +136,7 @@ def test_an_unwritable_store_fails_before_training(tmp_path, monkeypatch):
     blocker.write_text("not a folder")
     monkeypatch.setenv("LENGEN_HOME", str(blocker / "home"))
     trained = []
-    monkeypatch.setattr(cli, "train", lambda *args: trained.append(args))
+    monkeypatch.setattr(cli, "_train", lambda *args: trained.append(args))
     out, err = io.StringIO(), io.StringIO()
     assert cli.main(["train", "--steps", "5"], stdout=out, stderr=err) == 2
     error = err.getvalue()

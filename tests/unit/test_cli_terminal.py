@@ -1,0 +1,125 @@
+"""The command line is a researcher's own tool (lengen_core.serving.console): it says what a command will
+cost and runs it, the server's budgets only where asked for (`--budget` or a budget variable), progress
+on stderr unless a script reads `--json`, and Ctrl-C ends it with status 130, keeping what was finished.
+
+Work here is small and fast; the budgets' rates are lowered so that it is priced as a server would refuse
+it, which is the policy under test (the estimates themselves are tested in tests/unit/test_budget.py)."""
+
+from __future__ import annotations
+
+import io
+import time
+
+import pytest
+
+from lengen_core.config import RunConfig, with_changes
+from lengen_core.serving import budget, cli
+from lengen_core.serving.budget import BUDGET_ENVS, SECONDS_ENV, TRAIN_SECONDS_ENV, BudgetError
+from lengen_core.serving.console import Console
+from lengen_core.serving.store import TEMP_PREFIX, RunStore
+from lengen_core.training import Training
+from tests.helpers.cli import ok_json, run_cli
+
+QUICK = ("--steps", "30", "--device", "cpu")
+SMALL = with_changes(RunConfig(), steps=30)
+
+
+@pytest.fixture(autouse=True)
+def home_without_budget_variables(tmp_path, monkeypatch):
+    """An empty run store of its own, and no budget set in the environment (a person's terminal)."""
+    monkeypatch.setenv("LENGEN_HOME", str(tmp_path))
+    for name in BUDGET_ENVS:
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def slow_rates(monkeypatch):
+    """Every estimate 10^5 times longer: a server refuses all of it."""
+    monkeypatch.setattr(budget, "FLOPS_PER_SECOND", budget.FLOPS_PER_SECOND / 1e5)
+    monkeypatch.setattr(budget, "FLOATS_PER_SECOND", budget.FLOATS_PER_SECOND / 1e5)
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_terminal_runs_what_the_server_refuses_and_says_what_it_costs(slow_rates) -> None:
+    trained = run_cli("train", *QUICK)
+    assert trained.code == 0, trained.stderr
+    first = trained.stderr.splitlines()[0]
+    assert first.startswith("lengen: estimate: this training: about") and "no limit at a terminal" in first
+    with pytest.raises(BudgetError, match=TRAIN_SECONDS_ENV):  # the served app prices it the same way, and refuses
+        budget.check_training(SMALL)
+    run_id = RunStore().list_runs()[0].run_id
+    carrier = run_cli("carrier", run_id, "--search-length", "256", "--json")
+    assert carrier.code == 0, carrier.stderr
+    with pytest.raises(BudgetError, match=SECONDS_ENV) as refused:
+        budget.check_carrier(SMALL, 256)
+    assert f"the operator raises {SECONDS_ENV}" in str(refused.value)  # the server's refusal says who lifts it
+
+
+@pytest.mark.parametrize("opt_in", ["flag", "variable"])
+def test_the_flag_or_a_budget_variable_applies_the_servers_limits_and_says_how_to_lift_them(
+        slow_rates, monkeypatch, opt_in) -> None:
+    if opt_in == "variable":
+        monkeypatch.setenv(TRAIN_SECONDS_ENV, "60")
+    refused = run_cli("train", *QUICK, *(["--budget"] if opt_in == "flag" else []))
+    assert refused.code == 2 and refused.stdout == ""
+    message = refused.stderr
+    assert message.startswith("lengen: error: this training would take about") and message.count("\n") == 1
+    assert f"or raise {TRAIN_SECONDS_ENV}, or run without --budget" in message
+    assert (f"with {TRAIN_SECONDS_ENV} unset" in message) == (opt_in == "variable")
+    assert RunStore().list_runs() == []  # refused before any work
+
+
+def test_progress_on_stderr_and_silence_for_a_script_reading_json() -> None:
+    shown = run_cli("train", *QUICK)
+    assert shown.code == 0
+    assert "training" in shown.stderr and "30/30" in shown.stderr, shown.stderr  # every step counted
+    assert ok_json("train", *QUICK, "--seed", "1", "--json")  # ok_json: stderr empty
+    out, terminal = io.StringIO(), Terminal()  # --json at a terminal: the person still sees the progress
+    assert cli.main(["train", *QUICK, "--seed", "2", "--json"], stdout=out, stderr=terminal) == 0
+    assert "30/30" in terminal.getvalue() and "lengen: estimate:" in terminal.getvalue()
+
+
+def test_work_that_reports_no_steps_shows_its_time_against_the_estimate() -> None:
+    stream = io.StringIO()
+    console = Console(stream, limited=False, quiet=False)
+    with console.estimated("extracting the carrier", 3.0):
+        time.sleep(1.2)
+    text = stream.getvalue()
+    assert "extracting the carrier (estimated 3.0 s)" in text and text.rstrip().rsplit("\r", 1)[-1].count("100%") == 1
+    quiet = Console(io.StringIO(), limited=False, quiet=True)
+    with quiet.estimated("extracting the carrier", 3.0):
+        pass
+    assert quiet.stderr.getvalue() == ""
+
+
+def test_ctrl_c_ends_with_130_and_leaves_no_half_written_run(monkeypatch) -> None:
+    step = Training.step
+
+    def interrupted(self):
+        if self.steps_done == 10:
+            raise KeyboardInterrupt
+        return step(self)
+
+    monkeypatch.setattr(Training, "step", interrupted)
+    outcome = run_cli("train", *QUICK)
+    assert outcome.code == cli.INTERRUPTED == 130
+    assert "interrupted (Ctrl-C)" in outcome.stderr.splitlines()[-1] and "Traceback" not in outcome.stderr
+    store = RunStore()
+    assert store.list_runs() == []
+
+
+def test_ctrl_c_while_a_run_is_written_leaves_no_tmp_folder(monkeypatch) -> None:
+    from lengen_core.serving import store as store_module
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(store_module, "_write_run", interrupted)
+    outcome = run_cli("train", *QUICK)
+    assert outcome.code == 130
+    runs = RunStore().runs_dir
+    assert not [p for p in runs.iterdir() if p.name.startswith(TEMP_PREFIX)] if runs.exists() else True
