@@ -11,7 +11,8 @@ instead (`weighted_key_count`): K(n) ∝ 1/p̂(n) − 1/p̂(L_train) from the pr
 (lengen_core.analysis.dilution), scaled so that K(longest) = longest − L_train. The shape of K comes from the
 weights, never from the measurement; a and m_out are fitted to the measurement, and e^{−m_out} is
 still the far keys' average weight relative to the target. On the same eleven runs the largest error
-fell to 0.4–3.1% (docs/science.md, the fit). The uniform count's error is reported beside it.
+fell to 0.4–3.1% (docs/science.md, the fit). The plain law (K = n − L_train) is fitted and reported
+beside it (`DilutionFit.plain`).
 
 How it is fitted, and why:
 - **On p itself, in relative error.** The minimax fit: the parameters with the smallest largest
