@@ -330,3 +330,11 @@ def test_the_law_sentence_names_its_key_count_its_span_and_the_plain_law() -> No
     assert "the plain law (K = n − L_train) misses by 12% (m_out 5.10)" in text
     assert "past 256, where p ≤ 2/V, the law is not drawn" in text
     assert accuracy_captions.m_out_text(FitResult("fitted", weighted, "")) == "5.27 (5.00–5.60; answers alone 5.22–5.32)"
+
+
+def test_a_rules_cell_gives_the_interval_to_quote_only() -> None:
+    from ui.rules.captions import RuleCurve, law_cell
+
+    law = DilutionFit(16, 1.1, 5.27, 5.22, 5.32, 0.03, 5, 256, 128, m_out_lengths_low=5.0, m_out_lengths_high=5.6)
+    curve = RuleCurve("none", LENGTHS, [1.0] * 5, [0.99] * 5, [1.0] * 5, [0.89, 0.86, 0.82, 0.53, 0.44])
+    assert law_cell(FitResult("fitted", law, ""), curve, 16) == ("5.27 (5.00–5.60)", None)

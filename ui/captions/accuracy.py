@@ -154,16 +154,17 @@ NO_LAW_TEXT = {"not_learned": "not learned", "at_chance": "at chance", "too_few_
                "not_applicable": "n/a (transformer)", "no_dilution": "p does not fall"}
 
 
-def m_out_text(fit: FitResult, samples: int | None = None) -> str:
+def m_out_text(fit: FitResult, samples: int | None = None, answers: bool = True) -> str:
     """'5.27 (5.22–5.32)' for a fitted law ('…; law off by 14%' past LAW_TOLERANCE), else why there is
     none: 'not learned', 'at chance', 'p does not fall', …. The interval is the one to quote, over the answers
     and the lengths fitted, with the answers' alone beside it where it is narrower: '7.52 (7.17–7.85; answers
     alone 7.49–7.56)'. With `samples`, what the figure came from, so two figures for one run that differ say
-    why: '5.27 (5.22–5.32), fitted 16–256 (5 lengths), 256 samples'."""
+    why: '5.27 (5.22–5.32), fitted 16–256 (5 lengths), 256 samples'. `answers` False leaves the answers'
+    interval out (a narrow table cell; the page's caption gives it)."""
     if fit.fit is not None:
         law = fit.fit
         text = f"{law.m_out:.2f} ({law.quoted_low:.2f}–{law.quoted_high:.2f}"
-        if f"{law.quoted_low:.2f}–{law.quoted_high:.2f}" != f"{law.m_out_low:.2f}–{law.m_out_high:.2f}":
+        if answers and f"{law.quoted_low:.2f}–{law.quoted_high:.2f}" != f"{law.m_out_low:.2f}–{law.m_out_high:.2f}":
             text += f"; answers alone {law.m_out_low:.2f}–{law.m_out_high:.2f}"
         text += ")"
         if samples is not None:

@@ -115,8 +115,8 @@ def law_cell(fit: FitResult, curve: RuleCurve, train_length: int) -> tuple[str, 
     if fit.fit is None:
         why = NO_LAW.get(fit.status, fit.status)
         return f"no law: {why}", f"The law does not describe {where}: {why}."
-    if fit.fit.holds:
-        return m_out_text(fit), None
+    if fit.fit.holds:  # the interval to quote; the page's caption gives the answers' alone
+        return m_out_text(fit, answers=False), None
     off = f"{fit.fit.max_relative_error:.0%}"
     return f"no law: off by {off}", (f"The law does not describe {where}: the best fit misses by {off} at "
                                       f"{fit.fit.worst_length:,}.")
