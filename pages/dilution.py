@@ -60,13 +60,14 @@ a.metric(f"Accuracy at L = {last.length:,}" + (" (longest measured)" if short_of
          help=f"Measured at the query on {last.samples:,} sequences at the longest test length; the interval is "
               "95% Wilson." + (f" {short_of_longest}" if short_of_longest else ""))
 b.metric("m_out (fitted)", "—" if fit is None else f"{fit.m_out:.2f}",
-         delta=None if fit is None else f"95%: {fit.m_out_low:.2f} to {fit.m_out_high:.2f}", delta_color="off",
+         delta=None if fit is None else f"95%: {fit.quoted_low:.2f} to {fit.quoted_high:.2f}", delta_color="off",
          delta_arrow="off",
          help="Effective margin of the target over far keys in 1/p(L) = 1/p(L_train) + K(L)·e^(−m_out), K(L) the "
               "keys past L_train counted by the weight the model's carrier gives them (L − L_train were they all "
-              "equal), fitted to the measured p (smallest largest relative error); the interval is a bootstrap over the "
-              "evaluation samples. It depends on the lengths and samples it was fitted to (the caption below says "
-              "which), so another page or the command line, with other lengths or samples, gives another figure.")
+              "equal), fitted to the measured p (smallest largest relative error). The interval is the one to quote: "
+              "a bootstrap over the evaluation samples joined with m_out refitted to every shorter window of lengths "
+              "and with each length left out, since m_out depends on the lengths fitted; the caption below gives the "
+              "answers' interval alone and the plain law's m_out (every far key counted one).")
 c.metric("Largest error of the fit", "—" if fit is None else f"{fit.max_relative_error:.0%}",
          delta=None if fit is None else ("law describes this run" if fit.holds else
                                          f"law does not describe this run (worst at {fit.worst_length:,})"),
@@ -90,6 +91,8 @@ chart(charts.inverse_mass(table, fit_table),
 if fit_table is not None:
     st.download_button("Download the fitted law (CSV)",
                        fit_table.assign(m_out=fit.m_out, m_out_low=fit.m_out_low, m_out_high=fit.m_out_high,
+                                        m_out_lengths_low=fit.quoted_low, m_out_lengths_high=fit.quoted_high,
+                                        plain_m_out=fit.plain_law.m_out,
                                         samples=samples).to_csv(index=False).encode(),
                        csv_name("fitted-law", run.run_id), "text/csv",
                        help="The fitted p on a grid from the training length to the longest measured length (where it "

@@ -50,6 +50,28 @@ def precompute(run_id: str) -> dict:
     return data
 
 
+def refit(run_id: str) -> bool:
+    """Only the law of a preset's precomputed file, fitted anew from the file's own evaluations and predictions
+    (what `measure` does when a stored law is stale: lengen_core.serving.first_visit.from_dict); True when
+    the file changed. Cheap: no evaluation, prediction or horizon is computed again."""
+    from lengen_core.measure import measure
+    from lengen_core.serving.first_visit import FIRST_VISIT_SAMPLES, from_dict, request_lengths
+
+    path = PRECOMPUTED / f"{run_id}.json"
+    data = json.loads(path.read_text())
+    if data.get("fit") is None:
+        return False
+    shipped = from_dict(data)
+    if shipped.fit is not None:  # up to date
+        return False
+    run = preset_store().load(run_id)
+    m = measure(run, request_lengths(run), FIRST_VISIT_SAMPLES, shipped=shipped)
+    data["fit"] = {**dataclasses.asdict(m.fit), "samples": FIRST_VISIT_SAMPLES,
+                   "lengths": sorted(n for n in m.lengths if n >= run.config.task.train_length)}
+    path.write_text(json.dumps(data))
+    return True
+
+
 def precompute_optimisation() -> None:
     """The optimisation experiment's numbers (ui.theory.gradients), by the calls the page makes without them."""
     config = OPTIMISATION_CONSTRUCTED  # steps 0: its weights are the construction, nothing to train or store
@@ -93,7 +115,14 @@ def main() -> None:
     parser.add_argument("--sweep", action="store_true", help="only rebuild the preset sweep (ui.sweep_panels.PRESET_GRID)")
     parser.add_argument("--first-visit", action="store_true",
                         help="with --precompute: only the presets' files, not the optimisation experiment's traces")
+    parser.add_argument("--refit", action="store_true",
+                        help="only fit the law anew in the precomputed files whose stored law is stale (no measuring)")
     args = parser.parse_args()
+    if args.refit:
+        for label, config in PRESETS.items():
+            if (PRECOMPUTED / f"{config.run_id()}.json").exists() and refit(config.run_id()):
+                print(f"{label}: law fitted anew")
+        return
     if args.sweep:
         build_sweep()
         return

@@ -11,7 +11,8 @@ instead (`weighted_key_count`): K(n) ∝ 1/p̂(n) − 1/p̂(L_train) from the pr
 (lengen_core.analysis.dilution), scaled so that K(longest) = longest − L_train. The shape of K comes from the
 weights, never from the measurement; a and m_out are fitted to the measurement, and e^{−m_out} is
 still the far keys' average weight relative to the target. On the same eleven runs the largest error
-fell to 0.4–3.1% (docs/science.md, the fit). The uniform count's error is reported beside it.
+fell to 0.4–3.1% (docs/science.md, the fit). The plain law (K = n − L_train) is fitted and reported
+beside it (`DilutionFit.plain`).
 
 How it is fitted, and why:
 - **On p itself, in relative error.** The minimax fit: the parameters with the smallest largest
@@ -21,13 +22,32 @@ How it is fitted, and why:
   measured. Least squares on log p, tried next, spent its error unevenly (10.7% at its worst on the
   default run at 1,024 samples, where the minimax fit gets 8.3%).
 - **a ≥ 1**: p(L_train) cannot exceed 1.
-- **Uncertainty**: a parametric bootstrap over the evaluation samples. Each length's mean mass is
-  redrawn from a normal with its standard error (the mean of ≥ 64 sequences), the law refitted, and
-  the 2.5 and 97.5 percentiles of m_out over `BOOTSTRAP_DRAWS` refits are its 95% interval.
-- **Goodness**: the largest relative error |p_fit − p| / p over the fitted points, and where.
+- **Uncertainty, two intervals**: (1) over the answers: a parametric bootstrap over the evaluation
+  samples. Each length's mean mass is redrawn from a normal with its standard error (the mean of ≥ 64
+  sequences), the law refitted, and the 2.5 and 97.5 percentiles of m_out over `BOOTSTRAP_DRAWS` refits
+  are its 95% interval (`m_out_low`, `m_out_high`), the lengths held fixed. (2) With the lengths fitted
+  (`m_out_lengths_low`, `m_out_lengths_high`, the one to quote): the answers' interval joined with m_out
+  refitted to every shorter window from L_train (at least MIN_POINTS lengths) and with each length left
+  out in turn. Fitted up to 256, 2,048 and 8,192 tokens one RoPE run gave 7.77, 7.20 and 7.52, each with
+  an answers' interval about ±0.04 wide: the answers' interval alone cannot be quoted as "m_out is known
+  to ±0.04"; the second interval contains every shorter window's m_out by construction.
+- **How it is solved**: every fit (the measured points, the redraws, the windows, for both key counts)
+  in one vectorised search (`_minimax_many`): the problem is quasiconvex in (a, e^{−m_out}), so a
+  golden-section search on m_out with the best a ≥ 1 for each m_out (by bisection) finds the minimax fit;
+  it agrees with the SLSQP fit it replaced to ~1e-10 in m_out, at a seventh of its time.
+- **Goodness**: the largest relative error |p_fit − p| / p over every measured point the law is drawn at
+  (L_train … its longest fitted length), and where.
   R² does not tell a good fit from a bad one here (a learned-position run had 0.96, NoPE
   0.9999999); this does. Within LAW_TOLERANCE (10%) the law describes the run (`DilutionFit.holds`);
   past it the reason says so, and where 1/p rose fastest per counted key.
+- **Only where p falls** (`no_dilution`): where the last fitted p is not below the first by more than
+  FALL_SIGMAS (2) of their combined standard errors, there is no dilution and no finite m_out (a rule
+  such as log-n can make p rise with length; a constructed head keeps p at 1). Where the fit puts m_out
+  at an end of M_OUT_BOUNDS, or its answers' interval has zero width although p has a spread, m_out is
+  not pinned by the measurement: `no_dilution` too, with the reason.
+- **Which K(n)**: the weighted count is built from the same weights the prediction uses, so whether the
+  weighted law holds mostly re-tests the prediction from the weights; the plain two-zone law (K = n −
+  L_train, `DilutionFit.plain` beside a weighted fit) tests the two-zone form itself. Both are reported.
 - **Only where it means something**: no law for a run that did not learn its task, or that is at
   chance past its training length (lengen_core.analysis.verdict): `FitResult.status` says which, and `fit`
   is None.
@@ -47,6 +67,7 @@ prediction from the weights (lengen_core.analysis.dilution) models those keys; t
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -56,14 +77,18 @@ import numpy as np
 
 from lengen_core.analysis.verdict import Verdict
 
-FitStatus = Literal["fitted", "not_learned", "at_chance", "too_few_points", "not_applicable"]
+FitStatus = Literal["fitted", "no_dilution", "not_learned", "at_chance", "too_few_points", "not_applicable"]
 LAW = "1/p(n) = 1/p(L_train) + (n - L_train) * exp(-m_out)"
 WEIGHTED_LAW = "1/p(n) = 1/p(L_train) + K(n) * exp(-m_out), K(n) = the keys past L_train counted by their weight"
+PLAIN_KEYS = "n - L_train (every far key counted one)"
+WEIGHTED_KEYS = "the far keys counted by the weight the model gives them (from its weights)"
 BOOTSTRAP_DRAWS = 200
 BOOTSTRAP_SEED = 0
 MIN_POINTS = 3  # two parameters: at least one degree of freedom left to judge the fit by
 FLOOR_TIMES_CHANCE = 2.0  # fitted where p > 2/V: the target key outweighs twice a token's average share
 LAW_TOLERANCE = 0.10  # the law "describes" a run when every fitted point is within 10% of the measured p
+FALL_SIGMAS = 2.0  # p falls when its last fitted value is below its first by more than this many standard errors
+M_OUT_BOUNDS = (-30.0, 60.0)  # the range m_out is searched in: a fit at either end has no finite m_out
 
 
 @dataclass(frozen=True)
@@ -71,15 +96,17 @@ class DilutionFit:
     train_length: int
     inverse_mass_at_train: float  # fitted 1/p(L_train), ≥ 1
     m_out: float  # effective margin of the target over far keys (nats)
-    m_out_low: float  # 95% bootstrap interval
+    m_out_low: float  # 95% bootstrap interval over the answers (the evaluation samples), lengths fixed
     m_out_high: float
-    max_relative_error: float  # max |p_fit − p| / p over the fitted points
+    max_relative_error: float  # max |p_fit − p| / p over every measured point the law is drawn at (L_train … longest)
     points: int  # measured lengths the law was fitted to (n ≥ L_train, p > 2/V)
     longest: int  # the longest of them: the law is drawn from L_train to here
-    worst_length: int  # the fitted length where |p_fit − p| / p is largest
+    worst_length: int  # the measured length where |p_fit − p| / p is largest
     key_lengths: tuple[int, ...] = ()  # where the weighted key count K(n) is known; () = every far key counts 1
     key_counts: tuple[float, ...] = ()  # K at those lengths: 0 at L_train, longest − L_train at the longest
-    uniform_max_relative_error: float | None = None  # the same fit with every far key counted 1 (weighted fits)
+    m_out_lengths_low: float | None = None  # the answers' interval joined with m_out fitted to fewer lengths
+    m_out_lengths_high: float | None = None  # (every shorter window from L_train, and each length left out)
+    plain: DilutionFit | None = None  # a weighted fit's twin with K(n) = n − L_train (None: this one is plain)
 
     @property
     def weighted(self) -> bool:
@@ -91,8 +118,32 @@ class DilutionFit:
         return WEIGHTED_LAW if self.weighted else LAW
 
     @property
+    def key_count_used(self) -> str:
+        """Which K(n) this law uses, in words."""
+        return WEIGHTED_KEYS if self.weighted else PLAIN_KEYS
+
+    @property
+    def plain_law(self) -> DilutionFit:
+        """The two-zone law with every far key counted one: this fit, or its plain twin."""
+        return self if self.plain is None else self.plain
+
+    @property
+    def uniform_max_relative_error(self) -> float | None:
+        """The plain law's largest error beside a weighted fit's (None for a plain fit)."""
+        return None if self.plain is None else self.plain.max_relative_error
+
+    @property
+    def quoted_low(self) -> float:
+        """The interval to quote: over the answers and the lengths fitted (the answers' alone where unknown)."""
+        return self.m_out_low if self.m_out_lengths_low is None else self.m_out_lengths_low
+
+    @property
+    def quoted_high(self) -> float:
+        return self.m_out_high if self.m_out_lengths_high is None else self.m_out_lengths_high
+
+    @property
     def holds(self) -> bool:
-        """Every fitted point within LAW_TOLERANCE of the measured p."""
+        """Every point the law is drawn at within LAW_TOLERANCE of the measured p."""
         return self.max_relative_error <= LAW_TOLERANCE
 
     @property
@@ -117,6 +168,24 @@ class DilutionFit:
         """The fitted p at each length it was fitted over (L_train … longest), None elsewhere."""
         return [float(self.target_mass([n])[0]) if self.train_length <= n <= self.longest else None for n in lengths]
 
+    def to_dict(self) -> dict:
+        """The JSON form: the fields, the law, which K(n) it uses, whether it holds, and the plain twin's."""
+        fields = {key: value for key, value in vars(self).items() if key != "plain"}
+        return {"law": self.law, "key_count": self.key_count_used, **fields, "holds": self.holds,
+                "weighted": self.weighted, "tolerance": LAW_TOLERANCE,
+                "uniform_max_relative_error": self.uniform_max_relative_error,
+                "plain": None if self.plain is None else self.plain.to_dict()}
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> DilutionFit:
+        """`dataclasses.asdict`'s inverse (and `to_dict`'s: its extra keys are ignored)."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        found = {key: value for key, value in data.items() if key in names}
+        found["key_lengths"] = tuple(found.get("key_lengths", ()))
+        found["key_counts"] = tuple(found.get("key_counts", ()))
+        found["plain"] = None if found.get("plain") is None else cls.from_dict(found["plain"])
+        return cls(**found)
+
 
 @dataclass(frozen=True)
 class FitResult:
@@ -137,56 +206,69 @@ def _law(far: np.ndarray, inverse_at_train: float, m_out: float) -> np.ndarray:
     return 1.0 / (inverse_at_train + far * np.exp(-m_out))
 
 
-def _residuals(theta: np.ndarray, far: np.ndarray, log_p: np.ndarray) -> np.ndarray:
-    """log p_fit − log p at each point (≈ the relative error)."""
-    return -np.log(theta[0] + far * np.exp(-theta[1])) - log_p
+GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
+OUTER_STEPS = 56  # golden-section steps on m_out: its bracket of 90 nats shrinks to 90 × 0.618^56 ≈ 2e-10
+INNER_STEPS = 44  # bisection steps on log a for each m_out: a bracket of at most ~10 shrinks to ~6e-13
 
 
-def _least_squares(far: np.ndarray, log_p: np.ndarray, start: tuple[float, float]) -> np.ndarray:
-    """(a, m_out) minimising Σ (log p_fit − log p)² with a ≥ 1: the starting point of the minimax fit."""
-    from scipy.optimize import least_squares  # on first use: scipy takes 0.4 s to import, the app's first page none
-
-    solution = least_squares(_residuals, np.asarray(start), bounds=([1.0, -30.0], [np.inf, 60.0]), method="trf",
-                             args=(far, log_p))
-    return solution.x
+def _worst_given_a(a: np.ndarray, shift: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The largest and smallest q_i/(a + shift_i), one row per fit."""
+    ratio = q / (a[:, None] + shift)
+    return ratio.max(axis=1), ratio.min(axis=1)
 
 
-def _minimax(far: np.ndarray, p: np.ndarray, start: tuple[float, float]) -> np.ndarray:
-    """(a, m_out) minimising the largest relative error max |p_fit/p − 1| with a ≥ 1, as the smooth
-    problem min t subject to −t ≤ p_fit_i/p_i − 1 ≤ t (SLSQP), started from the least-squares fit in
-    log p. Never worse than that start: if the solver stops early, the better of the two is kept."""
-    from scipy.optimize import minimize
-
-    theta0 = _least_squares(far, np.log(p), start)
-
-    def errors(theta: np.ndarray) -> np.ndarray:
-        return _law(far, theta[0], theta[1]) / p - 1.0
-
-    def gaps(x: np.ndarray) -> np.ndarray:  # t − r_i ≥ 0 and t + r_i ≥ 0
-        r = errors(x)
-        return np.concatenate([x[2] - r, x[2] + r])
-
-    def gaps_jacobian(x: np.ndarray) -> np.ndarray:
-        scale = 1.0 / ((x[0] + far * np.exp(-x[1])) ** 2 * p)  # ∂r_i/∂a = −scale, ∂r_i/∂m_out = far·e^{−m}·scale
-        j, ones = np.column_stack([-scale, far * np.exp(-x[1]) * scale]), np.ones((len(far), 1))
-        return np.vstack([np.hstack([-j, ones]), np.hstack([j, ones])])
-
-    def worst(theta: np.ndarray) -> float:
-        return float(np.max(np.abs(errors(theta))))
-
-    solution = minimize(lambda x: x[2], np.array([*theta0, worst(theta0)]), jac=lambda x: np.array([0.0, 0.0, 1.0]),
-                        method="SLSQP", bounds=[(1.0, None), (-30.0, 60.0), (0.0, None)],
-                        constraints=[{"type": "ineq", "fun": gaps, "jac": gaps_jacobian}],
-                        options={"ftol": 1e-12, "maxiter": 200})
-    theta = np.clip(solution.x[:2], [1.0, -30.0], [np.inf, 60.0])
-    return theta if worst(theta) <= worst(theta0) else theta0
+def _best_a(s: np.ndarray, far: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For a slope s = e^{−m_out} per row, the a ≥ 1 with the smallest largest relative error, and that error.
+    With x_i = a + K_i s the error is max(max q_i/x_i − 1, 1 − min q_i/x_i): the first term falls with a, the
+    second rises, so the best a is where they meet (or 1), found by bisection (geometric: a spans decades)."""
+    shift = far * s[:, None]
+    high, low = _worst_given_a(np.ones_like(s), shift, q)
+    at_one = high + low <= 2.0  # the terms already meet at or below a = 1
+    lo, hi = np.zeros_like(s), np.log(np.maximum(q.max(axis=1), 1.0)) + 1e-12
+    for _ in range(INNER_STEPS):
+        mid = (lo + hi) / 2.0
+        high, low = _worst_given_a(np.exp(mid), shift, q)
+        above = high + low > 2.0  # a still too small
+        lo, hi = np.where(above, mid, lo), np.where(above, hi, mid)
+    a = np.where(at_one, 1.0, np.exp(hi))
+    high, low = _worst_given_a(a, shift, q)
+    return a, np.maximum(high - 1.0, 1.0 - low)
 
 
-def _start(far: np.ndarray, p: np.ndarray) -> tuple[float, float]:
-    """A starting point: 1/p at the shortest length, the slope of 1/p from the shortest to the longest."""
-    a = max(1.0, 1.0 / p[0])
-    rise = (1.0 / p[-1] - 1.0 / p[0]) / max(far[-1] - far[0], 1.0)
-    return a, -math.log(rise) if rise > 0 else 10.0
+def _minimax_many(far: np.ndarray, p: np.ndarray, use: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(a, m_out) per row minimising the largest relative error max |p_fit/p − 1| over the points in `use`,
+    with a ≥ 1 and m_out in M_OUT_BOUNDS, for many fits at once (rows: bootstrap draws, windows of lengths).
+    Exact up to the search's steps: the condition max |q_i/(a + K_i s) − 1| ≤ t is a set of linear inequalities
+    in (a, s), so the problem is quasiconvex in (a, s), the best error for each s (`_best_a`) is unimodal in s,
+    hence in m_out, and a golden-section search on m_out finds its minimum (ties go to the smaller m_out: where p
+    is flat the error stops changing once e^{−m_out} is negligible). A point left out of a row is replaced by a
+    copy of the row's first point in use, which changes neither its largest nor its smallest ratio."""
+    p = np.atleast_2d(np.asarray(p, dtype=np.float64))
+    far = np.array(np.broadcast_to(np.asarray(far, dtype=np.float64), p.shape))
+    q = 1.0 / p
+    if use is not None:
+        use = np.broadcast_to(use, p.shape)
+        first = np.argmax(use, axis=1)[:, None]
+        q = np.where(use, q, np.take_along_axis(q, first, axis=1))
+        far = np.where(use, far, np.take_along_axis(far, first, axis=1))
+    lo, hi = np.full(len(p), M_OUT_BOUNDS[0]), np.full(len(p), M_OUT_BOUNDS[1])
+    left, right = hi - GOLDEN * (hi - lo), lo + GOLDEN * (hi - lo)
+    f_left, f_right = _best_a(np.exp(-left), far, q)[1], _best_a(np.exp(-right), far, q)[1]
+    for _ in range(OUTER_STEPS):
+        go_left = f_left <= f_right * (1.0 + 1e-12) + 1e-15
+        hi, lo = np.where(go_left, right, hi), np.where(go_left, lo, left)
+        moved = np.where(go_left, hi - GOLDEN * (hi - lo), lo + GOLDEN * (hi - lo))
+        f_moved = _best_a(np.exp(-moved), far, q)[1]
+        left, right, f_left, f_right = (np.where(go_left, moved, right), np.where(go_left, left, moved),
+                                        np.where(go_left, f_moved, f_right), np.where(go_left, f_left, f_moved))
+    m_out = np.where(f_left <= f_right, left, right)
+    return _best_a(np.exp(-m_out), far, q)[0], m_out
+
+
+def _minimax(far: np.ndarray, p: np.ndarray) -> tuple[float, float]:
+    """One fit: (a, m_out) with the smallest largest relative error (`_minimax_many`)."""
+    a, m_out = _minimax_many(far, p)
+    return float(a[0]), float(m_out[0])
 
 
 def weighted_key_count(
@@ -207,60 +289,163 @@ def weighted_key_count(
     return np.maximum.accumulate(np.clip(rise, 0.0, None)) * (lengths[-1] - train_length) / rise[-1]
 
 
+def no_fall(n: np.ndarray, p: np.ndarray, sems: np.ndarray) -> str | None:
+    """Why p does not fall over the sorted lengths `n` (None when it does): its last value is not below its
+    first by more than FALL_SIGMAS of their combined standard error (exactly: not below it at all)."""
+    drop, noise = p[0] - p[-1], FALL_SIGMAS * math.hypot(sems[0], sems[-1])
+    if drop > noise:
+        return None
+    start, end = f"{p[0]:.3f} at {int(n[0]):,}", f"{p[-1]:.3f} at {int(n[-1]):,}"
+    if drop < 0:
+        change = f"it rises from {start} to {end}"
+    elif drop == 0:
+        change = f"it is {p[0]:.3g} at {int(n[0]):,} and at {int(n[-1]):,}"
+    else:
+        change = (f"it falls only from {start} to {end}, within {FALL_SIGMAS:g} standard errors ({noise:.3g}) "
+                  "of no change")
+    return f"No law: p does not fall with length here: {change}, so there is no dilution to fit and no finite m_out."
+
+
+def _windows(points: int) -> list[np.ndarray]:
+    """The subsets of the fitted lengths (as masks) m_out is refitted on to see how it depends on them: every
+    shorter window from L_train with at least MIN_POINTS lengths, and each length left out in turn."""
+    masks = [np.arange(points) < j for j in range(MIN_POINTS, points)]
+    if points > MIN_POINTS:
+        masks += [np.arange(points) != i for i in range(points)]
+    return masks
+
+
+def _law_rows(n: np.ndarray, p: np.ndarray, sems: np.ndarray, counts) -> tuple[np.ndarray, ...] | None:
+    """The fits one law needs, as rows for `_minimax_many` (K, p, points in use): the measured points, then
+    BOOTSTRAP_DRAWS redraws of p from its standard errors, then each window of fewer lengths (`_windows`)
+    where p falls, with the window's own K (a weighted count is scaled to the window's longest length).
+    None when `counts` does not know K here."""
+    far = counts(n)
+    if far is None:
+        return None
+    stream = np.random.default_rng(BOOTSTRAP_SEED)
+    draws = np.clip(p + sems * stream.standard_normal((BOOTSTRAP_DRAWS, len(p))), p * 1e-3, 1.0)
+    fars, uses = [np.broadcast_to(far, (1 + BOOTSTRAP_DRAWS, len(n)))], [np.ones((1 + BOOTSTRAP_DRAWS, len(n)), bool)]
+    for mask in _windows(len(n)):
+        window = counts(n[mask])
+        if window is not None and no_fall(n[mask], p[mask], sems[mask]) is None:
+            full = np.zeros(len(n))
+            full[mask] = window
+            fars.append(full[None])
+            uses.append(mask[None])
+    far_rows, use = np.vstack(fars), np.vstack(uses)
+    return far_rows, np.vstack([p, draws, np.broadcast_to(p, (len(far_rows) - 1 - BOOTSTRAP_DRAWS, len(p)))]), use
+
+
+def _law_from(n: np.ndarray, far: np.ndarray, a: np.ndarray, m: np.ndarray, weighted: bool, train_length: int,
+              drawn: tuple[np.ndarray, np.ndarray]) -> DilutionFit:
+    """One law from its rows' fits (`_law_rows`' order): m_out, the answers' 95% interval, that interval joined
+    with the windows' m_out, and the largest error over the `drawn` measured points (L_train … longest)."""
+    m_out = float(m[0])
+    low, high = np.percentile(m[1:1 + BOOTSTRAP_DRAWS], [2.5, 97.5])
+    low, high = float(min(low, m_out)), float(max(high, m_out))
+    spread = m[1 + BOOTSTRAP_DRAWS:]
+    law = DilutionFit(train_length, float(a[0]), m_out, low, high, 0.0, len(n), int(n[-1]), int(n[-1]),
+                      tuple(int(x) for x in n) if weighted else (), tuple(float(x) for x in far) if weighted else (),
+                      float(min(low, spread.min(initial=low))), float(max(high, spread.max(initial=high))))
+    lengths, masses = drawn
+    errors = np.abs(law.target_mass(lengths) / masses - 1.0)
+    worst = int(np.argmax(errors))
+    return dataclasses.replace(law, max_relative_error=float(errors[worst]), worst_length=int(lengths[worst]))
+
+
+@dataclass(frozen=True)
+class _PlainCounter:
+    """K(n) = n − L_train."""
+
+    train_length: int
+    weighted = False
+
+    def __call__(self, lengths: np.ndarray) -> np.ndarray:
+        return np.asarray(lengths, dtype=np.float64) - self.train_length
+
+
+@dataclass(frozen=True)
+class _WeightedCounter:
+    """K(n) from the prediction's p̂ (`weighted_key_count`), scaled to the longest of the lengths given."""
+
+    predicted: Mapping[int, float]
+    train_length: int
+    weighted = True
+
+    def __call__(self, lengths: np.ndarray) -> np.ndarray | None:
+        return weighted_key_count(lengths, self.predicted, self.train_length)
+
+
 def fit_dilution(
     lengths: Sequence[int], target_masses: Sequence[float], target_mass_sems: Sequence[float] | None,
     train_length: int, vocab_size: int, verdict: Verdict | None = None,
     predicted_masses: Mapping[int, float] | None = None,
 ) -> FitResult:
-    """The law fitted to the measured points at n ≥ L_train with p > 2/V (see the module docstring).
-    With `predicted_masses` (the prediction's p̂ by length, L_train and every measured length) far
-    keys are counted by their weight (`weighted_key_count`), else one each."""
+    """The law fitted to the measured points at n ≥ L_train with p > 2/V (see the module docstring), or
+    `no_dilution` where p does not fall or the fit would not pin m_out. With `predicted_masses` (the
+    prediction's p̂ by length, L_train and every measured length) far keys are counted by their weight
+    (`weighted_key_count`) and the plain law (n − L_train) is fitted beside it (`DilutionFit.plain`)."""
     if verdict is not None and not verdict.learned:
         return FitResult("not_learned", None, f"No law: this run {verdict.reason}")
     if verdict is not None and verdict.at_chance_beyond:
         return FitResult("at_chance", None, "No law: this run is at chance past its training length "
                          f"({verdict.beyond_accuracy:.3f} at {verdict.beyond_length}), so there is no decay to fit.")
-    n = np.asarray(lengths, dtype=np.float64)
-    p = np.asarray(target_masses, dtype=np.float64)
-    sems = np.zeros_like(p) if target_mass_sems is None else np.asarray(target_mass_sems, dtype=np.float64)
+    every_n = np.asarray(lengths, dtype=np.float64)
+    every_p = np.asarray(target_masses, dtype=np.float64)
+    sems = np.zeros_like(every_p) if target_mass_sems is None else np.asarray(target_mass_sems, dtype=np.float64)
     floor = FLOOR_TIMES_CHANCE / vocab_size
-    use = (n >= train_length) & (p > floor)
+    use = (every_n >= train_length) & (every_p > floor)
     if use.sum() < MIN_POINTS:
         return FitResult("too_few_points", None, f"No law: {int(use.sum())} measured lengths at or past the "
                          f"training length with p > 2/V = {floor:.3g}; the fit needs {MIN_POINTS}.")
-    order = np.argsort(n[use])
-    n, p, sems = n[use][order], p[use][order], sems[use][order]
-    uniform = n - train_length
-    weighted = weighted_key_count(n, predicted_masses, train_length)
-    far = uniform if weighted is None else weighted
-    a, m_out = _minimax(far, p, _start(far, p))
-    stream = np.random.default_rng(BOOTSTRAP_SEED)
-    draws = []
-    for _ in range(BOOTSTRAP_DRAWS):
-        resampled = np.clip(p + sems * stream.standard_normal(len(p)), p * 1e-3, 1.0)
-        draws.append(_minimax(far, resampled, (a, m_out))[1])
-    low, high = np.percentile(draws, [2.5, 97.5])
-    errors = np.abs(_law(far, a, m_out) / p - 1.0)
-    worst = int(np.argmax(errors))
-    uniform_error = None
-    if weighted is not None:
-        theta = _minimax(uniform, p, _start(uniform, p))
-        uniform_error = float(np.max(np.abs(_law(uniform, *theta) / p - 1.0)))
-    fit = DilutionFit(train_length, float(a), float(m_out), float(min(low, m_out)), float(max(high, m_out)),
-                      float(errors[worst]), len(n), int(n[-1]), int(n[worst]),
-                      () if weighted is None else tuple(int(x) for x in n),
-                      () if weighted is None else tuple(float(x) for x in weighted), uniform_error)
-    reason = (f"m_out {m_out:.2f} (95% interval {fit.m_out_low:.2f} to {fit.m_out_high:.2f}); the fitted p is within "
-              f"{fit.max_relative_error:.0%} of every measured point from {train_length} to {int(n[-1]):,}, the lengths "
-              f"where p > 2/V = {floor:.3g} (where the law applies).")
-    if weighted is not None:
+    order = np.argsort(every_n[use])
+    n, p, sems = every_n[use][order], every_p[use][order], sems[use][order]
+    if (why := no_fall(n, p, sems)) is not None:
+        return FitResult("no_dilution", None, why)
+    inside = (every_n >= train_length) & (every_n <= n[-1])  # every measured point the law is drawn at
+    drawn = (every_n[inside], every_p[inside])
+    counters = [_PlainCounter(train_length)]
+    if predicted_masses is not None:
+        counters.append(_WeightedCounter(predicted_masses, train_length))
+    laws = [(counter, rows) for counter in counters if (rows := _law_rows(n, p, sems, counter)) is not None]
+    a, m = _minimax_many(np.vstack([rows[0] for _, rows in laws]), np.vstack([rows[1] for _, rows in laws]),
+                         np.vstack([rows[2] for _, rows in laws]))  # every fit of both laws in one search
+    fits, start = [], 0
+    for counter, rows in laws:
+        end = start + len(rows[0])
+        fits.append(_law_from(n, rows[0][0], a[start:end], m[start:end], counter.weighted, train_length, drawn))
+        start = end
+    plain = fits[0]
+    fit = plain if len(fits) == 1 else dataclasses.replace(fits[1], plain=plain)
+    if (why := _unpinned(fit, sems)) is not None:
+        return FitResult("no_dilution", None, why)
+    reason = (f"m_out {fit.m_out:.2f} (95% interval over the answers {fit.m_out_low:.2f} to {fit.m_out_high:.2f}; "
+              f"{fit.quoted_low:.2f} to {fit.quoted_high:.2f} with the lengths fitted); the fitted p is within "
+              f"{fit.max_relative_error:.0%} of every measured point from {train_length} to {int(n[-1]):,}, the "
+              f"lengths where p > 2/V = {floor:.3g} (where the law applies).")
+    if fit.plain is not None:
         reason += (f" Far keys are counted by the weight the model gives them (read off its weights); counted one "
-                   f"each, the law misses by up to {uniform_error:.0%}.")
-    return FitResult("fitted", fit, reason if fit.holds else f"{reason} {_miss(n, p, far, fit)}")
+                   f"each, the law misses by up to {plain.max_relative_error:.0%} (its m_out {plain.m_out:.2f}, "
+                   f"K = n − L_train).")
+    return FitResult("fitted", fit, reason if fit.holds else f"{reason} {_miss(n, p, fit)}")
 
 
-def _miss(n: np.ndarray, p: np.ndarray, far: np.ndarray, fit: DilutionFit) -> str:
+def _unpinned(fit: DilutionFit, sems: np.ndarray) -> str | None:
+    """Why the fit does not pin m_out (None when it does): m_out at an end of the range searched, or an
+    interval of zero width although the measured p has a spread."""
+    if min(abs(fit.m_out - bound) for bound in M_OUT_BOUNDS) < 1e-6:
+        return (f"No law: the fit puts m_out at {fit.m_out:.2f}, the end of the range searched "
+                f"({M_OUT_BOUNDS[0]:g} to {M_OUT_BOUNDS[1]:g}), so p does not pin a finite m_out.")
+    if np.any(sems > 0) and fit.m_out_high - fit.m_out_low <= 1e-9 * max(1.0, abs(fit.m_out)):
+        return (f"No law: m_out {fit.m_out:.2f} has an interval of zero width although the measured p varies "
+                "from answer to answer: p barely depends on it, so the measurement does not pin m_out.")
+    return None
+
+
+def _miss(n: np.ndarray, p: np.ndarray, fit: DilutionFit) -> str:
     """Why the law misses by more than LAW_TOLERANCE, from the measured points: where 1/p rose fastest per key."""
+    far = fit.key_count(n)
     rises = np.diff(1.0 / p) / np.maximum(np.diff(far), 1e-12)
     steepest = int(np.argmax(rises))
     times = rises[steepest] / fit.slope

@@ -34,7 +34,6 @@ from typing import Any, TextIO, get_args
 
 from lengen_core.analysis.carrier import ALIGNMENT_MARGIN, extract_carrier
 from lengen_core.analysis.evaluate import LengthReport, doublings
-from lengen_core.analysis.fit import LAW_TOLERANCE
 from lengen_core.analysis.heads import analyse_heads
 from lengen_core.analysis.rules import RULES, make_rule
 from lengen_core.config import (
@@ -320,8 +319,7 @@ def command_evaluate(args: argparse.Namespace, store: RunStore) -> dict[str, Any
     rows = [_row(report, prediction, fitted, L, m.rule)
             for report, prediction, fitted in zip(m.reports, predictions, m.fitted_masses, strict=True)]
     fit = m.fit.fit
-    fitted = None if fit is None else {"law": fit.law, **vars(fit), "holds": fit.holds, "weighted": fit.weighted,
-                                       "tolerance": LAW_TOLERANCE}
+    fitted = None if fit is None else fit.to_dict()
     measured, predicted = m.measured_horizon, m.predicted_horizon
     return {"run_id": run.run_id, "rule": m.rule, "task": config.task.task, "chance": 1 / config.task.vocab_size,
             "verdict": run.verdict.to_dict(), "lengths": rows, "fit": fitted, "fit_status": m.fit.status,

@@ -147,6 +147,15 @@ def to_dict(shipped: Shipped) -> dict[str, Any]:
                                                      "lengths": list(shipped.fit_lengths)}}
 
 
+def _stale_fit(fit: FitResult, law: Mapping[str, Any] | None) -> bool:
+    """A law stored by an older fit: without the interval over the lengths fitted (or a weighted law without its
+    plain twin), or a status the fit no longer gives to these numbers. `measure` then fits the stored numbers
+    anew (a fraction of a second), so old files and presets stay readable."""
+    if law is None:
+        return fit.status == "fitted"
+    return law.get("m_out_lengths_low") is None or (bool(law.get("key_lengths")) and law.get("plain") is None)
+
+
 def from_dict(data: Mapping[str, Any] | None) -> Shipped | None:
     """`to_dict`'s inverse; None for nothing, another format or a damaged dictionary (the run is then
     measured as if nothing were stored)."""
@@ -162,9 +171,9 @@ def from_dict(data: Mapping[str, Any] | None) -> Shipped | None:
             found = dict(data["fit"])
             fit_samples, fit_lengths = int(found.pop("samples")), tuple(int(n) for n in found.pop("lengths"))
             law = found.pop("fit")
-            law = None if law is None else DilutionFit(**{**law, "key_lengths": tuple(law.get("key_lengths", ())),
-                                                          "key_counts": tuple(law.get("key_counts", ()))})
-            fit = FitResult(**found, fit=law)
+            fit = FitResult(**found, fit=None if law is None else DilutionFit.from_dict(law))
+            if _stale_fit(fit, law):  # stored before the fit said `no_dilution` and gave both laws: fitted anew
+                fit, fit_samples, fit_lengths = None, None, ()
     except (TypeError, ValueError, AttributeError, KeyError):
         return None
     return Shipped(evaluations, predictions, horizon, fit, fit_samples, fit_lengths)

@@ -97,7 +97,8 @@ AXES = (
 GRID_AXES = tuple(axis.setting for axis in AXES)  # the config's own names
 SWEEPS_DIR = "sweeps"
 NOT_RUN = "not run: the sweep was cancelled"  # the error of a cell a cancelled sweep left for next time
-NUMBER_COLUMNS = {"m_out", "m_out_low", "m_out_high", "carrier_margin", "argmax_offset", "predicted_horizon",
+NUMBER_COLUMNS = {"m_out", "m_out_low", "m_out_high", "m_out_lengths_low", "m_out_lengths_high", "plain_m_out",
+                  "carrier_margin", "argmax_offset", "predicted_horizon",
                   "measured_horizon", "predicted_horizon_ceiling", "steps", "length", "accuracy", "accuracy_low",
                   "accuracy_high", "target_mass"}  # the table's numeric figures, whichever cells have them
 LENGTH_COLUMNS = ("length", "accuracy", "accuracy_low", "accuracy_high", "target_mass")  # a row of a cell's lengths
@@ -236,6 +237,7 @@ def measure_run(run, lengths: Sequence[int], samples: int, prices: Pricer = SERV
         allowed.append(n)
     record: dict[str, Any] = {"learned": run.verdict.learned, "steps": run.steps, "verdict": run.verdict.reason,
                               "lengths": [], "m_out": None, "m_out_low": None, "m_out_high": None,
+                              "m_out_lengths_low": None, "m_out_lengths_high": None, "plain_m_out": None,
                               "fit_status": None, "argmax_offset": None, "carrier_margin": None,
                               "predicted_horizon": None, "measured_horizon": None}
     search = 4 * config.task.train_length
@@ -248,8 +250,10 @@ def measure_run(run, lengths: Sequence[int], samples: int, prices: Pricer = SERV
     if not config.single_head:
         return record
     record["fit_status"] = m.fit.status
-    if m.fit.fit is not None:
-        record.update(m_out=m.fit.fit.m_out, m_out_low=m.fit.fit.m_out_low, m_out_high=m.fit.fit.m_out_high)
+    if (law := m.fit.fit) is not None:  # the weighted law, its two intervals, and the plain law's m_out
+        record.update(m_out=law.m_out, m_out_low=law.m_out_low, m_out_high=law.m_out_high,
+                      m_out_lengths_low=law.quoted_low, m_out_lengths_high=law.quoted_high,
+                      plain_m_out=law.plain_law.m_out)
     carrier = extract_carrier(model, config, search_length=search, samples=256)
     record.update(argmax_offset=int(carrier.argmax_offset), carrier_margin=float(carrier.margin))
     record["measured_horizon"] = None if m.measured_horizon is None else m.measured_horizon.length

@@ -298,3 +298,43 @@ def test_training_caption_carries_the_verdict() -> None:
     text = accuracy_captions.training_caption(1500, 25.5, "cpu", False, 0.77, verdict(False, 0.81), 16)
     assert text.startswith("1,500 steps in 25.5 s on cpu, final batch accuracy 0.77.")
     assert "**Did not learn the task**: accuracy 0.81 at the training length 16" in text
+
+
+# --- the law's status read alike by Rules, Compare and Dilution (issue 27) -----------------------------------
+
+
+def test_every_caption_reads_the_fits_no_dilution_status() -> None:
+    """The fit decides `no_dilution` (lengen_core.analysis.fit); the Rules cell, the Compare sentence and the
+    m_out figure all say there is no law, with the fit's own reason, never a figure."""
+    from lengen_core.analysis.fit import fit_dilution
+    from ui.rules.captions import RuleCurve, law_cell
+
+    lengths, masses = [16, 32, 64, 128, 256], [0.82, 0.89, 0.92, 0.96, 0.97]  # p rises under log-n
+    result = fit_dilution(lengths, masses, [0.003] * 5, 16, 16)
+    assert result.status == "no_dilution"
+    curve = RuleCurve("log-n", lengths, [1.0] * 5, [0.99] * 5, [1.0] * 5, masses)
+    cell, why = law_cell(result, curve, 16)
+    assert cell == "no law: p does not fall" and result.reason in why and "0.820 at 16 to 0.970 at 256" in why
+    assert accuracy_captions.m_out_text(result) == "p does not fall"
+    text = accuracy_captions.mass_caption("log-n", lengths, masses, None, result, 16)
+    assert "no dilution law (p does not fall)" in text and "m_out" not in text
+
+
+def test_the_law_sentence_names_its_key_count_its_span_and_the_plain_law() -> None:
+    plain = DilutionFit(16, 1.1, 5.10, 5.05, 5.15, 0.12, 5, 256, 64, m_out_lengths_low=4.9, m_out_lengths_high=5.3)
+    weighted = DilutionFit(16, 1.1, 5.27, 5.22, 5.32, 0.03, 5, 256, 128, (16, 32, 64, 128, 256),
+                           (0.0, 10.0, 40.0, 110.0, 240.0), 5.0, 5.6, plain)
+    text = accuracy_captions.mass_caption("RoPE", [*LENGTHS, 512], [0.89, 0.86, 0.82, 0.53, 0.44, 0.1], None,
+                                          FitResult("fitted", weighted, ""), 16)
+    assert "(far keys counted by their weight) fits every point from 16 to 256 within 3% (m_out 5.27)" in text
+    assert "the plain law (K = n − L_train) misses by 12% (m_out 5.10)" in text
+    assert "past 256, where p ≤ 2/V, the law is not drawn" in text
+    assert accuracy_captions.m_out_text(FitResult("fitted", weighted, "")) == "5.27 (5.00–5.60; answers alone 5.22–5.32)"
+
+
+def test_a_rules_cell_gives_the_interval_to_quote_only() -> None:
+    from ui.rules.captions import RuleCurve, law_cell
+
+    law = DilutionFit(16, 1.1, 5.27, 5.22, 5.32, 0.03, 5, 256, 128, m_out_lengths_low=5.0, m_out_lengths_high=5.6)
+    curve = RuleCurve("none", LENGTHS, [1.0] * 5, [0.99] * 5, [1.0] * 5, [0.89, 0.86, 0.82, 0.53, 0.44])
+    assert law_cell(FitResult("fitted", law, ""), curve, 16) == ("5.27 (5.00–5.60)", None)

@@ -70,6 +70,11 @@ def test_evaluate_reports_a_fit_with_an_interval_for_rope(trained_ids, monkeypat
     assert max(errors) == pytest.approx(fit["max_relative_error"], rel=1e-9)
     assert fit["max_relative_error"] <= fit["tolerance"] == LAW_TOLERANCE and fit["holds"]
     assert fit["max_relative_error"] < fit["uniform_max_relative_error"]  # each far key counted one: the older law
+    plain = fit["plain"]  # the plain two-zone law beside the weighted one, each saying which K(n) it uses
+    assert plain["key_count"].startswith("n - L_train") and "weight" in fit["key_count"] and plain["plain"] is None
+    assert plain["max_relative_error"] == fit["uniform_max_relative_error"] and not plain["weighted"]
+    for law in (fit, plain):  # the interval to quote holds the answers' interval and the fits to fewer lengths
+        assert law["m_out_lengths_low"] <= law["m_out_low"] <= law["m_out"] <= law["m_out_high"] <= law["m_out_lengths_high"]
     assert fit["key_lengths"] == sorted(fitted) and fit["key_counts"][0] == 0.0
     assert fit["worst_length"] in fitted
     # the horizon: measured on these lengths (1.00 to 1,024, 0.996 at 4,096: no fall) and predicted by bisection

@@ -192,3 +192,122 @@ def test_the_key_count_is_a_count():
     count = weighted_key_count(n, predicted, L_TRAIN)
     assert count[0] == 0.0 and count[-1] == pytest.approx(256 - L_TRAIN)
     assert np.all(np.diff(count) >= 0)
+
+
+# --- a law that can say "no law" (issue 27, finding 1) -----------------------------------------------------
+
+
+@pytest.mark.parametrize("shape", ["rising", "flat", "flat at 1", "rising within noise"])
+def test_a_p_that_does_not_fall_is_never_fitted(shape):
+    """p rising with length (a rule such as log-n), flat, or at 1 (a constructed head) has no dilution and no
+    finite m_out: the old fit answered `fitted`, with m_out wherever the optimiser stopped and an interval of
+    zero width. The answer is `no_dilution`, with the numbers in its reason."""
+    n = np.asarray(LENGTHS[:8], dtype=float)
+    masses, sems = {
+        "rising": (0.87 + 0.09 * np.log2(n / L_TRAIN) / 7, np.full(8, 0.003)),
+        "flat": (np.full(8, 0.6), np.full(8, 0.01)),
+        "flat at 1": (np.full(8, 0.9998), np.zeros(8)),
+        "rising within noise": (0.6 - 0.004 * np.log2(n / L_TRAIN) / 7, np.full(8, 0.01)),
+    }[shape]
+    for predicted in (None, {int(x): float(law([x], 1.1, 5.0)[0]) for x in n}):
+        result = fit_dilution(n, masses, sems, L_TRAIN, WIDE, predicted_masses=predicted)
+        assert (result.status, result.fit) == ("no_dilution", None), result.reason
+        assert result.reason.startswith("No law: p does not fall") and f"{int(n[-1]):,}" in result.reason
+
+
+def test_a_falling_p_within_noise_of_no_fall_says_so_with_its_standard_errors():
+    n = np.asarray(LENGTHS[:6], dtype=float)
+    masses = np.linspace(0.60, 0.59, 6)
+    assert fit_dilution(n, masses, np.full(6, 0.001), L_TRAIN, WIDE).status == "fitted"  # 0.01 is 7 errors
+    result = fit_dilution(n, masses, np.full(6, 0.01), L_TRAIN, WIDE)
+    assert result.status == "no_dilution" and "within 2 standard errors (0.0283)" in result.reason
+
+
+def test_a_fit_that_does_not_pin_m_out_is_not_a_law():
+    """m_out at an end of the range searched, or an interval of zero width over answers that vary (the
+    constructed head's 35.04 [35.04, 35.04]), is `no_dilution`; a zero width from exact data is not."""
+    from lengen_core.analysis.fit import M_OUT_BOUNDS, DilutionFit, _unpinned
+
+    varied, exact = np.full(4, 0.01), np.zeros(4)
+    at_bound = DilutionFit(16, 1.0, M_OUT_BOUNDS[1], 59.0, M_OUT_BOUNDS[1], 0.0, 4, 128, 16)
+    assert "the end of the range searched" in _unpinned(at_bound, varied)
+    flat = DilutionFit(16, 1.0, 35.04, 35.04, 35.04, 0.0, 4, 128, 16)
+    assert "zero width" in _unpinned(flat, varied) and "35.04" in _unpinned(flat, varied)
+    assert _unpinned(flat, exact) is None
+    assert _unpinned(DilutionFit(16, 1.1, 5.0, 4.9, 5.1, 0.0, 4, 128, 16), varied) is None
+
+
+# --- both laws, and an interval that can be quoted (issue 27, findings 1 and 2) --------------------------
+
+
+def test_the_plain_law_is_reported_beside_the_weighted_one():
+    n = np.asarray(LENGTHS[:8], dtype=float)
+    masses = 1 / _bumped(n)
+    sems = 0.01 * masses
+    predicted = {int(x): 1 / (1.4 + 1.3 * (inv - 1.1)) for x, inv in zip(n, _bumped(n), strict=True)}
+    weighted = fit_dilution(n, masses, sems, L_TRAIN, WIDE, predicted_masses=predicted).fit
+    plain = fit_dilution(n, masses, sems, L_TRAIN, WIDE).fit
+    assert weighted.weighted and not plain.weighted and plain.plain is None
+    assert weighted.plain == plain and weighted.plain_law == plain and plain.plain_law is plain
+    assert weighted.uniform_max_relative_error == plain.max_relative_error > LAW_TOLERANCE > weighted.max_relative_error
+    assert "weight" in weighted.key_count_used and "n - L_train" in plain.key_count_used
+    data = weighted.to_dict()
+    assert data["plain"]["m_out"] == plain.m_out and data["plain"]["key_count"] == plain.key_count_used
+    assert data["key_count"] == weighted.key_count_used and data["plain"]["plain"] is None
+    import dataclasses
+    import json
+
+    from lengen_core.analysis.fit import DilutionFit
+    json.dumps(data)
+    assert DilutionFit.from_dict(dataclasses.asdict(weighted)) == weighted == DilutionFit.from_dict(data)
+
+
+def _bent(n):
+    """1/p bending upward: the law's m_out fitted to shorter windows is larger than to the whole."""
+    n = np.asarray(n, dtype=float)
+    return 1 / (1.1 + (n - L_TRAIN) * np.exp(-5.0) * (1 + 0.03 * np.log2(n / L_TRAIN)))
+
+
+def test_m_outs_interval_holds_the_fits_to_fewer_lengths():
+    """Fitted up to 128, 1,024 and 8,192 tokens, m_out moves by more than its answers' interval (as a real
+    RoPE run did: 7.77, 7.20, 7.52, intervals ±0.04 that do not overlap). The interval with the lengths fitted
+    contains every windowed fit's m_out; the answers' interval alone does not."""
+    n = np.asarray(LENGTHS[:10], dtype=float)
+    masses = _bent(n)
+    sems = 0.002 * masses
+    full = fit_dilution(n, masses, sems, L_TRAIN, WIDE).fit
+    windows = [fit_dilution(n[n <= top], masses[n <= top], sems[n <= top], L_TRAIN, WIDE).fit.m_out
+               for top in (128, 1024, 8192)]
+    assert all(full.m_out_lengths_low <= m <= full.m_out_lengths_high for m in windows), (windows, full)
+    assert not all(full.m_out_low <= m <= full.m_out_high for m in windows)
+    assert full.quoted_low == full.m_out_lengths_low <= full.m_out_low <= full.m_out <= full.m_out_high
+
+
+def test_the_largest_error_covers_every_point_the_law_is_drawn_at():
+    """A measured point between L_train and the longest fitted length where p dips below 2/V is not fitted,
+    but the law is drawn across it: its error counts in the 'fits within X%' figure."""
+    n = np.asarray(LENGTHS[:7], dtype=float)
+    masses = law(n, 1.1, 5.2)  # 0.15 at 1,024
+    masses[4] = 0.01  # at 256: below 2/V = 0.125
+    result = fit_dilution(n, masses, None, L_TRAIN, V)
+    assert result.fit.points == 6 and result.fit.longest == 1024
+    assert result.fit.worst_length == 256 and result.fit.max_relative_error > 1 and not result.fit.holds
+
+
+def test_the_vectorised_fit_matches_scipys_minimax():
+    """The golden-section search gives the same minimax fit as SLSQP (the fit it replaced) to ~1e-8."""
+    from scipy.optimize import minimize
+
+    from lengen_core.analysis.fit import _minimax
+
+    n = np.asarray(LENGTHS[:8], dtype=float)
+    masses = 1 / (1.1 + (n - L_TRAIN) * np.exp(-5.0) + 2 * np.exp(-5.0) * np.clip(n - 64, 0, 64))
+    a, m = _minimax(n - L_TRAIN, masses)
+
+    def worst(theta):
+        return np.max(np.abs(law(n, theta[0], theta[1]) / masses - 1))
+
+    best = min((minimize(worst, start, method="Nelder-Mead", options={"xatol": 1e-12, "fatol": 1e-14,
+                                                                       "maxiter": 20000}) for start in
+                ([1.1, 5.0], [1.5, 4.0], [1.0, 6.0])), key=lambda s: s.fun)
+    assert worst((a, m)) <= best.fun + 1e-9

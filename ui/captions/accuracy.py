@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from lengen_core.analysis.evaluate import wilson_interval
-from lengen_core.analysis.fit import LAW_TOLERANCE, FitResult
+from lengen_core.analysis.fit import LAW_TOLERANCE, DilutionFit, FitResult
 from lengen_core.analysis.verdict import CHANCE_TOLERANCE, Verdict
 from lengen_core.claims import expectation
 from lengen_core.config import RunConfig
@@ -109,17 +109,14 @@ def curves_caption(curves: Sequence[Curve], multiples: Sequence[int] = (1, 2, 4)
 
 def mass_caption(label: str, lengths: Sequence[int], measured: Sequence[float], predicted: Sequence[float] | None,
                  fit: FitResult, train_length: int) -> str:
-    """'**RoPE**: p 0.89 at 1×, 0.86 at 2×, 0.045 at 256×; the law fits within 14% (m_out 5.27); the prediction …'."""
+    """'**RoPE**: p 0.89 at 1×, 0.86 at 2×, 0.045 at 256×; the law (which K) fits every point it is drawn at within
+    8% (m_out 5.27); the plain law …; the prediction …'."""
     last = lengths[-1] // train_length if lengths[-1] % train_length == 0 else None
     multiples = (1, 2) if last is None else tuple(dict.fromkeys((1, 2, last)))
     parts = [f"p {accuracy_points(lengths, measured, train_length, multiples)}"]
     if fit.fit is not None:
-        law = fit.fit
-        parts.append(f"the dilution law fits every point past training within {law.max_relative_error:.0%} "
-                     f"(m_out {law.m_out:.2f})" if law.holds else
-                     f"the dilution law does NOT describe it within {LAW_TOLERANCE:.0%}: it misses by "
-                     f"{law.max_relative_error:.0%} at {law.worst_length:,} (m_out {law.m_out:.2f})")
-    elif fit.status in ("not_learned", "at_chance"):
+        parts.append(law_sentence(fit.fit, lengths, train_length))
+    elif fit.status in ("not_learned", "at_chance", "no_dilution"):
         parts.append(f"no dilution law ({m_out_text(fit)})")
     if predicted is not None:
         gaps = [abs(p - m) for p, m in zip(predicted, measured, strict=True)]
@@ -132,18 +129,48 @@ def mass_caption(label: str, lengths: Sequence[int], measured: Sequence[float], 
     return f"**{label}**: {'; '.join(parts)}."
 
 
-def m_out_text(fit: FitResult, samples: int | None = None) -> str:
+def law_sentence(law: DilutionFit, lengths: Sequence[int], train_length: int) -> str:
+    """Whether the law fits, judged over every measured point it is drawn at (L_train … its longest fitted
+    length), which K(n) it counts, and the plain two-zone law's error beside a weighted one."""
+    span = f"every point from {train_length:,} to {law.longest:,}"
+    beyond = [n for n in lengths if n > law.longest]
+    counted = "far keys counted by their weight" if law.weighted else "K = n − L_train"
+    if law.holds:
+        text = (f"the dilution law ({counted}) fits {span} within {law.max_relative_error:.0%} "
+                f"(m_out {law.m_out:.2f})")
+    else:
+        text = (f"the dilution law ({counted}) does NOT describe it within {LAW_TOLERANCE:.0%}: it misses by "
+                f"{law.max_relative_error:.0%} at {law.worst_length:,} (m_out {law.m_out:.2f})")
+    if law.plain is not None:
+        plain = law.plain
+        text += (f"; the plain law (K = n − L_train) {'fits' if plain.holds else 'misses'} "
+                 f"{'within' if plain.holds else 'by'} {plain.max_relative_error:.0%} (m_out {plain.m_out:.2f})")
+    if beyond:
+        text += f"; past {law.longest:,}, where p ≤ 2/V, the law is not drawn"
+    return text
+
+
+NO_LAW_TEXT = {"not_learned": "not learned", "at_chance": "at chance", "too_few_points": "too few lengths",
+               "not_applicable": "n/a (transformer)", "no_dilution": "p does not fall"}
+
+
+def m_out_text(fit: FitResult, samples: int | None = None, answers: bool = True) -> str:
     """'5.27 (5.22–5.32)' for a fitted law ('…; law off by 14%' past LAW_TOLERANCE), else why there is
-    none: 'not learned', 'at chance', …. With `samples`, what the figure came from, so two figures for
-    one run that differ say why: '5.27 (5.22–5.32), fitted 16–256 (5 lengths), 256 samples'."""
+    none: 'not learned', 'at chance', 'p does not fall', …. The interval is the one to quote, over the answers
+    and the lengths fitted, with the answers' alone beside it where it is narrower: '7.52 (7.17–7.85; answers
+    alone 7.49–7.56)'. With `samples`, what the figure came from, so two figures for one run that differ say
+    why: '5.27 (5.22–5.32), fitted 16–256 (5 lengths), 256 samples'. `answers` False leaves the answers'
+    interval out (a narrow table cell; the page's caption gives it)."""
     if fit.fit is not None:
         law = fit.fit
-        text = f"{law.m_out:.2f} ({law.m_out_low:.2f}–{law.m_out_high:.2f})"
+        text = f"{law.m_out:.2f} ({law.quoted_low:.2f}–{law.quoted_high:.2f}"
+        if answers and f"{law.quoted_low:.2f}–{law.quoted_high:.2f}" != f"{law.m_out_low:.2f}–{law.m_out_high:.2f}":
+            text += f"; answers alone {law.m_out_low:.2f}–{law.m_out_high:.2f}"
+        text += ")"
         if samples is not None:
             text += f", fitted {law.train_length:,}–{law.longest:,} ({law.points} lengths), {samples:,} samples"
         return text + ("" if law.holds else f"; law off by {law.max_relative_error:.0%}")
-    return {"not_learned": "not learned", "at_chance": "at chance", "too_few_points": "too few lengths",
-            "not_applicable": "n/a (transformer)"}.get(fit.status, fit.status)
+    return NO_LAW_TEXT.get(fit.status, fit.status)
 
 
 def position_caption(positions: Sequence[int], accuracy: Sequence[float], length: int, train_length: int,

@@ -111,7 +111,8 @@ def _slope_reading(slope: float, fit: FitResult | None) -> str:
         return "(near 1, as the law has it far out; the fit on the Dilution page says whether the law describes this run)."
     if fit.fit is None:
         why = {"at_chance": "this run is at chance past its training length",
-               "not_learned": "this run did not learn the task"}.get(fit.status, "no law was fitted to this run")
+               "not_learned": "this run did not learn the task",
+               "no_dilution": "p does not fall with length over the lengths fitted"}.get(fit.status, "no law was fitted to this run")
         return (f"(near 1, but not a dilution regime: {why}, so p falls like 1/L because attention spreads over "
                 "keys the run cannot tell apart, and no law is fitted).")
     if not fit.fit.holds:
@@ -152,7 +153,9 @@ def fit_caption(fit: FitResult) -> str:
     if fit.fit is None:
         return fit.reason
     return (f"fitted law: {fit.reason} It is the law with the smallest largest relative error of p over those "
-            "lengths; the interval is a bootstrap over the evaluation samples.")
+            "lengths. The interval over the answers is a bootstrap over the evaluation samples, the lengths held "
+            "fixed; the one with the lengths fitted also holds m_out refitted to every shorter window from the "
+            "training length and with each length left out, so it is the one to quote.")
 
 
 def carrier_caption(metrics: CarrierMetrics, baseline: CarrierMetrics, offset: int, trained_positions: bool,

@@ -16,13 +16,13 @@ from lengen_core.analysis.fit import FitResult
 from lengen_core.analysis.horizon import Horizon, measured_horizon
 from lengen_core.analysis.rules import parse_rule
 from lengen_core.thresholds import ACCURACY_BAR
-from ui.captions.accuracy import m_out_text
+from ui.captions.accuracy import NO_LAW_TEXT, m_out_text
 from ui.captions.attention import ArgmaxTrace
 from ui.captions.common import percent, share
 
 MASS_DIFFERENCE = 0.02  # target masses closer than this are "the same" (their s.e.m. is below 0.01 at 64 samples)
 KEEPS_MASS = 0.9  # a rule "keeps p" where p is at least this share of its mass at the training length
-NO_LAW = {"too_few_points": "p ≤ 2/V past training", "not_learned": "not learned",
+NO_LAW = {"too_few_points": "p ≤ 2/V past training", "not_learned": "not learned", "no_dilution": NO_LAW_TEXT["no_dilution"],
           "at_chance": "at chance past training", "not_applicable": "transformer"}
 
 
@@ -108,20 +108,15 @@ def tracking(curve: RuleCurve) -> str | None:
 def law_cell(fit: FitResult, curve: RuleCurve, train_length: int) -> tuple[str, str | None]:
     """m_out with its 95% interval where the law describes the run under the rule, else a short 'no law: …'
     (never a figure) and the sentence saying why: a fit to a p that does not fall with length (a rule
-    that stops dilution) has no finite m_out, whatever number the optimiser stopped at."""
+    that stops dilution) is answered `no_dilution` by the fit itself, and has no finite m_out."""
     where = "this run" if curve.rule == "none" else f"this run under {curve.rule}"
+    if fit.status == "no_dilution":  # lengen_core.analysis.fit decides, from p and its standard errors
+        return f"no law: {NO_LAW['no_dilution']}", f"The law does not describe {where}. {fit.reason}"
     if fit.fit is None:
         why = NO_LAW.get(fit.status, fit.status)
         return f"no law: {why}", f"The law does not describe {where}: {why}."
-    fitted = [(n, p) for n, p in zip(curve.lengths, curve.target_mass, strict=True)
-              if train_length <= n <= fit.fit.longest]
-    (first, p_first), (last, p_last) = fitted[0], fitted[-1]
-    if p_last >= p_first:
-        return "no law: p does not fall", (
-            f"The law does not describe {where}: p does not fall with length ({share(p_first)} at {first:,}, "
-            f"{share(p_last)} at {last:,}), so there is no finite m_out.")
-    if fit.fit.holds:
-        return m_out_text(fit), None
+    if fit.fit.holds:  # the interval to quote; the page's caption gives the answers' alone
+        return m_out_text(fit, answers=False), None
     off = f"{fit.fit.max_relative_error:.0%}"
     return f"no law: off by {off}", (f"The law does not describe {where}: the best fit misses by {off} at "
                                       f"{fit.fit.worst_length:,}.")
