@@ -108,14 +108,19 @@ def test_a_step_is_named_with_its_near_recurrence_and_not_called_graceful() -> N
     recurrences = (NearRecurrence(95, 1, 2, 1.2), NearRecurrence(112, 3, 4, 0.4), NearRecurrence(140, 3, 5, 0.1))
     text = dilution(STEP_ACCURACY, recurrences=recurrences, searched_to=1 << 16)
     assert "decays by dilution" not in text and "a gradual decay, as C6 says" not in text
-    assert ("Its decay is NOT gradual (C6) between the lengths measured: accuracy steps by more than 0.1 from 0.96 at "
-            "112 (2.8×) to 0.85 at 113 (2.8×), where a near-recurrence of the carrier enters at Δ = 112 "
-            "(gap 0.40 nats) (step of 0.11)") in text
+    assert text.endswith("Its decay is NOT gradual (C6): accuracy steps by more than 0.1 from 0.96 at 112 (2.8×) to "
+                         "0.85 at 113 (2.8×), a step of 0.11, where a near-recurrence of the carrier enters at Δ = 112 "
+                         "(its logit 0.40 nats below the target's).")
     # no recurrence listed in the interval although the search covered it: said so; not covered: nothing said
-    assert "(no near-recurrence of the carrier at Δ = 112–112)" in dilution(STEP_ACCURACY, recurrences=recurrences[:1],
-                                                                           searched_to=1 << 16)
+    assert "with no near-recurrence of the carrier at Δ = 112–112" in dilution(STEP_ACCURACY, recurrences=recurrences[:1],
+                                                                              searched_to=1 << 16)
     bare = dilution(STEP_ACCURACY, recurrences=recurrences[:1], searched_to=100)
-    assert "to 0.85 at 113 (2.8×) (step of 0.11)" in bare and "near-recurrence" not in bare
+    assert bare.endswith("to 0.85 at 113 (2.8×), a step of 0.11.") and "near-recurrence" not in bare
+    # several listed between two lengths: the one closest to the target's logit (above it: a negative gap)
+    wide = dilution([1.0, 0.98, 0.6], (40, 80, 160), recurrences=(*recurrences, NearRecurrence(150, 1, 1, -0.3)),
+                    searched_to=1 << 16)
+    assert ("from 0.98 at 80 (2×) to 0.60 at 160 (4×), a step of 0.38, where a near-recurrence of the carrier enters "
+            "at Δ = 150 (its logit 0.30 nats above the target's; the closest of 4 listed at Δ = 80–159)") in wide
 
 
 def test_without_a_step_the_decay_is_called_gradual() -> None:
@@ -131,7 +136,8 @@ def test_the_dilution_caption_judges_c1_over_every_length() -> None:
     accuracy = [1.0, 0.98, 0.93, 0.41, 0.026, 0.024]
     text = dilution(accuracy, lengths, accuracy_low=[0.998, 0.976, 0.92, 0.39, 0.02, 0.019])
     assert "As C1 and C6 say" not in text and "stays near 1 past its training length" not in text
-    assert "leaves it at 320 (8×); from 640 (16×) on it is at chance" in text
+    assert "It stays ≥ 0.9 up to L = 160 (4×), below it from 320." in text
+    assert "From 640 (16×) on it is at chance, so this run does NOT extrapolate past 4× (C1)." in text
 
 
 def test_the_readout_limits_where_p_is_above_2_over_v_and_the_model_is_at_chance() -> None:

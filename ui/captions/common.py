@@ -117,17 +117,20 @@ def recurrence_between(before: int, after: int, recurrences: Sequence | None, se
 
 def step_text(step: tuple[int, int, float, float], train_length: int, recurrences: Sequence | None = None,
               searched_to: int | None = None) -> str:
-    """'from 0.96 at 112 (2.8×) to 0.85 at 113 (2.8×), where a near-recurrence enters at Δ = 112'."""
+    """'from 0.96 at 112 (2.8×) to 0.85 at 113 (2.8×), a step of 0.11, where a near-recurrence of the carrier
+    enters at Δ = 112 (its logit 0.40 nats below the target's)'."""
     before, after, a, b = step
-    text = f"from {share(a)} at {before:,} ({times(before, train_length)}) to {share(b)} at {after:,} ({times(after, train_length)})"
+    text = (f"from {share(a)} at {before:,} ({times(before, train_length)}) to {share(b)} at {after:,} "
+            f"({times(after, train_length)}), a step of {abs(b - a):.2f}")
     found = recurrence_between(before, after, recurrences, searched_to)
     if found is None:
         return text
     nearest, count = found
     if nearest is None:
-        return text + f" (no near-recurrence of the carrier at Δ = {before:,}–{after - 1:,})"
-    more = "" if count == 1 else f", the closest of {count} listed between {before:,} and {after - 1:,}"
-    return text + f", where a near-recurrence of the carrier enters at Δ = {nearest.offset:,} (gap {nearest.gap:.2f} nats{more})"
+        return text + f", with no near-recurrence of the carrier at Δ = {before:,}–{after - 1:,}"
+    side = f"{abs(nearest.gap):.2f} nats {'below' if nearest.gap >= 0 else 'above'} the target's"
+    more = "" if count == 1 else f"; the closest of {count} listed at Δ = {before:,}–{after - 1:,}"
+    return text + f", where a near-recurrence of the carrier enters at Δ = {nearest.offset:,} (its logit {side}{more})"
 
 
 def leaves_and_chance(lengths: Sequence[int], accuracies: Sequence[float], lows: Sequence[float], chance: float,
@@ -140,16 +143,19 @@ def leaves_and_chance(lengths: Sequence[int], accuracies: Sequence[float], lows:
 
 
 def extrapolation_text(lengths: Sequence[int], accuracies: Sequence[float], lows: Sequence[float], chance: float,
-                       train_length: int, top: int, claim: str = "C1") -> str:
+                       train_length: int, top: int, claim: str = "C1", named: bool = True) -> str:
     """C1 judged over every measured length past training, for a run still near 1 just past it (`top`, its
-    horizon, is past L_train): where it leaves ACCURACY_BAR and where it reaches chance (`leaves_and_chance`).
-    'It stays near 1 past its training length' only where it does so at every length measured."""
+    horizon, is past L_train): where it leaves ACCURACY_BAR (`named`: said here; else the caller said it) and
+    where it reaches chance (`leaves_and_chance`). 'It stays near 1 past its training length' only where it
+    does so at every length measured."""
     L, last = train_length, lengths[-1]
     leaves, gone = leaves_and_chance(lengths, accuracies, lows, chance, L)
     if leaves is None:
         return f"It stays near 1 at every length measured past its training length, up to {last:,} ({times(last, L)}) ({claim})."
     held = f"It holds ≥ {ACCURACY_BAR:.2f} up to {top:,} ({times(top, L)}) and leaves it at {leaves:,} ({times(leaves, L)})"
     if gone is None:
-        return f"{held}, still above chance at {last:,} ({times(last, L)}): it extrapolates up to {times(top, L)} here ({claim})."
-    return (f"{held}; from {gone:,} ({times(gone, L)}) on it is at chance, so this run does NOT extrapolate past "
-            f"{times(top, L)} ({claim}).")
+        still = f"{held}, still above chance" if named else "It is still above chance"
+        return f"{still} at {last:,} ({times(last, L)}): it extrapolates up to {times(top, L)} here ({claim})."
+    at_chance = f"{held}; from {gone:,} ({times(gone, L)}) on it is at chance" if named else \
+        f"From {gone:,} ({times(gone, L)}) on it is at chance"
+    return f"{at_chance}, so this run does NOT extrapolate past {times(top, L)} ({claim})."

@@ -107,15 +107,13 @@ def _extrapolates(lengths: Sequence[int], accuracies: Sequence[float], lows: Seq
     if lows is None or chance is None:  # no interval to tell chance by: the horizon alone
         c1 = f"RoPE keeps its rule past the training length up to {top:,} ({times(top, L)}) (C1)."
     else:
-        c1 = extrapolation_text(lengths, accuracies, lows, chance, L, top)
+        c1 = extrapolation_text(lengths, accuracies, lows, chance, L, top, named=False)  # `_horizon` named it
     found = [s for s in steps(lengths, accuracies) if s[0] >= L]
     if not found:
         return c1 + (f" Past it, accuracy changes by at most {ACCURACY_STEP} between neighbouring lengths measured: "
                      "a gradual decay, as C6 says.")
     named = "; ".join(step_text(s, L, recurrences, searched_to) for s in found)
-    plural = "s" if len(found) > 1 else ""
-    return (c1 + f" Its decay is NOT gradual (C6) between the lengths measured: accuracy steps by more than "
-            f"{ACCURACY_STEP} {named} (step{plural} of {', '.join(f'{abs(b - a):.2f}' for _, _, a, b in found)}).")
+    return c1 + f" Its decay is NOT gradual (C6): accuracy steps by more than {ACCURACY_STEP} {named}."
 
 
 def readout_text(lengths: Sequence[int], accuracies: Sequence[float], vote_accuracy: Sequence[float | None],
