@@ -17,6 +17,7 @@ from lengen_core.analysis.evaluate import LengthReport, evaluate, last_query_out
 from lengen_core.measure import measure
 from lengen_core.serving import first_visit
 from lengen_core.serving.cli import _row
+from ui.captions import accuracy as accuracy_captions
 from ui.captions import readouts
 
 
@@ -82,3 +83,12 @@ def test_the_readout_limits_on_v40_k11_seed9_and_a_step_sits_at_a_near_recurrenc
         run.verdict, accuracy_low=[at[n].accuracy_low for n in lengths], recurrences=recurrences, searched_to=1 << 10)
     assert "where a near-recurrence of the carrier enters at Δ = 112" in caption
     assert "gradual decay, as C6 says" not in caption
+    # C1 over every length past training: this run leaves 0.9 at 4× and is at chance from 16× on
+    ladder = (40, 80, 160, 320, 640, 1280)
+    reports = evaluate(run.model, run.config, ladder, samples=1024)
+    curve = accuracy_captions.run_curve("RoPE", run.config, run.verdict, ladder, [r.accuracy for r in reports],
+                                        [r.accuracy_low for r in reports])
+    text = accuracy_captions.curve_caption(curve)
+    assert "It stays near 1 past its training length" not in text
+    assert "leaves it at 160 (4×); from 640 (16×) on it is at chance, so this run does NOT extrapolate past 2× (C1)" \
+        in text
