@@ -78,7 +78,7 @@ def test_rope_at_chance_from_16x_is_never_said_to_stay_near_one() -> None:
                                            offset=11, train_length=40), verdict(True), lengths, accuracy, lows))
     assert "It stays near 1 past its training length" not in text
     assert "It holds ≥ 0.90 up to 160 (4×) and leaves it at 320 (8×); from 640 (16×) on it is at chance" in text
-    assert text.endswith("so this run does NOT extrapolate past 4× (C1).")
+    assert text.endswith(": this run extrapolates up to 4× only, NOT to every length measured (C1).")
     # one interval above chance at the end and it is not 'at chance from' anywhere
     text = accuracy_captions.curve_caption(accuracy_captions.run_curve("RoPE", with_changes(ROPE, vocab_size=40,
                                            offset=11, train_length=40), verdict(True), lengths, accuracy,
@@ -137,7 +137,8 @@ def test_the_dilution_caption_judges_c1_over_every_length() -> None:
     text = dilution(accuracy, lengths, accuracy_low=[0.998, 0.976, 0.92, 0.39, 0.02, 0.019])
     assert "As C1 and C6 say" not in text and "stays near 1 past its training length" not in text
     assert "It stays ≥ 0.9 up to L = 160 (4×), below it from 320." in text
-    assert "From 640 (16×) on it is at chance, so this run does NOT extrapolate past 4× (C1)." in text
+    assert "From 640 (16×) on it is at chance: this run extrapolates up to 4× only, NOT to every length measured (C1)." \
+        in text
 
 
 def test_the_readout_limits_where_p_is_above_2_over_v_and_the_model_is_at_chance() -> None:
@@ -150,8 +151,8 @@ def test_the_readout_limits_where_p_is_above_2_over_v_and_the_model_is_at_chance
     assert "scores 0.78 on the same sequences: there the model's readout limits, not dilution." in text
     # the vote readout as low as the model: the attention limits
     text = readouts.readout_text(lengths, [1.0, 0.93, 0.3], [1.0, 0.93, 0.31], [0.9, 0.4, 0.03], 4096, 1 / 40, 40)
-    assert text.endswith("no better than the model's 0.30 on the same sequences: the attention limits (dilution), "
-                         "not the readout.")
+    assert text.endswith("scores 0.31 against the model's 0.30 on the same sequences, their 95% intervals "
+                         "overlapping: the attention limits (dilution), not the readout.")
     # p at or below 2/V with the model at chance: not the readout-limited regime
     assert not readouts.readout_text(lengths, [1.0, 0.9, 0.026], [1.0, 0.9, 0.3], [0.9, 0.4, 0.04], 4096, 1 / 40,
                                      40).startswith("Readout-limited")

@@ -158,4 +158,4 @@ def extrapolation_text(lengths: Sequence[int], accuracies: Sequence[float], lows
         return f"{still} at {last:,} ({times(last, L)}): it extrapolates up to {times(top, L)} here ({claim})."
     at_chance = f"{held}; from {gone:,} ({times(gone, L)}) on it is at chance" if named else \
         f"From {gone:,} ({times(gone, L)}) on it is at chance"
-    return f"{at_chance}, so this run does NOT extrapolate past {times(top, L)} ({claim})."
+    return f"{at_chance}: this run extrapolates up to {times(top, L)} only, NOT to every length measured ({claim})."

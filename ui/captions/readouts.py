@@ -147,8 +147,9 @@ def readout_text(lengths: Sequence[int], accuracies: Sequence[float], vote_accur
     if v_low > a_high:
         return (f"At {n:,} the ideal vote readout (the most attended token answers) scores {share(v)} against the "
                 f"model's {share(a)} on the same sequences: the readout loses more than the attention does.")
-    return (f"At {n:,} the ideal vote readout (the most attended token answers) scores {share(v)}, no better than "
-            f"the model's {share(a)} on the same sequences: the attention limits (dilution), not the readout.")
+    return (f"At {n:,} the ideal vote readout (the most attended token answers) scores {share(v)} against the "
+            f"model's {share(a)} on the same sequences, their 95% intervals overlapping: the attention limits "
+            "(dilution), not the readout.")
 
 
 def _partial_learner(verdict: Verdict, lengths: Sequence[int], accuracies: Sequence[float], train_length: int) -> str:

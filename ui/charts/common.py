@@ -273,15 +273,16 @@ def dilution(table: pd.DataFrame, fit_table: pd.DataFrame | None, chance: float)
     n = table["length"]
     figure = go.Figure()
     band(figure, n, table["accuracy_low"], table["accuracy_high"], MEASURED, legendgroup="accuracy")
-    customdata, template = accuracy_hover(table)
-    figure.add_scatter(x=n, y=table["accuracy"], mode="markers+lines", name="accuracy measured",
-                       line_color=MEASURED, legendgroup="accuracy", customdata=customdata, hovertemplate=template)
-    if "vote_accuracy" in table.columns and table["vote_accuracy"].notna().any():  # not in numbers stored before it
+    if "vote_accuracy" in table.columns and table["vote_accuracy"].notna().any():  # not in numbers stored before it;
+        # drawn under the model's line (where both are near 1 the model's shows), listed last in the legend
         figure.add_scatter(x=n, y=table["vote_accuracy"], mode="markers+lines", name="ideal vote readout",
-                           line=dict(color=VOTE, width=2), marker=dict(symbol="square", size=6),
+                           line=dict(color=VOTE, width=2), marker=dict(symbol="square", size=6), legendrank=1001,
                            customdata=table[["samples"]].to_numpy(),
                            hovertemplate=hover("L = %{x:,}", "ideal vote readout %{y:.3f} (the most attended token "
                                                "answers, on the same sequences)", "n = %{customdata[0]:,} sequences"))
+    customdata, template = accuracy_hover(table)
+    figure.add_scatter(x=n, y=table["accuracy"], mode="markers+lines", name="accuracy measured",
+                       line_color=MEASURED, legendgroup="accuracy", customdata=customdata, hovertemplate=template)
     figure.add_scatter(x=n, y=table["target_mass"], mode="markers", name="target mass p measured",
                        marker=dict(color=MEASURED, symbol="diamond-open", size=9),
                        customdata=table[["target_mass_sem", "samples"]].to_numpy(),
