@@ -146,7 +146,7 @@ def extrapolation_text(lengths: Sequence[int], accuracies: Sequence[float], lows
                        train_length: int, top: int, claim: str = "C1", named: bool = True) -> str:
     """C1 judged over every measured length past training, for a run still near 1 just past it (`top`, its
     horizon, is past L_train): where it leaves ACCURACY_BAR (`named`: said here; else the caller said it) and
-    where it reaches chance (`leaves_and_chance`). 'It stays near 1 past its training length' only where it
+    where it reaches chance (`leaves_and_chance`). 'It stays near 1 at every length measured' only where it
     does so at every length measured."""
     L, last = train_length, lengths[-1]
     leaves, gone = leaves_and_chance(lengths, accuracies, lows, chance, L)
