@@ -24,6 +24,7 @@ from lengen_core.analysis.fit import FitResult
 from lengen_core.analysis.heads import HeadReport, analyse_heads
 from lengen_core.analysis.heatmap import MAX_HEAD_MAP_CELLS, head_map
 from lengen_core.analysis.sequence import MAX_SEQUENCE_LENGTH, SequenceReport, evaluate_sequence
+from lengen_core.claims import expectation
 from lengen_core.config import ConfigError
 from lengen_core.measure import Measurement
 from lengen_core.serving.budget import (
@@ -62,9 +63,11 @@ def step_recurrences(run: Run, lengths: Sequence[int], accuracies: Sequence[floa
                      ) -> tuple[tuple[NearRecurrence, ...] | None, int | None]:
     """The carrier's near-recurrences (the Carrier page's search, CARRIER_SEARCH) and the offset up to which
     that list is complete, where the Dilution caption names a step (ui.captions.common.steps) past training
-    on a run with an analytic carrier (RoPE); (None, None) elsewhere, or where the carrier is over this
+    on a run expected to extrapolate (lengen_core.claims) with an analytic carrier (RoPE); (None, None) elsewhere, or where the carrier is over this
     server's budget (the caption then names the steps alone)."""
-    L = run.config.task.train_length
+    L, model = run.config.task.train_length, run.config.model
+    if expectation(model.encoding, model.attention).accuracy != "extrapolates":  # the caption names no step then
+        return None, None
     if not getattr(run.model.encoding, "rotary", False) or not any(s[0] >= L for s in steps(lengths, accuracies)):
         return None, None
     try:
