@@ -116,11 +116,11 @@ def test_a_step_is_named_with_its_near_recurrence_and_not_called_graceful() -> N
                                                                               searched_to=1 << 16)
     bare = dilution(STEP_ACCURACY, recurrences=recurrences[:1], searched_to=100)
     assert bare.endswith("to 0.85 at 113 (2.8×), a step of 0.11.") and "near-recurrence" not in bare
-    # several listed between two lengths: the one closest to the target's logit (above it: a negative gap)
+    # several listed between two lengths: the strongest (the largest logit against the target's: the smallest gap)
     wide = dilution([1.0, 0.98, 0.6], (40, 80, 160), recurrences=(*recurrences, NearRecurrence(150, 1, 1, -0.3)),
                     searched_to=1 << 16)
     assert ("from 0.98 at 80 (2×) to 0.60 at 160 (4×), a step of 0.38, where a near-recurrence of the carrier enters "
-            "at Δ = 150 (its logit 0.30 nats above the target's; the closest of 4 listed at Δ = 80–159)") in wide
+            "at Δ = 150 (its logit 0.30 nats above the target's; the strongest of 4 listed at Δ = 80–159)") in wide
 
 
 def test_without_a_step_the_decay_is_called_gradual() -> None:

@@ -129,7 +129,7 @@ def step_text(step: tuple[int, int, float, float], train_length: int, recurrence
     if nearest is None:
         return text + f", with no near-recurrence of the carrier at Δ = {before:,}–{after - 1:,}"
     side = f"{abs(nearest.gap):.2f} nats {'below' if nearest.gap >= 0 else 'above'} the target's"
-    more = "" if count == 1 else f"; the closest of {count} listed at Δ = {before:,}–{after - 1:,}"
+    more = "" if count == 1 else f"; the strongest of {count} listed at Δ = {before:,}–{after - 1:,}"
     return text + f", where a near-recurrence of the carrier enters at Δ = {nearest.offset:,} (its logit {side}{more})"
 
 
