@@ -7,3 +7,8 @@ the app format it from here, so changing it here changes every one of them.
 """
 
 ACCURACY_BAR = 0.9
+
+# A step: accuracy changing by more than this between two neighbouring measured lengths. The captions name
+# each one (with the carrier's near-recurrence in between, where there is one) instead of calling the decay
+# gradual (C6).
+ACCURACY_STEP = 0.1

@@ -4,7 +4,7 @@ import streamlit as st
 
 from lengen_core.analysis.fit import LAW_TOLERANCE
 from lengen_core.config import ConfigError
-from ui.analyses import rule_lengths, rule_note
+from ui.analyses import dilution_look_for, rule_lengths, rule_note
 from ui.captions import accuracy as accuracy_captions
 from ui.captions import readouts
 from ui.charts import common as charts
@@ -81,8 +81,7 @@ st.caption(f"**m_out: {accuracy_captions.m_out_text(result, samples)}.** {readou
 show_horizon(run, data.measurement)
 
 chart(charts.dilution(table, fit_table, 1 / task.vocab_size),
-      readouts.dilution_caption(run.config.model.encoding, run.config.model.attention, lengths, table["accuracy"],
-                                table["predicted_accuracy"], task.train_length, run.verdict),
+      dilution_look_for(run, table),
       table, "dilution", run.run_id)
 chart(charts.inverse_mass(table, fit_table),
       readouts.inverse_mass_caption(lengths, table["target_mass"], task.train_length, result),

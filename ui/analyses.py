@@ -11,17 +11,21 @@ has its own sequences, so the numbers are those of one batched call).
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import streamlit as st
 
+from lengen_core.analysis.carrier import NearRecurrence, find_near_recurrences
 from lengen_core.analysis.evaluate import LengthError, check_lengths, check_sweep, doublings
 from lengen_core.analysis.fit import FitResult
 from lengen_core.analysis.heads import HeadReport, analyse_heads
 from lengen_core.analysis.heatmap import MAX_HEAD_MAP_CELLS, head_map
 from lengen_core.analysis.sequence import MAX_SEQUENCE_LENGTH, SequenceReport, evaluate_sequence
+from lengen_core.claims import expectation
+from lengen_core.config import ConfigError
 from lengen_core.measure import Measurement
 from lengen_core.serving.budget import (
     check_attention_map,
@@ -30,6 +34,9 @@ from lengen_core.serving.budget import (
     check_sequence_evaluation,
 )
 from lengen_core.serving.first_visit import FIRST_VISIT_CARRIER_SEARCH
+from lengen_core.training import Run
+from ui.captions import readouts
+from ui.captions.common import steps
 from ui.runs import (
     Progress,
     allowed_lengths,
@@ -47,6 +54,41 @@ CARRIER_SEARCH = FIRST_VISIT_CARRIER_SEARCH  # the Carrier page's default: the t
 # are three quarters of the tokens). The page's own curve stays at its lengths; the rules' "none" row is
 # the run at the rules' lengths, so its m_out is fitted to those.
 RULE_LONGEST = 1 << 14
+# How many near-recurrences the carrier lists at most (the earliest ones): past the last of a full list, an
+# interval of offsets is not known to hold none.
+RECURRENCE_LIMIT = inspect.signature(find_near_recurrences).parameters["limit"].default
+
+
+def step_recurrences(run: Run, lengths: Sequence[int], accuracies: Sequence[float]
+                     ) -> tuple[tuple[NearRecurrence, ...] | None, int | None]:
+    """The carrier's near-recurrences (the Carrier page's search, CARRIER_SEARCH) and the offset up to which
+    that list is complete, where the Dilution caption names a step (ui.captions.common.steps) past training
+    on a run expected to extrapolate (lengen_core.claims) with an analytic carrier (RoPE); (None, None) elsewhere, or where the carrier is over this
+    server's budget (the caption then names the steps alone)."""
+    L, model = run.config.task.train_length, run.config.model
+    if expectation(model.encoding, model.attention).accuracy != "extrapolates":  # the caption names no step then
+        return None, None
+    if not getattr(run.model.encoding, "rotary", False) or not any(s[0] >= L for s in steps(lengths, accuracies)):
+        return None, None
+    try:
+        found = carrier(run.run_id, CARRIER_SEARCH).near_recurrences
+    except ConfigError:
+        return None, None
+    complete = CARRIER_SEARCH if len(found) < RECURRENCE_LIMIT else found[-1].offset + 1
+    return found, complete
+
+
+def dilution_look_for(run: Run, table) -> str:
+    """The Dilution chart's caption (ui.captions.readouts.dilution_caption) from the page's table
+    (ui.runs.dilution_data): C1 over every length, the steps with their near-recurrences, which readout limits."""
+    lengths, accuracy = [int(n) for n in table["length"]], [float(a) for a in table["accuracy"]]
+    recurrences, searched_to = step_recurrences(run, lengths, accuracy)
+    votes = [None if np.isnan(v) else float(v) for v in table["vote_accuracy"]] if "vote_accuracy" in table else None
+    return readouts.dilution_caption(
+        run.config.model.encoding, run.config.model.attention, lengths, accuracy, list(table["predicted_accuracy"]),
+        run.config.task.train_length, run.verdict, accuracy_low=list(table["accuracy_low"]),
+        target_mass=list(table["target_mass"]), vote_accuracy=votes, samples=int(table["samples"].iloc[0]),
+        recurrences=recurrences, searched_to=searched_to)
 
 
 def rule_lengths(lengths: Sequence[int]) -> tuple[int, ...]:

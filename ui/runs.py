@@ -373,6 +373,8 @@ def dilution_data(run_id: str, lengths: tuple[int, ...], samples: int) -> Diluti
         "accuracy_low": [r.accuracy_low for r in reports], "accuracy_high": [r.accuracy_high for r in reports],
         "target_mass": [r.target_mass for r in reports], "target_mass_sem": [r.target_mass_sem for r in reports],
         "predicted_accuracy": [p.accuracy for p in predictions], "predicted_mass": [p.target_mass for p in predictions],
+        # the ideal vote readout on the same sequences; NaN where the stored numbers predate it
+        "vote_accuracy": [np.nan if r.vote_accuracy is None else r.vote_accuracy for r in reports],
     })
     fit, fit_table = m.fit.fit, None
     if fit is not None:  # drawn only where it was fitted: from the training length to the longest measured length

@@ -291,6 +291,7 @@ class QueryOutputs:
     targets: torch.Tensor  # (S,) correct answers
     target_mass: torch.Tensor  # (S,)
     argmax_key: torch.Tensor  # (S,) position of the most attended key
+    vote: torch.Tensor  # (S,) the ideal vote readout's answer: the token with the most attention weight
 
 
 def _chunk_logits(query: torch.Tensor, keys: torch.Tensor, query_tokens: torch.Tensor, tokens: torch.Tensor,
@@ -372,16 +373,18 @@ def last_query_outputs(
         del keys, shared, logits, tokens
         freed.check()
     token_part, _ = model.readout_tables(positions[:1])
-    readouts, masses = [], []
+    readouts, masses, choices = [], [], []
     for group in groups:
         votes, positional_sum = group.state.readout_weights()
         readouts.append(votes @ token_part + positional_sum)
         masses.append(group.state.weights_of(group.target_logit))
+        choices.append(votes.argmax(dim=1))  # the attention-weighted token counts' largest: no readout at all
     return QueryOutputs(
         readout=torch.cat(readouts),
         targets=targets,
         target_mass=torch.cat(masses),
         argmax_key=torch.cat([group.best_key for group in groups]),
+        vote=torch.cat(choices),
     )
 
 
@@ -398,6 +401,10 @@ class LengthReport:
     argmax_share: float  # fraction of samples whose argmax key is `argmax_key`
     seconds: float
     rule: str = "none"  # the inference rule it was read under (lengen_core.analysis.rules), as links write it
+    # The ideal vote readout on the same sequences and attention: the share of samples whose most attended
+    # token (the attention-weighted token counts' argmax) is the target. None: not measured (numbers stored
+    # before it was).
+    vote_accuracy: float | None = None
 
 
 def evaluate(
@@ -409,7 +416,8 @@ def evaluate(
     rule: InferenceRule | None = None,
 ) -> list[LengthReport]:
     """Accuracy, target mass and argmax key of the last query at each length, read under `rule`
-    (lengen_core.analysis.rules; None: as trained)."""
+    (lengen_core.analysis.rules; None: as trained), and the ideal vote readout's accuracy on the same
+    sequences and attention weights (no pass beyond them: the weighted token counts are the accumulator's)."""
     check_sampling(samples, seed)
     check_lengths(config, model, lengths)
     check_sweep(lengths, samples)
@@ -420,6 +428,7 @@ def evaluate(
         start = time.perf_counter()
         out = last_query_outputs(under_rule(model, rule, length), config, length, samples, seed)
         correct = int((out.readout.argmax(dim=1) == out.targets).sum())
+        voted = int((out.vote == out.targets).sum())
         mode = int(out.argmax_key.mode().values)
         low, high = wilson_interval(correct, samples)
         reports.append(
@@ -435,6 +444,7 @@ def evaluate(
                 argmax_share=float((out.argmax_key == mode).float().mean()),
                 seconds=time.perf_counter() - start,
                 rule="none" if rule is None else rule.label,
+                vote_accuracy=voted / samples,
             )
         )
     return reports

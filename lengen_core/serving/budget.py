@@ -191,7 +191,9 @@ def single_head_evaluation_cost(config: RunConfig, lengths: Sequence[int], sampl
     512, 1 024 samples at 65 536, 36–87 s on 2 busy cores (42–57 CPU s), estimated 27 s)."""
     V, C = config.task.vocab_size, config.model.d_model
     group, keys = chunk_sizes(V, C, samples)
-    state = FLOAT * (3 * samples * V + 8 * samples) + 2 * samples * TOKEN_BLOCK  # sums, readout; uint8 blocks
+    # per sample: the token sums, the positional sums and the readout (V each), ten scalars (max, total, target
+    # logit, best logit, best key, target mass, the answer and the ideal vote's answer, int64 each), uint8 blocks
+    state = FLOAT * (3 * samples * V + 10 * samples) + 2 * samples * TOKEN_BLOCK
     work = sum(lengths) * (samples * C * 4 + V * min(V, samples) * C)
     return Cost("this evaluation", BASE_BYTES + chunk_bytes(V, C, group, keys) + state + FLOAT * parameter_count(config),
                 work / FLOPS_PER_SECOND, "fewer samples, or a shorter longest length")

@@ -493,11 +493,12 @@ def _summary(result: dict[str, Any]) -> str:
     """A short readable form of a result for people (use --json for everything)."""
     if "lengths" in result:
         number = lambda value: "—" if value is None else f"{value:.3f}"
-        header = f"{'length':>9} {'accuracy':>9} {'beyond':>7} {'predicted':>9} {'p':>7} {'p pred':>7} {'argmax':>8}"
+        header = (f"{'length':>9} {'accuracy':>9} {'beyond':>7} {'vote':>7} {'predicted':>9} {'p':>7} {'p pred':>7} "
+                  f"{'argmax':>8}")
         lines = [f"{header} {'rule':>8}"]
-        lines += [
+        lines += [  # vote: the ideal vote readout (the most attended token answers) on the same sequences
             f"{r['length']:>9} {r['accuracy']:>9.3f} {number(r['accuracy_beyond']):>7} "
-            f"{number(r['predicted_accuracy']):>9} {r['target_mass']:>7.3f} "
+            f"{number(r.get('vote_accuracy')):>7} {number(r['predicted_accuracy']):>9} {r['target_mass']:>7.3f} "
             f"{number(r['predicted_target_mass']):>7} {r['argmax_key']:>8} {r['rule']:>8}"
             for r in result["lengths"]
         ]

@@ -91,6 +91,15 @@ def test_accuracy_is_drawn_with_its_band(drawn) -> None:
     assert filled(dilution) == 1
 
 
+def test_dilution_draws_the_ideal_vote_readout_beside_the_model_and_its_caption_reads_it(drawn) -> None:
+    """Issue 27: the vote readout on the same sequences, beside the model's accuracy, from the preset's shipped
+    numbers, in the CSV too; the caption says which one limits."""
+    call = next(c for c in drawn["dilution"] if c["name"] == "dilution")
+    [vote] = [t for t in call["figure"].data if t.name == "ideal vote readout"]
+    assert list(vote.y) == list(call["data"]["vote_accuracy"]) and call["data"]["vote_accuracy"].notna().all()
+    assert "ideal vote readout" in call["look_for"]
+
+
 def test_every_figure_is_readable(drawn) -> None:
     for page, calls in drawn.items():
         for c in calls:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from lengen_core.analysis.carrier import NearRecurrence
 from lengen_core.analysis.fit import NOT_APPLICABLE, DilutionFit, FitResult
 from lengen_core.analysis.heads import HeadReport
 from lengen_core.analysis.verdict import Verdict
@@ -14,6 +15,7 @@ from ui.captions import accuracy as accuracy_captions
 from ui.captions import attention as attention_captions
 from ui.captions import common as captions
 from ui.captions import mechanism as mechanism_captions
+from ui.captions import readouts
 
 LENGTHS = (16, 32, 64, 128, 256)
 CHANCE = 1 / 16
@@ -48,12 +50,118 @@ def test_horizon_and_chance_from_read_the_curve() -> None:
 
 
 def test_rope_that_stays_near_one_is_said_to() -> None:
-    text = accuracy_captions.curve_caption(curve(ROPE, [1.0, 1.0, 0.98, 0.6, 0.2], label="RoPE"))
+    text = accuracy_captions.curve_caption(curve(ROPE, [1.0, 1.0, 0.98, 0.95, 0.92], label="RoPE"))
     assert "**RoPE**: 1.00 at 1×, 1.00 at 2×, 0.98 at 4×" in text
+    assert text.endswith("It stays near 1 at every length measured past its training length, up to 256 (16×) (C1).")
+    assert "NOT" not in text
+
+
+def test_rope_that_leaves_one_is_judged_over_every_length_past_training() -> None:
+    """C1 is judged at every measured length past training, not at 2× alone: a run that leaves 0.9 at 8×
+    says where, and that C1 holds only up to 4× here."""
+    text = accuracy_captions.curve_caption(curve(ROPE, [1.0, 1.0, 0.98, 0.6, 0.2], label="RoPE"))
     assert "≥ 0.90 up to 64 (4×)" in text
     assert "at chance from" not in text  # 0.20 at 16× is above chance (interval from 0.15)
-    assert text.endswith("It stays near 1 past its training length (C1).")
+    assert text.endswith("It holds ≥ 0.90 up to 64 (4×) and leaves it at 128 (8×), still above chance at 256 (16×): "
+                         "it extrapolates up to 4× here (C1).")
+    assert "stays near 1 past its training length" not in text
+
+
+def test_rope_at_chance_from_16x_is_never_said_to_stay_near_one() -> None:
+    """Issue 27: 'It stays near 1 past its training length' was printed for a run at chance from 16× on,
+    since C1 was judged at 2× alone. The caption names where it leaves 0.9 and where it reaches chance (the
+    verdict's interval rule: the interval's lower end within 0.02 of 1/V)."""
+    lengths = (40, 80, 160, 320, 640, 1280)
+    accuracy = [1.0, 0.98, 0.93, 0.41, 0.026, 0.024]
+    lows = [0.998, 0.976, 0.92, 0.39, 0.02, 0.019]
+    text = accuracy_captions.curve_caption(accuracy_captions.run_curve("RoPE", with_changes(ROPE, vocab_size=40,
+                                           offset=11, train_length=40), verdict(True), lengths, accuracy, lows))
+    assert "It stays near 1 past its training length" not in text
+    assert "It holds ≥ 0.90 up to 160 (4×) and leaves it at 320 (8×); from 640 (16×) on it is at chance" in text
+    assert text.endswith(": this run extrapolates up to 4× only, NOT to every length measured (C1).")
+    # one interval above chance at the end and it is not 'at chance from' anywhere
+    text = accuracy_captions.curve_caption(accuracy_captions.run_curve("RoPE", with_changes(ROPE, vocab_size=40,
+                                           offset=11, train_length=40), verdict(True), lengths, accuracy,
+                                           [*lows[:-1], 0.06]))
+    assert "at chance" not in text and "still above chance at 1,280 (32×)" in text
+
+
+# --- the Dilution chart's caption: C1 over every length, steps, which readout limits ------------------
+
+RETRIEVAL = with_changes(ROPE, vocab_size=40, offset=11, train_length=40)
+STEP_LENGTHS = (40, 80, 112, 113, 160)
+STEP_ACCURACY = [1.0, 0.98, 0.963, 0.852, 0.80]
+
+
+def dilution(accuracy, lengths=STEP_LENGTHS, **extra) -> str:
+    lows = extra.pop("accuracy_low", [max(0.0, a - 0.01) for a in accuracy])
+    judged = Verdict(learned=True, in_range_accuracy=1.0, in_range_low=0.998, in_range_high=1.0, beyond_length=80,
+                     beyond_accuracy=0.98, beyond_low=0.97, beyond_high=0.99, at_chance_beyond=False, chance=1 / 40,
+                     answers=2048, reason="learned the task.")
+    return readouts.dilution_caption("rope", "softmax", lengths, accuracy, accuracy, 40, judged, accuracy_low=lows,
+                                     **extra)
+
+
+def test_a_step_is_named_with_its_near_recurrence_and_not_called_graceful() -> None:
+    """Issue 27: on V 40, k 11, L_train 40, seed 9, accuracy falls from 0.963 at 112 tokens to 0.852 at 113,
+    where a near-recurrence of the carrier enters at Δ = 112; the caption called the decay graceful (C6)."""
+    recurrences = (NearRecurrence(95, 1, 2, 1.2), NearRecurrence(112, 3, 4, 0.4), NearRecurrence(140, 3, 5, 0.1))
+    text = dilution(STEP_ACCURACY, recurrences=recurrences, searched_to=1 << 16)
+    assert "decays by dilution" not in text and "a gradual decay, as C6 says" not in text
+    assert text.endswith("Its decay is NOT gradual (C6): accuracy steps by more than 0.1 from 0.96 at 112 (2.8×) to "
+                         "0.85 at 113 (2.8×), a step of 0.11, where a near-recurrence of the carrier enters at Δ = 112 "
+                         "(its logit 0.40 nats below the target's).")
+    # no recurrence listed in the interval although the search covered it: said so; not covered: nothing said
+    assert "with no near-recurrence of the carrier at Δ = 112–112" in dilution(STEP_ACCURACY, recurrences=recurrences[:1],
+                                                                              searched_to=1 << 16)
+    bare = dilution(STEP_ACCURACY, recurrences=recurrences[:1], searched_to=100)
+    assert bare.endswith("to 0.85 at 113 (2.8×), a step of 0.11.") and "near-recurrence" not in bare
+    # several listed between two lengths: the strongest (the largest logit against the target's: the smallest gap)
+    wide = dilution([1.0, 0.98, 0.6], (40, 80, 160), recurrences=(*recurrences, NearRecurrence(150, 1, 1, -0.3)),
+                    searched_to=1 << 16)
+    assert ("from 0.98 at 80 (2×) to 0.60 at 160 (4×), a step of 0.38, where a near-recurrence of the carrier enters "
+            "at Δ = 150 (its logit 0.30 nats above the target's; the strongest of 4 listed at Δ = 80–159)") in wide
+
+
+def test_without_a_step_the_decay_is_called_gradual() -> None:
+    text = dilution([1.0, 0.98, 0.95, 0.93, 0.90])
+    assert "changes by at most 0.1 between neighbouring lengths measured: a gradual decay, as C6 says" in text
     assert "NOT" not in text
+    assert [s[:2] for s in captions.steps(STEP_LENGTHS, STEP_ACCURACY)] == [(112, 113)]
+    assert captions.steps(STEP_LENGTHS, [1.0, 0.95, 0.85, 0.8, 0.75]) == []  # 0.10 is no step: larger than 0.1 is
+
+
+def test_the_dilution_caption_judges_c1_over_every_length() -> None:
+    lengths = (40, 80, 160, 320, 640, 1280)
+    accuracy = [1.0, 0.98, 0.93, 0.41, 0.026, 0.024]
+    text = dilution(accuracy, lengths, accuracy_low=[0.998, 0.976, 0.92, 0.39, 0.02, 0.019])
+    assert "As C1 and C6 say" not in text and "stays near 1 past its training length" not in text
+    assert "It stays ≥ 0.9 up to L = 160 (4×), below it from 320." in text
+    assert "From 640 (16×) on it is at chance: this run extrapolates up to 4× only, NOT to every length measured (C1)." \
+        in text
+
+
+def test_the_readout_limits_where_p_is_above_2_over_v_and_the_model_is_at_chance() -> None:
+    """Issue 27: at 640 tokens p = 0.158 > 2/V = 0.05, yet accuracy 0.026 (chance): the ideal vote readout,
+    on the same sequences, scores about 0.78, so the readout limits there, not dilution."""
+    lengths = (40, 160, 640)
+    text = readouts.readout_text(lengths, [1.0, 0.93, 0.026], [1.0, 0.97, 0.78], [0.9, 0.4, 0.158], 4096, 1 / 40, 40)
+    assert text.startswith("Readout-limited at 640 (16×): p = 0.16 is above 2/V = 0.050, yet the model's accuracy "
+                           "0.026 is at chance, while the ideal vote readout")
+    assert "scores 0.78 on the same sequences: there the model's readout limits, not dilution." in text
+    # the vote readout as low as the model: the attention limits
+    text = readouts.readout_text(lengths, [1.0, 0.93, 0.3], [1.0, 0.93, 0.31], [0.9, 0.4, 0.03], 4096, 1 / 40, 40)
+    assert text.endswith("scores 0.31 against the model's 0.30 on the same sequences, their 95% intervals "
+                         "overlapping: the attention limits (dilution), not the readout.")
+    # p at or below 2/V with the model at chance: not the readout-limited regime
+    assert not readouts.readout_text(lengths, [1.0, 0.9, 0.026], [1.0, 0.9, 0.3], [0.9, 0.4, 0.04], 4096, 1 / 40,
+                                     40).startswith("Readout-limited")
+    # not measured (numbers stored before it was): nothing said, in the caption either
+    assert readouts.readout_text(lengths, [1.0, 0.93, 0.026], [None, None, None], [0.9, 0.4, 0.158], 4096,
+                                 1 / 40, 40) == ""
+    text = dilution([1.0, 0.93, 0.026], lengths, target_mass=[0.9, 0.4, 0.158], vote_accuracy=[1.0, 0.97, 0.78],
+                    samples=4096)
+    assert "Readout-limited at 640 (16×)" in text
 
 
 def test_rope_that_does_not_stay_near_one_is_said_not_to() -> None:

@@ -33,7 +33,8 @@ def accuracy_table() -> pd.DataFrame:
     mass = np.array([0.9, 0.85, 0.7, 0.5, 0.3, 0.15, 0.08])
     return pd.DataFrame({"length": LENGTHS, "samples": SAMPLES, "accuracy": accuracy, "accuracy_low": low,
                          "accuracy_high": high, "target_mass": mass, "target_mass_sem": mass * 0.02,
-                         "predicted_accuracy": accuracy - 0.01, "predicted_mass": mass + 0.01})
+                         "predicted_accuracy": accuracy - 0.01, "predicted_mass": mass + 0.01,
+                         "vote_accuracy": np.minimum(1, accuracy + 0.1)})
 
 
 def sequence_report(length: int, samples: int = 64, train_length: int = 16) -> SequenceReport:
@@ -203,6 +204,14 @@ def test_the_dilution_band_is_the_wilson_interval_of_each_length() -> None:
     table = accuracy_table()
     [(upper, lower)] = bands(FIGURES["dilution"])
     assert upper == list(table["accuracy_high"]) and lower == list(table["accuracy_low"])
+
+
+def test_the_dilution_chart_draws_the_ideal_vote_readout_beside_the_model_where_it_was_measured() -> None:
+    table = accuracy_table()
+    [vote] = [t for t in FIGURES["dilution"].data if t.name == "ideal vote readout"]
+    assert list(vote.y) == list(table["vote_accuracy"]) and list(vote.x) == list(table["length"])
+    for older in (table.drop(columns="vote_accuracy"), table.assign(vote_accuracy=np.nan)):  # stored before it
+        assert "ideal vote readout" not in [t.name for t in charts.dilution(older, None, 1 / 16).data]
 
 
 def test_the_band_by_position_counts_samples_times_the_positions_in_each_bin() -> None:

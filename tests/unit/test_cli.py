@@ -211,9 +211,10 @@ def test_readable_evaluate_output_is_a_table() -> None:
     outcome = run_cli("evaluate", run_id, "--lengths", "16,64", "--samples", "32")
     assert outcome.code == 0 and outcome.stderr.startswith("lengen: estimate: this evaluation"), outcome.stderr
     lines = outcome.stdout.splitlines()
-    assert lines[0].split() == ["length", "accuracy", "beyond", "predicted", "p", "p", "pred", "argmax", "rule"]
+    assert lines[0].split() == ["length", "accuracy", "beyond", "vote", "predicted", "p", "p", "pred", "argmax", "rule"]
     assert [line.split()[-1] for line in lines[1:3]] == ["none", "none"]
     assert [line.split()[0] for line in lines[1:3]] == ["16", "64"]
+    assert all(0 <= float(line.split()[3]) <= 1 for line in lines[1:3])  # the ideal vote readout's accuracy
 
 
 # --- carrier ----------------------------------------------------------------------------------
@@ -476,10 +477,11 @@ def test_evaluate_a_shift_run_reports_accuracy_beyond_the_training_length() -> N
     table = run_cli("evaluate", run_id, "--lengths", "16,32", "--samples", "16")
     assert table.code == 0 and table.stderr.startswith("lengen: estimate: this evaluation"), table.stderr
     lines = table.stdout.splitlines()
-    assert lines[0].split() == ["length", "accuracy", "beyond", "predicted", "p", "p", "pred", "argmax", "rule"]
+    assert lines[0].split() == ["length", "accuracy", "beyond", "vote", "predicted", "p", "p", "pred", "argmax", "rule"]
     assert [line.split()[-1] for line in lines[1:3]] == ["none", "none"]
     assert lines[1].split()[0] == "16" and lines[1].split()[2] == "—"
     assert lines[2].split()[0] == "32" and lines[2].split()[2] != "—"
+    assert lines[1].split()[3] == "—"  # no ideal vote readout: a transformer answers through its layers
 
 
 def test_evaluate_a_shift_run_at_the_default_lengths() -> None:

@@ -58,6 +58,7 @@ def assert_same_report(shipped: dict, fresh: dict) -> None:
     assert shipped["length"] == fresh["length"] and shipped["samples"] == n
     assert shipped["rule"] == fresh["rule"] == "none"  # read as trained
     assert shipped["accuracy"] == pytest.approx(fresh["accuracy"], abs=FLIPS / n)
+    assert shipped["vote_accuracy"] == pytest.approx(fresh["vote_accuracy"], abs=FLIPS / n)  # the ideal vote readout
     assert (shipped["accuracy_low"], shipped["accuracy_high"]) == pytest.approx(
         wilson_interval(round(shipped["accuracy"] * n), n), abs=1e-12)  # the shipped count's interval
     assert shipped["target_mass"] == pytest.approx(fresh["target_mass"], rel=ACROSS_CPUS, abs=1e-6)

@@ -23,18 +23,18 @@ from ui.captions.common import (
     accuracy_points,
     chance_from,
     did_not_learn,
+    extrapolation_text,
     first_length_below,
     horizon,
     share,
+    times,
     verdict_text,
 )
 
 PREDICTION_TOLERANCE = 0.1  # the predicted p "tracks" the measured p when within this at every length
 
 
-def _times(length: int, train_length: int) -> str:
-    """64 → '4×' for L_train 16."""
-    return f"{length // train_length}×" if length % train_length == 0 else f"{length / train_length:.1f}×"
+_times = times  # 64 → '4×' for L_train 16
 
 
 @dataclass(frozen=True)
@@ -91,7 +91,7 @@ def curve_caption(curve: Curve, multiples: Sequence[int] = (1, 2, 4)) -> str:
     kind = expectation(curve.encoding, curve.attention).name  # how the caption names a run it contradicts
     if expected == "extrapolates":
         if top is not None and top > L:
-            return f"{name}: {numbers}. It stays near 1 past its training length ({claim})."
+            return f"{name}: {numbers}. {_extrapolation(curve, top)}"
         return (f"{name}: {numbers}. This {kind} run does NOT stay near 1 past its training length: "
                 f"{share(accuracy)} at {length:,} ({_times(length, L)}), where {claim} says it should.")
     if floor == length:
@@ -99,6 +99,12 @@ def curve_caption(curve: Curve, multiples: Sequence[int] = (1, 2, 4)) -> str:
     return (f"{name}: {numbers}. This {kind} run does NOT fall to chance past its training length: "
             f"{share(accuracy)} at {length:,} ({_times(length, L)}), 95% interval from {share(low)}, "
             f"against chance {share(curve.chance)}.")
+
+
+def _extrapolation(curve: Curve, top: int) -> str:
+    """C1 judged over every measured length past training (`extrapolation_text`)."""
+    return extrapolation_text(curve.lengths, curve.accuracy, curve.accuracy_low, curve.chance, curve.train_length,
+                              top, curve.claim)
 
 
 def curves_caption(curves: Sequence[Curve], multiples: Sequence[int] = (1, 2, 4), note: str = "") -> str:

@@ -16,9 +16,10 @@ did not learn: its captions say what it shows and that it did not learn.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import pairwise
 
 from lengen_core.analysis.verdict import CHANCE_TOLERANCE, Verdict
-from lengen_core.thresholds import ACCURACY_BAR  # "near 1": learned, and the horizon's bar
+from lengen_core.thresholds import ACCURACY_BAR, ACCURACY_STEP  # "near 1": learned, and the horizon's bar; a step
 
 
 def share(value: float) -> str:
@@ -87,3 +88,74 @@ def chance_from(lengths: Sequence[int], lows: Sequence[float], chance: float, af
             continue
         start = (start or length) if low <= chance + CHANCE_TOLERANCE else None
     return start
+
+
+def times(length: int, train_length: int) -> str:
+    """64 → '4×' for L_train 16; 112 → '2.8×' for L_train 40."""
+    return f"{length // train_length}×" if length % train_length == 0 else f"{length / train_length:.1f}×"
+
+
+def steps(lengths: Sequence[int], accuracies: Sequence[float], size: float = ACCURACY_STEP) -> list[tuple[int, int, float, float]]:
+    """(length before, length after, accuracy before, accuracy after) for each pair of neighbouring measured
+    lengths (in increasing order) whose accuracies differ by more than `size` (ACCURACY_STEP)."""
+    pairs = sorted(zip(lengths, accuracies, strict=True))
+    return [(n, m, float(a), float(b)) for (n, a), (m, b) in pairwise(pairs) if abs(b - a) > size]
+
+
+def recurrence_between(before: int, after: int, recurrences: Sequence | None, searched_to: int | None):
+    """What the carrier's near-recurrences (lengen_core.analysis.carrier.find_near_recurrences: offsets Δ with
+    `offset` and `gap`) say of the keys that enter between lengths `before` and `after`, offsets before …
+    after − 1: the one with the smallest gap there and how many are listed there; (None, 0) where none is
+    listed although the search covered those offsets (`searched_to`); None where it did not (or no search)."""
+    if recurrences is None or searched_to is None:
+        return None
+    inside = [r for r in recurrences if before <= r.offset < after]
+    if inside:
+        return min(inside, key=lambda r: (r.gap, r.offset)), len(inside)
+    return (None, 0) if after <= searched_to else None
+
+
+def step_text(step: tuple[int, int, float, float], train_length: int, recurrences: Sequence | None = None,
+              searched_to: int | None = None) -> str:
+    """'from 0.96 at 112 (2.8×) to 0.85 at 113 (2.8×), a step of 0.11, where a near-recurrence of the carrier
+    enters at Δ = 112 (its logit 0.40 nats below the target's)'."""
+    before, after, a, b = step
+    text = (f"from {share(a)} at {before:,} ({times(before, train_length)}) to {share(b)} at {after:,} "
+            f"({times(after, train_length)}), a step of {abs(b - a):.2f}")
+    found = recurrence_between(before, after, recurrences, searched_to)
+    if found is None:
+        return text
+    nearest, count = found
+    if nearest is None:
+        return text + f", with no near-recurrence of the carrier at Δ = {before:,}–{after - 1:,}"
+    side = f"{abs(nearest.gap):.2f} nats {'below' if nearest.gap >= 0 else 'above'} the target's"
+    more = "" if count == 1 else f"; the strongest of {count} listed at Δ = {before:,}–{after - 1:,}"
+    return text + f", where a near-recurrence of the carrier enters at Δ = {nearest.offset:,} (its logit {side}{more})"
+
+
+def leaves_and_chance(lengths: Sequence[int], accuracies: Sequence[float], lows: Sequence[float], chance: float,
+                      train_length: int) -> tuple[int | None, int | None]:
+    """Over every measured length past training: the first where accuracy is below ACCURACY_BAR (it leaves
+    near 1) and the first from which it is at chance on (`chance_from`, the verdict's interval rule)."""
+    past = [(n, a) for n, a in zip(lengths, accuracies, strict=True) if n > train_length]
+    leaves = first_length_below([n for n, _ in past], [a for _, a in past], ACCURACY_BAR)
+    return leaves, chance_from(lengths, lows, chance, train_length)
+
+
+def extrapolation_text(lengths: Sequence[int], accuracies: Sequence[float], lows: Sequence[float], chance: float,
+                       train_length: int, top: int, claim: str = "C1", named: bool = True) -> str:
+    """C1 judged over every measured length past training, for a run still near 1 just past it (`top`, its
+    horizon, is past L_train): where it leaves ACCURACY_BAR (`named`: said here; else the caller said it) and
+    where it reaches chance (`leaves_and_chance`). 'It stays near 1 at every length measured' only where it
+    does so at every length measured."""
+    L, last = train_length, lengths[-1]
+    leaves, gone = leaves_and_chance(lengths, accuracies, lows, chance, L)
+    if leaves is None:
+        return f"It stays near 1 at every length measured past its training length, up to {last:,} ({times(last, L)}) ({claim})."
+    held = f"It holds ≥ {ACCURACY_BAR:.2f} up to {top:,} ({times(top, L)}) and leaves it at {leaves:,} ({times(leaves, L)})"
+    if gone is None:
+        still = f"{held}, still above chance" if named else "It is still above chance"
+        return f"{still} at {last:,} ({times(last, L)}): it extrapolates up to {times(top, L)} here ({claim})."
+    at_chance = f"{held}; from {gone:,} ({times(gone, L)}) on it is at chance" if named else \
+        f"From {gone:,} ({times(gone, L)}) on it is at chance"
+    return f"{at_chance}: this run extrapolates up to {times(top, L)} only, NOT to every length measured ({claim})."

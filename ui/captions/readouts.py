@@ -11,14 +11,23 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from lengen_core.analysis.carrier import ALIGNMENT_MARGIN, CarrierMetrics
-from lengen_core.analysis.evaluate import LengthError, check_lengths
-from lengen_core.analysis.fit import FitResult
-from lengen_core.analysis.verdict import Verdict
+from lengen_core.analysis.carrier import ALIGNMENT_MARGIN, CarrierMetrics, NearRecurrence
+from lengen_core.analysis.evaluate import LengthError, check_lengths, wilson_interval
+from lengen_core.analysis.fit import FLOOR_TIMES_CHANCE, FitResult
+from lengen_core.analysis.verdict import CHANCE_TOLERANCE, Verdict
 from lengen_core.claims import expectation
 from lengen_core.config import RunConfig
-from lengen_core.thresholds import ACCURACY_BAR
-from ui.captions.common import accuracy_points, first_length_below, horizon, share
+from lengen_core.thresholds import ACCURACY_BAR, ACCURACY_STEP
+from ui.captions.common import (
+    accuracy_points,
+    extrapolation_text,
+    first_length_below,
+    horizon,
+    share,
+    step_text,
+    steps,
+    times,
+)
 
 if TYPE_CHECKING:  # a type only: the caller has the run's model loaded
     import torch
@@ -40,10 +49,20 @@ def _horizon(lengths: Sequence[int], accuracies: Sequence[float], train_length: 
 
 
 def dilution_caption(encoding: str, attention: str, lengths: Sequence[int], accuracies: Sequence[float],
-                     predicted: Sequence[float], train_length: int, verdict: Verdict | None) -> str:
+                     predicted: Sequence[float], train_length: int, verdict: Verdict | None,
+                     accuracy_low: Sequence[float] | None = None, target_mass: Sequence[float] | None = None,
+                     vote_accuracy: Sequence[float | None] | None = None, samples: int | None = None,
+                     recurrences: Sequence[NearRecurrence] | None = None, searched_to: int | None = None) -> str:
     """Accuracy against length: the run's points, its horizon, the prediction's largest miss, and
     whether it bears out C1/C6 (RoPE with softmax extrapolates) or C1/C7 (a learned table, linear attention
-    do not), as lengen_core.claims says for its encoding and attention; no claim for the other encodings."""
+    do not), as lengen_core.claims says for its encoding and attention; no claim for the other encodings.
+
+    C1 is judged over every measured length past training (`accuracy_low`: where it reaches chance, by the
+    verdict's interval rule); each step of accuracy larger than ACCURACY_STEP between neighbouring lengths is
+    named, with the carrier's near-recurrence between them where one is listed (`recurrences`, searched up to
+    `searched_to`), and a run with such a step is not said to decay gracefully (C6). With the ideal vote
+    readout's accuracy (`vote_accuracy`, on the same sequences, `samples` each) and `target_mass`, a sentence
+    says whether the readout or the attention limits (`readout_text`)."""
     chance = verdict.chance if verdict is not None else None
     points = accuracy_points(lengths, accuracies, train_length)
     text = f"this run: {points}" + (f"; chance {share(chance)}" if chance is not None else "") + ". "
@@ -52,24 +71,85 @@ def dilution_caption(encoding: str, attention: str, lengths: Sequence[int], accu
     worst = int(np.argmax(gaps))
     text += (f"The dashed prediction, from the weights alone, is within {gaps[worst]:.2f} of the measured "
              f"accuracy at every length (largest gap at L = {lengths[worst]:,}). ")
+    readout = ""
+    if vote_accuracy is not None and target_mass is not None and samples is not None and chance is not None:
+        readout = readout_text(lengths, accuracies, vote_accuracy, target_mass, samples, chance, train_length)
+        readout = f" {readout}" if readout else ""
     if verdict is not None and not verdict.learned:
-        return text + _partial_learner(verdict, lengths, accuracies, train_length)
+        return text + _partial_learner(verdict, lengths, accuracies, train_length) + readout
     beyond = [a for n, a in zip(lengths, accuracies, strict=True) if n >= 2 * train_length]
     holds_at_2x = bool(beyond) and beyond[0] >= ACCURACY_BAR
     expected = expectation(encoding, attention)
     if expected.accuracy == "extrapolates":
-        return text + ("As C1 and C6 say, RoPE keeps its rule past the training length and decays by dilution."
-                       if holds_at_2x else
-                       "This RoPE run does NOT bear out C1: it is already below "
-                       f"{ACCURACY_BAR} at twice its training length.")
+        return text + _extrapolates(lengths, accuracies, accuracy_low, chance, train_length, recurrences,
+                                    searched_to) + readout
     if expected.accuracy is None:  # ALiBi, sinusoidal or no positions with softmax: the lab claims nothing
         return text + (f"No claim covers {encoding} with {attention} attention: this run "
                        + (f"still holds {ACCURACY_BAR} at twice its training length." if holds_at_2x else
-                          "does not extrapolate."))
+                          "does not extrapolate.")) + readout
     if holds_at_2x:
         return text + (f"Unlike the claim for {encoding} with {attention} attention ({expected.accuracy_claim}), "
-                       f"this run still holds {ACCURACY_BAR} at twice its training length.")
-    return text + f"As {expected.accuracy_claim} says for {encoding} with {attention} attention, it does not extrapolate."
+                       f"this run still holds {ACCURACY_BAR} at twice its training length.") + readout
+    return (text + f"As {expected.accuracy_claim} says for {encoding} with {attention} attention, it does not "
+            "extrapolate." + readout)
+
+
+def _extrapolates(lengths: Sequence[int], accuracies: Sequence[float], lows: Sequence[float] | None,
+                  chance: float | None, train_length: int, recurrences: Sequence[NearRecurrence] | None,
+                  searched_to: int | None) -> str:
+    """C1 over every length past training, then C6: graceful only without a step; each step named."""
+    L = train_length
+    past = [(n, a) for n, a in zip(lengths, accuracies, strict=True) if n > L]
+    top = horizon(lengths, accuracies, ACCURACY_BAR)
+    if not past or top is None or top <= L:
+        where = f" at {past[0][0]:,} ({times(past[0][0], L)})" if past else ""
+        return f"This RoPE run does NOT bear out C1: it is already below {ACCURACY_BAR} past its training length{where}."
+    if lows is None or chance is None:  # no interval to tell chance by: the horizon alone
+        c1 = f"RoPE keeps its rule past the training length up to {top:,} ({times(top, L)}) (C1)."
+    else:
+        c1 = extrapolation_text(lengths, accuracies, lows, chance, L, top, named=False)  # `_horizon` named it
+    found = [s for s in steps(lengths, accuracies) if s[0] >= L]
+    if not found:
+        return c1 + (f" Past it, accuracy changes by at most {ACCURACY_STEP} between neighbouring lengths measured: "
+                     "a gradual decay, as C6 says.")
+    named = "; ".join(step_text(s, L, recurrences, searched_to) for s in found)
+    return c1 + f" Its decay is NOT gradual (C6): accuracy steps by more than {ACCURACY_STEP} {named}."
+
+
+def readout_text(lengths: Sequence[int], accuracies: Sequence[float], vote_accuracy: Sequence[float | None],
+                 target_mass: Sequence[float], samples: int, chance: float, train_length: int) -> str:
+    """Which one limits past training, the model's readout or its attention, from the ideal vote readout's
+    accuracy on the same sequences (the most attended token answers). Readout-limited: p > 2/V
+    (FLOOR_TIMES_CHANCE/V, where the target's own weight outweighs twice a token's share) and the model at
+    chance (the verdict's interval rule) while the vote readout's 95% interval lies above the model's; ''
+    where the vote readout was not measured (numbers stored before it was)."""
+    rows = [(n, a, v, p) for n, a, v, p in zip(lengths, accuracies, vote_accuracy, target_mass, strict=True)
+            if n > train_length and v is not None and not (isinstance(v, float) and np.isnan(v))]
+    if not rows:
+        return ""
+    floor = FLOOR_TIMES_CHANCE * chance
+    interval = [(n, a, v, p, wilson_interval(round(a * samples), samples), wilson_interval(round(v * samples), samples))
+                for n, a, v, p in rows]
+    limited = [(n, a, v, p) for n, a, v, p, (a_low, a_high), (v_low, _) in interval
+               if p > floor and a_low <= chance + CHANCE_TOLERANCE and v_low > a_high]
+    if limited:
+        n, a, v, p = limited[0]
+        others = f" (and at {len(limited) - 1} longer length{'s' * (len(limited) > 2)})" if len(limited) > 1 else ""
+        return (f"Readout-limited at {n:,} ({times(n, train_length)}){others}: p = {share(p)} is above 2/V = "
+                f"{share(floor)}, yet the model's accuracy {share(a)} is at chance, while the ideal vote readout "
+                f"(the most attended token answers) scores {share(v)} on the same sequences: there the model's "
+                "readout limits, not dilution.")
+    below = [row for row in interval if row[1] < ACCURACY_BAR]
+    if not below:
+        return (f"The ideal vote readout (the most attended token answers) scores {share(min(r[2] for r in rows))} "
+                "or more past training, like the model: nothing limits yet at these lengths.")
+    n, a, v, _, (_, a_high), (v_low, _) = below[-1]  # the longest length where the model is below the bar
+    if v_low > a_high:
+        return (f"At {n:,} the ideal vote readout (the most attended token answers) scores {share(v)} against the "
+                f"model's {share(a)} on the same sequences: the readout loses more than the attention does.")
+    return (f"At {n:,} the ideal vote readout (the most attended token answers) scores {share(v)} against the "
+            f"model's {share(a)} on the same sequences, their 95% intervals overlapping: the attention limits "
+            "(dilution), not the readout.")
 
 
 def _partial_learner(verdict: Verdict, lengths: Sequence[int], accuracies: Sequence[float], train_length: int) -> str:

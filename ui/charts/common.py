@@ -18,6 +18,7 @@ from lengen_core.thresholds import ACCURACY_BAR
 HEIGHT = 380
 MAP_HEIGHT = 500  # a square heatmap: as tall as a stacked chart on a 1024 px screen is wide
 MEASURED, PREDICTED, FITTED, REFERENCE = "#1f77b4", "#ff7f0e", "#2ca02c", "#7f7f7f"
+VOTE = "#9467bd"  # the ideal vote readout (the most attended token answers), beside the model's accuracy
 
 
 def _layout(figure: go.Figure, title: str, x: str, y: str | None, height: int = HEIGHT) -> go.Figure:
@@ -267,10 +268,18 @@ def singular_values(values: np.ndarray, rank: int) -> go.Figure:
 
 
 def dilution(table: pd.DataFrame, fit_table: pd.DataFrame | None, chance: float) -> go.Figure:
-    """Measured accuracy (Wilson band) and target mass, the prediction and the fitted law, on log x."""
+    """Measured accuracy (Wilson band) and target mass, the ideal vote readout's accuracy on the same sequences
+    (where measured), the prediction and the fitted law, on log x."""
     n = table["length"]
     figure = go.Figure()
     band(figure, n, table["accuracy_low"], table["accuracy_high"], MEASURED, legendgroup="accuracy")
+    if "vote_accuracy" in table.columns and table["vote_accuracy"].notna().any():  # not in numbers stored before it;
+        # drawn under the model's line (where both are near 1 the model's shows), listed last in the legend
+        figure.add_scatter(x=n, y=table["vote_accuracy"], mode="markers+lines", name="ideal vote readout",
+                           line=dict(color=VOTE, width=2), marker=dict(symbol="square", size=6), legendrank=1001,
+                           customdata=table[["samples"]].to_numpy(),
+                           hovertemplate=hover("L = %{x:,}", "ideal vote readout %{y:.3f} (the most attended token "
+                                               "answers, on the same sequences)", "n = %{customdata[0]:,} sequences"))
     customdata, template = accuracy_hover(table)
     figure.add_scatter(x=n, y=table["accuracy"], mode="markers+lines", name="accuracy measured",
                        line_color=MEASURED, legendgroup="accuracy", customdata=customdata, hovertemplate=template)

@@ -21,7 +21,7 @@ import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
 from lengen_core.config import ConfigError
-from ui.analyses import CARRIER_SEARCH, head_attention, heads, length_multiples, sequence_evaluation
+from ui.analyses import CARRIER_SEARCH, dilution_look_for, head_attention, heads, length_multiples, sequence_evaluation
 from ui.captions import accuracy as accuracy_captions
 from ui.captions import attention as attention_captions
 from ui.captions import mechanism as mechanism_captions
@@ -154,11 +154,10 @@ def _dilution(step: Step):
 
 
 def dilution_chart(step: Step, presenting: Projector | None) -> None:
-    run, lengths, table, fit_table, _ = _dilution(step)
+    run, _, table, fit_table, _ = _dilution(step)
     task = run.config.task
     _draw(charts.dilution(table, fit_table, 1 / task.vocab_size),
-          readouts.dilution_caption(run.config.model.encoding, run.config.model.attention, lengths, table["accuracy"],
-                                    table["predicted_accuracy"], task.train_length, run.verdict),
+          dilution_look_for(run, table),
           table, "dilution", run.run_id, presenting)
 
 
@@ -179,8 +178,7 @@ def horizon(step: Step, presenting: Projector | None) -> None:
                  notes=presenting.notes if presenting else None)
     _draw(charts.dilution(  # the accuracy the horizon is read from, without the law
         table, None, 1 / run.config.task.vocab_size),
-        readouts.dilution_caption(run.config.model.encoding, run.config.model.attention, lengths, table["accuracy"],
-                                  table["predicted_accuracy"], run.config.task.train_length, run.verdict),
+        dilution_look_for(run, table),
         table, "horizon-accuracy", run.run_id, presenting and replace(presenting, notes=None))
 
 
