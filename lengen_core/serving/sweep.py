@@ -248,7 +248,7 @@ def measure_run(run, lengths: Sequence[int], samples: int) -> dict[str, Any]:
     record["fit_status"] = m.fit.status
     if m.fit.fit is not None:
         record.update(m_out=m.fit.fit.m_out, m_out_low=m.fit.fit.m_out_low, m_out_high=m.fit.fit.m_out_high)
-    carrier = extract_carrier(model, config, search_length=search, samples=256)
+    carrier = extract_carrier(model, config, search_length=search)
     record.update(argmax_offset=int(carrier.argmax_offset), carrier_margin=float(carrier.margin))
     record["measured_horizon"] = None if m.measured_horizon is None else m.measured_horizon.length
     record["predicted_horizon"] = None if m.predicted_horizon is None else m.predicted_horizon.length
@@ -567,7 +567,7 @@ def sweep_seconds(grid: SweepGrid) -> float:
         if config.single_head:
             total += budget.single_head_evaluation_cost(config, grid.lengths, grid.samples).seconds
             total += budget.prediction_cost(config, sorted({L, *grid.lengths})).seconds
-            total += budget.carrier_cost(config, 4 * L, samples=256).seconds
+            total += budget.carrier_cost(config, 4 * L).seconds
         else:
             total += budget.evaluation_cost(config, grid.lengths, grid.samples, tokens_per_batch(config)).seconds
     return total
