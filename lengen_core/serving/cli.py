@@ -460,7 +460,7 @@ def _summary(result: dict[str, Any]) -> str:
     if "baseline_range" in result:
         spread = result["baseline_range"]
         lines.append(f"untrained range over {spread['seeds']} initialisations (seeds from {spread['first_seed']}): "
-                     + ", ".join(f"{k} {v[0]:g}–{v[1]:g}" for k, v in spread.items() if isinstance(v, list)))
+                     + ", ".join(f"{k} {v[0]:g} to {v[1]:g}" for k, v in spread.items() if isinstance(v, list)))
     if "near_recurrences" in result:
         lines.append(f"near_recurrences: {len(result['near_recurrences'])} (first offsets "
                      f"{[r['offset'] for r in result['near_recurrences'][:5]]})")
