@@ -190,7 +190,10 @@ def spectrum_caption(amplitudes: np.ndarray, active: int, active_untrained: int)
 def untrained_text(value: float, spread: tuple[float, float] | None, form: str) -> str:
     """'0.108 (0.044–0.430)': the run's own initialisation, then the range over initialisations."""
     own = format(value, form)
-    return own if spread is None else f"{own} ({format(spread[0], form)}–{format(spread[1], form)})"
+    if spread is None:
+        return own
+    low, high = format(spread[0], form), format(spread[1], form)
+    return f"{own} ({low} to {high})" if spread[0] < 0 else f"{own} ({low}–{high})"
 
 
 def baseline_note(spread: BaselineRange | None) -> str:
