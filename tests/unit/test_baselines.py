@@ -10,6 +10,10 @@ when it lies inside that range.
 from __future__ import annotations
 
 import dataclasses
+import io
+import json
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -26,6 +30,7 @@ from lengen_core.analysis.evaluate import sequence_tokens
 from lengen_core.claims import expectation
 from lengen_core.config import RunConfig, with_changes
 from lengen_core.models.initial import initial_model
+from lengen_core.serving import cli
 from ui.captions import mechanism, readouts
 
 FINDING = dict(vocab_size=40, offset=11, train_length=40, seed=9)  # the config of issue 27's finding 4
@@ -120,3 +125,40 @@ def test_the_findings_trained_runs_are_not_said_to_have_changed(trained, encodin
         assert found.baseline_range.contains("toeplitz_fraction", found.toeplitz_fraction) \
             or found.toeplitz_fraction < found.baseline_range.toeplitz_fraction[0]
     assert "more a function of t − u" not in caption
+
+
+# --- docs/science.md §6: figures that reproduce ----------------------------------------------------------
+
+SCIENCE = Path(__file__).resolve().parents[2] / "docs" / "science.md"
+ROW = re.compile(r"^\| [^|]*`(?P<field>[\w.]+)` \| (?P<value>[\d.–]+) \| `python -m lengen_core (?P<command>--json carrier [^`]+)` \|$")
+
+
+def _doc_rows() -> list[tuple[str, str, list[str]]]:
+    """(JSON field, the value as written, the command's arguments) for each row of §6's table whose command
+    is a `carrier` of a preset run."""
+    rows = [ROW.match(line) for line in SCIENCE.read_text(encoding="utf-8").splitlines()]
+    return [(m["field"], m["value"], m["command"].split()) for m in rows if m]
+
+
+def _close(written: str, measured: float) -> bool:
+    """The doc's number to its last digit: 0.065 stands for [0.0645, 0.0655], 20 for 20."""
+    decimals = len(written.split(".")[1]) if "." in written else 0
+    return abs(float(written) - measured) <= 0.5 * 10**-decimals + 1e-12
+
+
+def test_the_docs_carrier_figures_are_what_the_command_prints():
+    rows = _doc_rows()
+    assert len(rows) >= 8, "docs/science.md §6 lost its table of figures with their commands"
+    printed: dict[tuple[str, ...], dict] = {}
+    for field, written, argv in rows:
+        if tuple(argv) not in printed:
+            out = io.StringIO()
+            assert cli.main(argv, stdout=out) == 0
+            printed[tuple(argv)] = json.loads(out.getvalue())
+        value = printed[tuple(argv)]
+        for key in field.split("."):
+            value = value[key]
+        expected = written.split("–")
+        measured = value if isinstance(value, list) else [value]
+        assert len(expected) == len(measured), (field, written, value)
+        assert all(_close(w, v) for w, v in zip(expected, measured, strict=True)), (field, written, value)
