@@ -103,7 +103,7 @@ chart(compare_charts.carrier_overlay(carriers, [c.task.train_length for c in con
                                      [c.task.offset for c in configs.values()],
                                      "Carriers s(Δ), each scaled to its peak" if scaled else "Carriers s(Δ), each minus its mean",
                                      "s(Δ) / peak" if scaled else "s(Δ) − mean (nats)"),
-      f"{alignment}. Analytic carriers are read from the weights at every Δ; measured ones are mean recorded logits.",
+      f"{alignment}. Analytic carriers are read from the weights at every Δ; measured ones are the expected logit at each offset, also computed from the weights.",
       carriers, "compare-carriers")
 
 st.subheader("Key numbers")
@@ -127,7 +127,7 @@ MEANINGS = {  # what each key number is, listed under the table
           f"{BASELINE_SEEDS} initialisations of the same config: a "
           "trained value inside it is no change. Exact, from the weights.",
     "argmax Δ": "Where the carrier s(Δ) peaks in the training range; k when aligned.",
-    "carrier": "analytic: read from the weights; measured: mean recorded logits.",
+    "carrier": "analytic: read from the weights; measured: the expected logit at each offset, from the weights.",
     "samples": "Random sequences per length behind every number.",
 }
 by_quantity = compare_charts.by_quantity(numbers)

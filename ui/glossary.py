@@ -111,8 +111,8 @@ ENTRIES = (
           "(by bisection, up to 2^20 tokens) and measured on the lengths evaluated; training a run longer can move it."),
     Entry("carrier", "Carrier s(Δ)",
           "The head's average score for a key Δ places before the query, averaged over every query and key token. "
-          "With RoPE it is read from the weights at any Δ (analytic); for other encodings it is the mean recorded "
-          "score at each offset (measured), and for a learned table only over the training range, whose rows alone "
+          "With RoPE it is read from the weights at any Δ (analytic); for other encodings it is the expected "
+          "score at each offset over random tokens, also computed from the weights (measured), and for a learned table only over the training range, whose rows alone "
           "were trained."),
     Entry("alignment", "Alignment and margin",
           "The margin is s(k) minus the largest s(Δ) at any other offset inside the training range. The carrier is "

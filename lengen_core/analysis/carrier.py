@@ -7,8 +7,8 @@ and key token b at offset Δ = t − u the logit is
 
 a function of Δ alone (C3), read straight from E, W_Q and W_K at any Δ, no forward pass. Its token
 average s(Δ) = Σ_j A_j cos(ω_jΔ + φ_j) is the carrier; S_tu = s(t − u) has rank ≤ 2·(active
-frequencies) (C5). Encodings without this closed form get a carrier measured from recorded logits:
-the mean logit at each offset.
+frequencies) (C5). Encodings without this closed form get a measured carrier: the expected logit at
+each offset, from the expected logit matrix (`expected_logit_matrix`, exact, no sampled sequences).
 
 The model may be on any device. What is computed from the weights alone (the coefficients, the
 carrier, the near-recurrences) is taken to the CPU and computed there in float64; forward passes
@@ -144,7 +144,7 @@ class BaselineRange:
 
 @dataclass(frozen=True)
 class Carrier:
-    source: str  # "analytic" (RoPE, from the weights) or "measured" (mean recorded logits)
+    source: str  # "analytic" (RoPE, from the weights) or "measured" (the expected logit matrix, also from the weights)
     offsets: np.ndarray  # Δ = 0 … n-1 (a learned table: only the offsets seen in training)
     values: np.ndarray  # s(Δ)
     frequencies: np.ndarray  # spectrum: ω_j (analytic) or FFT frequencies in rad/token (measured)
@@ -194,7 +194,8 @@ def expected_logit_matrix(model: torch.nn.Module, length: int) -> np.ndarray:
     (R the rotation, the identity without RoPE) and A = W_Q W_Kᵀ/√D:
     - t ≠ u, independent tokens: E[q_t·k_u]/√D = R_t((ē + p_t) W_Q)·R_u((ē + p_u) W_K)/√D, ē the mean row of E;
     - t = u, the same token: R_t is a rotation, so q_t·k_t = x_t A x_tᵀ, averaged over the V tokens;
-    plus the encoding's bias. This is what `mean_logit_matrix` estimates from samples, without its noise."""
+    plus the encoding's bias, all times an inference rule's logit scale where one is set. This is what
+    `mean_logit_matrix` estimates from samples, without its noise."""
     E, W_Q, W_K = (w.detach().cpu().double() for w in (model.embed, model.W_Q, model.W_K))
     positions = torch.arange(length)
     on_device = positions.to(model.embed.device)  # a position table or bias lives on the model's device
@@ -212,6 +213,9 @@ def expected_logit_matrix(model: torch.nn.Module, length: int) -> np.ndarray:
     bias = model.encoding.bias(on_device, on_device)  # (H, T, T) or None
     if bias is not None:
         matrix = matrix + bias[0].detach().cpu().double()
+    scale = model.encoding.logit_scale(on_device)  # (T,) an inference rule's factor per query, or None
+    if scale is not None:
+        matrix = matrix * scale.detach().cpu().double()[:, None]
     return matrix.numpy()
 
 

@@ -27,6 +27,7 @@ from lengen_core.analysis.carrier import (
     toeplitz_fraction,
 )
 from lengen_core.analysis.evaluate import sequence_tokens
+from lengen_core.analysis.rules import make_rule, under_rule
 from lengen_core.claims import expectation
 from lengen_core.config import RunConfig, with_changes
 from lengen_core.models.initial import initial_model
@@ -44,13 +45,17 @@ def _toeplitz(found) -> str:
                                       spread.toeplitz_fraction, config_relative, spread.seeds)
 
 
-@pytest.mark.parametrize("encoding", ["rope", "learned", "sinusoidal", "alibi"])
-def test_the_expected_logit_matrix_is_what_sampled_sequences_average_to(encoding):
+@pytest.mark.parametrize(("encoding", "rule"), [("rope", None), ("learned", None), ("sinusoidal", None),
+                                               ("alibi", None), ("rope", "log-n"), ("sinusoidal", "pi")])
+def test_the_expected_logit_matrix_is_what_sampled_sequences_average_to(encoding, rule):
     """The closed form against the mean of the head's own recorded logits over 2,048 sequences: every
-    entry within 5 standard errors of that mean (the errors measured from the same samples)."""
+    entry within 5 standard errors of that mean (the errors measured from the same samples); under an
+    inference rule too (log-n scales each query's logits, PI moves the positions)."""
     config = with_changes(RunConfig(), encoding=encoding, d_model=32, qk_init=1.0, **FINDING)
+    L, samples = (24, 2_048) if rule is None else (64, 2_048)  # a rule acts past the training length, 40
     model = initial_model(config).eval()
-    L, samples = 24, 2_048
+    if rule is not None:
+        model = under_rule(model, make_rule(rule), 4 * config.task.train_length)
     exact = expected_logit_matrix(model, L)
     tokens = sequence_tokens(3, L, samples, config.task.vocab_size)
     with torch.no_grad():
@@ -162,3 +167,14 @@ def test_the_docs_carrier_figures_are_what_the_command_prints():
         measured = value if isinstance(value, list) else [value]
         assert len(expected) == len(measured), (field, written, value)
         assert all(_close(w, v) for w, v in zip(expected, measured, strict=True)), (field, written, value)
+
+
+def test_an_inference_rules_logit_scale_multiplies_each_querys_expected_logits():
+    """log-n changes no position, only each query's scale (1 up to L_train, then log n / log L_train)."""
+    config = with_changes(RunConfig(), d_model=32, **FINDING)
+    model = initial_model(config).eval()
+    ruled = under_rule(model, make_rule("log-n"), 4 * config.task.train_length)
+    scale = ruled.encoding.logit_scale(torch.arange(64)).double().numpy()
+    assert scale.max() > 1.1
+    np.testing.assert_allclose(expected_logit_matrix(ruled, 64), expected_logit_matrix(model, 64) * scale[:, None],
+                               rtol=1e-6, atol=0)
