@@ -37,12 +37,11 @@ from ui.captions import mechanism, readouts
 FINDING = dict(vocab_size=40, offset=11, train_length=40, seed=9)  # the config of issue 27's finding 4
 
 
-def _toeplitz(found) -> str:
-    """The Compare page's Toeplitz caption for a single-head carrier."""
-    config_relative = found.source == "analytic"
+def _toeplitz(found, encoding: str) -> str:
+    """The Compare page's Toeplitz caption for a single-head carrier of `encoding`."""
     spread = found.baseline_range
     return mechanism.toeplitz_caption("run", found.toeplitz_fraction, found.baseline.toeplitz_fraction,
-                                      spread.toeplitz_fraction, config_relative, spread.seeds)
+                                      spread.toeplitz_fraction, expectation(encoding, "softmax").relative, spread.seeds)
 
 
 @pytest.mark.parametrize(("encoding", "rule"), [("rope", None), ("learned", None), ("sinusoidal", None),
@@ -99,9 +98,8 @@ def test_a_rope_head_whose_logits_grew_is_not_said_to_have_changed_its_toeplitz_
         model.W_Q.mul_(30.0)
     found = extract_carrier(model, config, search_length=64)
     assert found.toeplitz_fraction == pytest.approx(found.baseline.toeplitz_fraction, abs=1e-9)
-    caption = _toeplitz(found)
+    caption = _toeplitz(found, "rope")
     assert "equivariant by construction" in caption and "training made" not in caption
-    assert expectation("rope", "softmax").relative
 
 
 def test_a_caption_calls_a_toeplitz_difference_a_change_only_outside_the_untrained_range():
@@ -110,10 +108,10 @@ def test_a_caption_calls_a_toeplitz_difference_a_change_only_outside_the_untrain
     low, high = found.baseline_range.toeplitz_fraction
     for trained in (low, (low + high) / 2, high):
         moved = dataclasses.replace(found, metrics=dataclasses.replace(found.metrics, toeplitz_fraction=trained))
-        assert "training made" not in _toeplitz(moved)
+        assert "training made" not in _toeplitz(moved, "sinusoidal")
         assert "not a change training made" in readouts.toeplitz_reading(trained, found.baseline_range, False)
     above = dataclasses.replace(found, metrics=dataclasses.replace(found.metrics, toeplitz_fraction=high + 0.01))
-    assert "more a function of t − u" in _toeplitz(above)
+    assert "more a function of t − u" in _toeplitz(above, "sinusoidal")
 
 
 @pytest.mark.slow
@@ -123,7 +121,7 @@ def test_the_findings_trained_runs_are_not_said_to_have_changed(trained, encodin
     one key. Sampled baselines made both captions say 'training made its logits more a function of t − u'."""
     run = trained(encoding=encoding, **FINDING)
     found = extract_carrier(run.model, run.config, search_length=64)
-    caption = _toeplitz(found)
+    caption = _toeplitz(found, encoding)
     if encoding == "rope":
         assert "equivariant by construction" in caption
     else:
