@@ -38,6 +38,7 @@ MAX_STEPS = 50_000
 MAX_BATCH_SIZE = 4_096
 MAX_EVAL_LENGTH = 1 << 20
 MAX_EVAL_SAMPLES = 4_096
+MAX_SEED = 2**31 - 1
 MAX_SWEEP_LENGTHS = 64  # lengths in one evaluation or prediction request
 MAX_SWEEP_TOKENS = 1 << 31  # samples × the sum of the lengths in one evaluation request (~1 min of 2 cores)
 RUN_ID = re.compile(r"[a-z0-9][a-z0-9._-]{0,127}")  # a stored run's id (no separators; '..' excluded apart)
@@ -121,7 +122,7 @@ _SETTINGS = {
     "batch_size": ("batch size", "batch-size", "batch", False, 1, MAX_BATCH_SIZE),
     "learning_rate": ("learning rate", "lr", "lr", True, 1e-6, 1.0),
     "weight_decay": ("weight decay", "weight-decay", "weight_decay", False, 0.0, 1.0),
-    "seed": ("seed", "seed", "seed", True, 0, 2**31 - 1),
+    "seed": ("seed", "seed", "seed", True, 0, MAX_SEED),
     "target_accuracy": ("target accuracy", "target-accuracy", "target_accuracy", False, 0.0, 1.0),
     "patience": ("patience", "patience", "patience", False, 1, MAX_STEPS),
     "keep_training": ("keep training", "keep-training", "keep_training", False, None, None),

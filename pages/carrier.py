@@ -4,6 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from lengen_core.analysis.carrier import ALIGNMENT_MARGIN
+from lengen_core.claims import expectation
 from lengen_core.config import ConfigError
 from ui.analyses import CARRIER_SEARCH
 from ui.captions import readouts
@@ -42,21 +43,26 @@ except ConfigError as error:  # over this server's budget (lengen_core.serving.b
     st.stop()
 trained, untrained = result.metrics, result.baseline
 
-st.markdown("Each number beside the same number for this config's **untrained initialisation** (same seed): "
-            "what training changed, not what the encoding gives for free.")
+spread = result.baseline_range
+st.markdown(readouts.baseline_note(spread))
 a, b, c, d = st.columns(4)
 a.metric("Alignment", "yes" if trained.aligned else "no", delta=f"untrained: {'yes' if untrained.aligned else 'no'}",
          delta_color="off", delta_arrow="off", help=f"The peak of s(Δ) in the training range is at k = {result.offset} and beats every "
                                  f"other offset there by at least {ALIGNMENT_MARGIN:g} nat.")
-b.metric("Margin at k (nats)", f"{trained.margin:+.2f}", delta=f"untrained: {untrained.margin:+.2f}",
+b.metric("Margin at k (nats)", f"{trained.margin:+.2f}",
+         delta=f"untrained: {readouts.untrained_text(untrained.margin, spread and spread.margin, '+.2f')}",
          delta_color="off", delta_arrow="off", help="s(k) minus the largest s(Δ) at any other offset of the training range.")
-c.metric("Effective rank", trained.effective_rank, delta=f"untrained: {untrained.effective_rank}",
+c.metric("Effective rank", trained.effective_rank,
+         delta=f"untrained: {readouts.untrained_text(untrained.effective_rank, spread and spread.effective_rank, 'd')}",
          delta_color="off", delta_arrow="off", help="Singular values keeping 99% of the energy of the centred positional matrix (C5).")
-d.metric("Toeplitz fraction", f"{trained.toeplitz_fraction:.3f}", delta=f"untrained: {untrained.toeplitz_fraction:.3f}",
-         delta_color="off", delta_arrow="off", help="Energy of the centred mean logit matrix kept when each diagonal is replaced by its "
-                                 "mean. It measures equivariance (C3), not a learned rule: an untrained RoPE head is "
-                                 "near 1 too, and so are NoPE and ALiBi heads that learned nothing.")
-st.caption(f"Carrier source: **{result.source}** ({'read from the weights, no forward pass' if result.source == 'analytic' else 'mean recorded logit at each offset'}); "
+d.metric("Toeplitz fraction", f"{trained.toeplitz_fraction:.3f}",
+         delta=f"untrained: {readouts.untrained_text(untrained.toeplitz_fraction, spread and spread.toeplitz_fraction, '.3f')}",
+         delta_color="off", delta_arrow="off", help="Energy of the centred expected logit matrix kept when each diagonal is replaced by "
+                                 "its mean. It measures equivariance (C3), not a learned rule: a RoPE, NoPE or ALiBi "
+                                 "head is exactly 1 for any weights, trained or not.")
+st.caption(readouts.toeplitz_reading(trained.toeplitz_fraction, spread,
+                                     expectation(run.config.model.encoding, run.config.model.attention).relative))
+st.caption(f"Carrier source: **{result.source}** ({'read from the weights, no forward pass' if result.source == 'analytic' else 'expected logit at each offset, computed from the weights'}); "
            f"argmax offset {trained.argmax_offset} (untrained {untrained.argmax_offset}); active frequencies "
            f"{trained.active_frequencies} (untrained {untrained.active_frequencies}).")
 
@@ -73,6 +79,7 @@ with left:
 with right:
     chart(charts.singular_values(result.singular_values, trained.effective_rank),
           readouts.rank_caption(trained.effective_rank, untrained.effective_rank, len(result.singular_values),
+                                spread and spread.effective_rank,
                                 result.source == "analytic" and trained.aligned and bool(run.verdict and run.verdict.learned)),
           pd.DataFrame({"index": range(1, len(result.singular_values) + 1), "singular_value": result.singular_values}),
           "singular-values", run.run_id)

@@ -3,6 +3,7 @@
 import pandas as pd
 import streamlit as st
 
+from lengen_core.analysis.carrier import BASELINE_SEEDS
 from lengen_core.claims import expectation
 from lengen_core.config import ConfigError
 from lengen_core.thresholds import ACCURACY_BAR
@@ -102,7 +103,7 @@ chart(compare_charts.carrier_overlay(carriers, [c.task.train_length for c in con
                                      [c.task.offset for c in configs.values()],
                                      "Carriers s(Δ), each scaled to its peak" if scaled else "Carriers s(Δ), each minus its mean",
                                      "s(Δ) / peak" if scaled else "s(Δ) − mean (nats)"),
-      f"{alignment}. Analytic carriers are read from the weights at every Δ; measured ones are mean recorded logits.",
+      f"{alignment}. Analytic carriers are read from the weights at every Δ; measured ones are the expected logit at each offset, also computed from the weights.",
       carriers, "compare-carriers")
 
 st.subheader("Key numbers")
@@ -122,19 +123,22 @@ MEANINGS = {  # what each key number is, listed under the table
     "Toeplitz": "Toeplitz fraction of the centred mean logit "
           "matrix: 1 means the logit depends on t − u alone.",
     "Toeplitz untrained": "The same metric for the run's "
-          "untrained initialisation.",
+          "untrained initialisation, and in brackets its range over "
+          f"{BASELINE_SEEDS} initialisations of the same config: a "
+          "trained value inside it is no change. Exact, from the weights.",
     "argmax Δ": "Where the carrier s(Δ) peaks in the training range; k when aligned.",
-    "carrier": "analytic: read from the weights; measured: mean recorded logits.",
+    "carrier": "analytic: read from the weights; measured: the expected logit at each offset, from the weights.",
     "samples": "Random sequences per length behind every number.",
 }
 by_quantity = compare_charts.by_quantity(numbers)
 st.dataframe(by_quantity, hide_index=True, width="stretch", height=35 * (len(by_quantity) + 1) + 3)  # every row shown
 with st.expander("What each number means"):
     st.markdown("\n".join(f"- **{name}**: {text}" for name, text in MEANINGS.items()))
-toeplitz = "; ".join(mechanism_captions.toeplitz_caption(labels[i], r.toeplitz_fraction, r.toeplitz_baseline)
+toeplitz = "; ".join(mechanism_captions.toeplitz_caption(labels[i], r.toeplitz_fraction, r.toeplitz_baseline,
+                                                       r.toeplitz_range, r.toeplitz_relative, r.baseline_seeds)
                      for i, r in results.items())
 st.caption(f"**What to look for:** Toeplitz near 1 says the logit depends on t − u (equivariance); a RoPE head has "
-           f"that by construction, trained or not, so read it beside its untrained value: {toeplitz}. Whether a "
+           f"that by construction, trained or not, so read it beside its untrained range: {toeplitz}. Whether a "
            "rule was learned is the verdict and the carrier's peak at k (above).")
 st.download_button("Download key numbers (CSV)", numbers.to_csv(index=False).encode(), "compare-numbers.csv",
                    "text/csv", help="The table above, one row per run.")

@@ -6,7 +6,8 @@ is saved (lengen_core.serving.first_visit), into
 Theory page's optimisation experiment (C1, ui.theory.gradients): the constructed head's evaluations (in
 `precomputed/<its run id>.json`) and its two trainings, traced (`precomputed/traces/<run id>-every<N>.json`,
 read by ui.presets.shipped_trace). `--sweep`: the Sweeps page's preset sweep (ui.sweep_panels.PRESET_GRID) into
-`assets/presets/sweeps/<sweep id>/` (its cells, not its runs)."""
+`assets/presets/sweeps/<sweep id>/` (its cells, not its runs). `--carriers`: only the stored carriers of the
+presets' first-visit files, extracted again (the rest of each file kept as it is)."""
 
 from __future__ import annotations
 
@@ -14,11 +15,18 @@ import argparse
 import dataclasses
 import json
 
+from lengen_core.analysis.carrier import extract_carrier
 from lengen_core.analysis.evaluate import evaluate
 from lengen_core.measure import Shipped
 from lengen_core.models.initial import initial_model
 from lengen_core.optimisation import trace_training
-from lengen_core.serving.first_visit import allowed, first_visit_data, to_dict
+from lengen_core.serving.first_visit import (
+    FIRST_VISIT_CARRIER_SEARCH,
+    allowed,
+    carrier_to_dict,
+    first_visit_data,
+    to_dict,
+)
 from lengen_core.serving.store import RunStore, preset_store
 from lengen_core.training import train
 from ui.presets import (
@@ -72,6 +80,22 @@ def refit(run_id: str) -> bool:
     return True
 
 
+def refresh_carriers() -> None:
+    """Each preset's stored carrier extracted again, the rest of its first-visit file unchanged."""
+    for label, config in PRESETS.items():
+        path = PRECOMPUTED / f"{config.run_id()}.json"
+        if not path.exists():
+            continue
+        data = json.loads(path.read_text())
+        if "carrier" not in data:
+            continue
+        run = preset_store().load(config.run_id())
+        data["carrier"] = carrier_to_dict(extract_carrier(run.model, run.config, search_length=FIRST_VISIT_CARRIER_SEARCH),
+                                          FIRST_VISIT_CARRIER_SEARCH)
+        path.write_text(json.dumps(data))
+        print(f"{label}: carrier extracted again")
+
+
 def precompute_optimisation() -> None:
     """The optimisation experiment's numbers (ui.theory.gradients), by the calls the page makes without them."""
     config = OPTIMISATION_CONSTRUCTED  # steps 0: its weights are the construction, nothing to train or store
@@ -117,11 +141,15 @@ def main() -> None:
                         help="with --precompute: only the presets' files, not the optimisation experiment's traces")
     parser.add_argument("--refit", action="store_true",
                         help="only fit the law anew in the precomputed files whose stored law is stale (no measuring)")
+    parser.add_argument("--carriers", action="store_true", help="only extract the presets' stored carriers again")
     args = parser.parse_args()
+    if args.carriers:
+        refresh_carriers()
     if args.refit:
         for label, config in PRESETS.items():
             if (PRECOMPUTED / f"{config.run_id()}.json").exists() and refit(config.run_id()):
                 print(f"{label}: law fitted anew")
+    if args.carriers or args.refit:
         return
     if args.sweep:
         build_sweep()

@@ -169,6 +169,9 @@ class Comparison:
     carrier_source: str
     toeplitz_fraction: float
     toeplitz_baseline: float | None  # the same metric for the untrained initialisation (single head)
+    toeplitz_range: tuple[float, float] | None  # its range over BASELINE_SEEDS initialisations (single head)
+    toeplitz_relative: bool  # the encoding's logit depends on t − u alone: 1 for any weights
+    baseline_seeds: int  # initialisations behind toeplitz_range
     carrier_argmax: int
     fit: FitResult  # the dilution law (single-head retrieval runs that learned and decay)
     samples: int  # sequences per length behind every figure
@@ -219,17 +222,21 @@ def comparison(run_id: str, longest: int, samples: int, progress: Progress | Non
         found = carrier(run_id, CARRIER_SEARCH)
         offsets, values, source = found.offsets, found.values, found.source
         toeplitz, argmax, baseline = found.toeplitz_fraction, found.argmax_offset, found.baseline.toeplitz_fraction
+        spread = None if found.baseline_range is None else found.baseline_range.toeplitz_fraction
+        seeds = 0 if found.baseline_range is None else found.baseline_range.seeds
     else:
         if progress is not None:
             progress.doing("every head's carrier")
         best = max(heads(run_id), key=lambda h: (h.is_carrier, h.target_weight))
         offsets, values, source = np.arange(len(best.carrier)), best.carrier, f"measured, head L{best.layer}H{best.head}"
-        toeplitz, argmax, baseline = best.toeplitz_fraction, best.argmax_offset, None
+        toeplitz, argmax, baseline, spread, seeds = best.toeplitz_fraction, best.argmax_offset, None, None, 0
     return Comparison(
         run_id=run_id, lengths=lengths, accuracy=tuple(r.accuracy for r in reports),
         accuracy_low=tuple(r.accuracy_low for r in reports), accuracy_high=tuple(r.accuracy_high for r in reports),
         target_mass=tuple(r.target_mass for r in reports),
         predicted_mass=tuple(p.target_mass for p in m.predictions) if m.closed_form else None,
         carrier_offsets=offsets, carrier_values=values, carrier_source=source, toeplitz_fraction=toeplitz,
-        toeplitz_baseline=baseline, carrier_argmax=argmax, fit=m.fit, samples=samples, measurement=m,
+        toeplitz_baseline=baseline, toeplitz_range=spread, baseline_seeds=seeds,
+        toeplitz_relative=expectation(run.config.model.encoding, run.config.model.attention).relative,
+        carrier_argmax=argmax, fit=m.fit, samples=samples, measurement=m,
     )

@@ -111,26 +111,30 @@ ENTRIES = (
           "(by bisection, up to 2^20 tokens) and measured on the lengths evaluated; training a run longer can move it."),
     Entry("carrier", "Carrier s(Δ)",
           "The head's average score for a key Δ places before the query, averaged over every query and key token. "
-          "With RoPE it is read from the weights at any Δ (analytic); for other encodings it is the mean recorded "
-          "score at each offset (measured), and for a learned table only over the training range, whose rows alone "
+          "With RoPE it is read from the weights at any Δ (analytic); for other encodings it is the expected "
+          "score at each offset over random tokens, also computed from the weights (measured), and for a learned table only over the training range, whose rows alone "
           "were trained."),
     Entry("alignment", "Alignment and margin",
           "The margin is s(k) minus the largest s(Δ) at any other offset inside the training range. The carrier is "
           "aligned when it peaks at k by a margin of at least 1 nat: a peak at k by a hair selects nothing."),
     Entry("untrained-baseline", "Untrained baseline",
-          "The same config and seed before any training. Carrier numbers are shown beside it, so you see what "
-          "training changed rather than what the encoding gives for free."),
+          "The same config and seed before any training, shown beside each carrier number with that number's range "
+          "over 8 untrained initialisations of the config, all computed exactly from the weights. A trained number "
+          "inside that range is no change: it is what the encoding gives for free, not what training did."),
     Entry("effective-rank", "Effective rank",
           "How many singular values it takes to keep 99% of the energy of the head's positional score matrix, "
-          "after subtracting its overall mean. A small number means a simple rule (for RoPE, built from a few waves)."),
+          "after subtracting its overall mean. A small number means a simple pattern, not which kind: a RoPE carrier "
+          "built from a few waves is low rank, and so is a head pinned to one absolute key (rank 1), while the "
+          "Toeplitz fraction tells a relative rule from an absolute one."),
     Entry("spectrum", "Spectrum and active frequencies",
           "The carrier written as a sum of waves, with the amplitude of each frequency. A frequency is active when "
           "its amplitude is at least 1% of the largest."),
     Entry("toeplitz-fraction", "Toeplitz fraction",
-          "A Toeplitz matrix is constant along each diagonal, so its entries depend on t − u alone. The fraction is "
+          "A Toeplitz matrix is constant along each diagonal, so its entries depend on t − u alone, and the fraction is "
           "the share of the mean-subtracted average score matrix at the training length kept when each diagonal is "
-          "replaced by its mean: 1 shows equivariance, not a learned rule (untrained RoPE heads, and NoPE and ALiBi "
-          "heads that learned nothing, are near 1 too)."),
+          "replaced by its mean, computed exactly from the weights. RoPE, NoPE and ALiBi heads are exactly 1 for any "
+          "weights (equivariance, not a learned rule), while for a learned or sinusoidal table it shows "
+          "absolute-position structure, read against the untrained range (untrained tables differ a lot)."),
     Entry("equivariance", "Equivariance",
           "Shifting the query and the key by the same number of positions leaves their score unchanged, so only "
           "their distance t − u matters. RoPE has it by construction (Theory checks it live for shifts up to 10^6); "

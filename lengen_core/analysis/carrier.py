@@ -7,8 +7,8 @@ and key token b at offset Δ = t − u the logit is
 
 a function of Δ alone (C3), read straight from E, W_Q and W_K at any Δ, no forward pass. Its token
 average s(Δ) = Σ_j A_j cos(ω_jΔ + φ_j) is the carrier; S_tu = s(t − u) has rank ≤ 2·(active
-frequencies) (C5). Encodings without this closed form get a carrier measured from recorded logits:
-the mean logit at each offset.
+frequencies) (C5). Encodings without this closed form get a measured carrier: the expected logit at
+each offset, from the expected logit matrix (`expected_logit_matrix`, exact, no sampled sequences).
 
 The model may be on any device. What is computed from the weights alone (the coefficients, the
 carrier, the near-recurrences) is taken to the CPU and computed there in float64; forward passes
@@ -18,6 +18,7 @@ has it (not on Apple's MPS: there in float32 first). The untrained baseline runs
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -25,14 +26,14 @@ import numpy as np
 import torch
 
 from lengen_core.analysis.evaluate import sequence_tokens
-from lengen_core.config import MAX_EVAL_LENGTH, RunConfig
+from lengen_core.config import MAX_EVAL_LENGTH, MAX_SEED, RunConfig
 from lengen_core.models.encodings import NO_FLOAT64, LengthError
 from lengen_core.models.initial import initial_model
 
 RANK_ENERGY = 0.99
 ACTIVE_AMPLITUDE = 0.01  # a frequency is active when its amplitude is ≥ 1% of the largest
 MATRIX_BATCH_ELEMENTS = 1 << 24  # logits per batch when averaging the logit matrix (64 MB in float32)
-TOEPLITZ_SAMPLES = 4_096  # the mean logit matrix at the training length: sampling noise ≈ 1/64
+BASELINE_SEEDS = 8  # untrained initialisations (the run's seed and the next 7) whose range is the baseline's interval
 ALIGNMENT_MARGIN = 1.0  # nats: s(k) must beat every other offset in range by this to count as aligned
 RECURRENCE_GAP = math.log(4.0)  # a far key within this of the target logit takes ≥ 1/4 its weight
 
@@ -109,10 +110,10 @@ class CarrierMetrics:
     - aligned: the peak is at k AND the margin is at least `ALIGNMENT_MARGIN`: a peak at k by 0.02
       nats selects nothing;
     - effective_rank: singular values of the centred positional matrix keeping 99% of its energy;
-    - toeplitz_fraction: energy of the centred mean logit matrix kept when each diagonal is replaced
-      by its mean. It measures equivariance, not a learned rule: any RoPE head, trained or not, is
-      Toeplitz up to sampling noise, and so is a NoPE or ALiBi head whose only structure is the
-      query's own token at Δ = 0. Read it beside the untrained baseline of the same config.
+    - toeplitz_fraction: energy of the centred expected logit matrix kept when each diagonal is
+      replaced by its mean. It measures equivariance, not a learned rule: any RoPE, ALiBi or NoPE head,
+      trained or not, is exactly 1 (its expected logit depends on t − u alone by construction). For
+      an additive table (learned, sinusoidal) read it beside the untrained range (`BaselineRange`).
     """
 
     argmax_offset: int
@@ -124,8 +125,26 @@ class CarrierMetrics:
 
 
 @dataclass(frozen=True)
+class BaselineRange:
+    """Each metric's smallest and largest value over the untrained initialisations of one config
+    (seeds `first_seed` … `first_seed` + seeds − 1, the run's own seed first). The metrics are exact
+    for each initialisation, so the range is the spread over initialisations, not sampling noise."""
+
+    seeds: int
+    first_seed: int
+    margin: tuple[float, float]
+    effective_rank: tuple[int, int]
+    active_frequencies: tuple[int, int]
+    toeplitz_fraction: tuple[float, float]
+
+    def contains(self, name: str, value: float) -> bool:
+        low, high = getattr(self, name)
+        return low <= value <= high
+
+
+@dataclass(frozen=True)
 class Carrier:
-    source: str  # "analytic" (RoPE, from the weights) or "measured" (mean recorded logits)
+    source: str  # "analytic" (RoPE, from the weights) or "measured" (the expected logit matrix, also from the weights)
     offsets: np.ndarray  # Δ = 0 … n-1 (a learned table: only the offsets seen in training)
     values: np.ndarray  # s(Δ)
     frequencies: np.ndarray  # spectrum: ω_j (analytic) or FFT frequencies in rad/token (measured)
@@ -136,6 +155,7 @@ class Carrier:
     metrics: CarrierMetrics  # of the trained model
     baseline: CarrierMetrics  # of the same config's untrained initialisation (same seed)
     near_recurrences: tuple[NearRecurrence, ...]
+    baseline_range: BaselineRange | None = None  # over BASELINE_SEEDS initialisations (None: stored before it)
 
     # The trained model's metrics, by name (what the pages and the command line read).
     argmax_offset = property(lambda self: self.metrics.argmax_offset)
@@ -157,14 +177,46 @@ def toeplitz_fraction(matrix: np.ndarray) -> float:
     """Share of the centred energy kept when each diagonal is replaced by its mean (1 = Toeplitz)."""
     centred = matrix - matrix.mean()
     n = matrix.shape[0]
-    toeplitz = np.zeros_like(centred)
-    for d in range(-n + 1, n):
-        diagonal = np.diagonal(centred, d)
-        idx = np.arange(len(diagonal))
-        rows, cols = (idx - min(d, 0), idx + max(d, 0))
-        toeplitz[rows, cols] = diagonal.mean()
+    diagonal = (np.arange(n)[None, :] - np.arange(n)[:, None] + n - 1).ravel()  # column − row, shifted to 0 … 2n−2
+    sums = np.bincount(diagonal, weights=centred.ravel(), minlength=2 * n - 1)
+    counts = n - np.abs(np.arange(2 * n - 1) - (n - 1))  # entries on each diagonal
+    kept = float((sums**2 / counts).sum())  # Σ over diagonals of (length × mean²)
     total = float((centred**2).sum())
-    return 1.0 if total == 0 else float((toeplitz**2).sum()) / total
+    return 1.0 if total <= 1e-300 else min(1.0, kept / total)
+
+
+@torch.no_grad()
+def expected_logit_matrix(model: torch.nn.Module, length: int) -> np.ndarray:
+    """The minimal head's raw (unmasked) attention logits at positions 0 … length-1, averaged over every
+    sequence of independent uniform tokens, exactly: (T, T) float64 numpy, computed on the CPU.
+
+    With x_t = E[a] + p_t (p the position table, 0 without one), q_t = R_t(x_t W_Q), k_u = R_u(x_u W_K)
+    (R the rotation, the identity without RoPE) and A = W_Q W_Kᵀ/√D:
+    - t ≠ u, independent tokens: E[q_t·k_u]/√D = R_t((ē + p_t) W_Q)·R_u((ē + p_u) W_K)/√D, ē the mean row of E;
+    - t = u, the same token: R_t is a rotation, so q_t·k_t = x_t A x_tᵀ, averaged over the V tokens;
+    plus the encoding's bias, all times an inference rule's logit scale where one is set. This is what
+    `mean_logit_matrix` estimates from samples, without its noise."""
+    E, W_Q, W_K = (w.detach().cpu().double() for w in (model.embed, model.W_Q, model.W_K))
+    positions = torch.arange(length)
+    on_device = positions.to(model.embed.device)  # a position table or bias lives on the model's device
+    table = model.encoding.embed(on_device)
+    table = torch.zeros(length, E.shape[1], dtype=torch.float64) if table is None else table.detach().cpu().double()
+    scale = math.sqrt(W_Q.shape[1])
+    mean = E.mean(dim=0) + table  # (T, C)
+    q = model.encoding.rotate((mean @ W_Q)[None, None], positions)[0, 0]  # (T, D)
+    k = model.encoding.rotate((mean @ W_K)[None, None], positions)[0, 0]
+    matrix = q @ k.T / scale
+    A = W_Q @ W_K.T / scale
+    # mean over a of (E_a + p_t) A (E_a + p_t)ᵀ = mean_a E_a A E_aᵀ + ē A p_tᵀ + p_t A ēᵀ + p_t A p_tᵀ
+    same = (E @ A * E).sum(dim=1).mean() + table @ A @ E.mean(dim=0) + E.mean(dim=0) @ A @ table.T + (table @ A * table).sum(dim=1)
+    matrix[positions, positions] = same
+    bias = model.encoding.bias(on_device, on_device)  # (H, T, T) or None
+    if bias is not None:
+        matrix = matrix + bias[0].detach().cpu().double()
+    scale = model.encoding.logit_scale(on_device)  # (T,) an inference rule's factor per query, or None
+    if scale is not None:
+        matrix = matrix * scale.detach().cpu().double()[:, None]
+    return matrix.numpy()
 
 
 @torch.no_grad()
@@ -217,9 +269,9 @@ def _analytic_parts(model: torch.nn.Module, size: int):
     return full[size - 1 :], positional, (frequencies.numpy(), coefficients.abs().numpy())
 
 
-def _measured_parts(model: torch.nn.Module, config: RunConfig, size: int, samples: int):
-    """Other encodings: the mean recorded logit at each offset, the mean logit matrix, its FFT spectrum."""
-    positional = mean_logit_matrix(model, config, size, samples)
+def _measured_parts(model: torch.nn.Module, size: int):
+    """Other encodings: the expected logit at each offset, the expected logit matrix, its FFT spectrum."""
+    positional = expected_logit_matrix(model, size)
     values = np.array([np.diagonal(positional, -d).mean() for d in range(size)])
     amplitudes = np.abs(np.fft.rfft(values - values.mean())) * 2 / size
     return values, positional, (2 * np.pi * np.fft.rfftfreq(size), amplitudes)
@@ -232,11 +284,11 @@ def _carrier_size(model: torch.nn.Module, config: RunConfig) -> int:
     return max(128, 2 * config.task.train_length)
 
 
-def _parts(model: torch.nn.Module, config: RunConfig, samples: int):
+def _parts(model: torch.nn.Module, config: RunConfig):
     size = _carrier_size(model, config)
     if getattr(model.encoding, "rotary", False):
         return ("analytic", *_analytic_parts(model, size))
-    return ("measured", *_measured_parts(model, config, size, samples))
+    return ("measured", *_measured_parts(model, size))
 
 
 def _metrics(model, config: RunConfig, values: np.ndarray, positional: np.ndarray, amplitudes: np.ndarray):
@@ -246,8 +298,7 @@ def _metrics(model, config: RunConfig, values: np.ndarray, positional: np.ndarra
     margin = float(in_range[k] - np.delete(in_range, k).max())
     argmax = int(np.argmax(in_range))
     singular = np.linalg.svd(positional - positional.mean(), compute_uv=False)
-    samples = min(TOEPLITZ_SAMPLES, max(256, MATRIX_BATCH_ELEMENTS // (L * L)))
-    toeplitz = toeplitz_fraction(mean_logit_matrix(model, config, L, samples))
+    toeplitz = toeplitz_fraction(expected_logit_matrix(model, L))
     peak = amplitudes.max()
     metrics = CarrierMetrics(
         argmax_offset=argmax, margin=margin, aligned=argmax == k and margin >= ALIGNMENT_MARGIN,
@@ -258,23 +309,44 @@ def _metrics(model, config: RunConfig, values: np.ndarray, positional: np.ndarra
     return metrics, singular
 
 
+def untrained_metrics(config: RunConfig) -> CarrierMetrics:
+    """The metrics of `config`'s untrained initialisation (on the CPU: everything here is from the weights)."""
+    untrained = initial_model(config).eval()
+    _, values, positional, (_, amplitudes) = _parts(untrained, config)
+    return _metrics(untrained, config, values, positional, amplitudes)[0]
+
+
+def baseline_range(config: RunConfig, seeds: int = BASELINE_SEEDS) -> tuple[CarrierMetrics, BaselineRange]:
+    """The run's own initialisation's metrics, and each metric's range over `seeds` initialisations of
+    the config (its seed and the next ones; the largest seeds wrap to 0 …)."""
+    first = config.train.seed
+    found = [untrained_metrics(dataclasses.replace(config, train=dataclasses.replace(
+        config.train, seed=(first + i) % (MAX_SEED + 1)))) for i in range(seeds)]
+
+    def span(name: str):
+        values = [getattr(m, name) for m in found]
+        return min(values), max(values)
+
+    return found[0], BaselineRange(seeds=seeds, first_seed=first, margin=span("margin"),
+                                   effective_rank=span("effective_rank"),
+                                   active_frequencies=span("active_frequencies"),
+                                   toeplitz_fraction=span("toeplitz_fraction"))
+
+
 @torch.no_grad()
-def extract_carrier(
-    model: torch.nn.Module, config: RunConfig, search_length: int = 1 << 20, samples: int = 512
-) -> Carrier:
+def extract_carrier(model: torch.nn.Module, config: RunConfig, search_length: int = 1 << 20) -> Carrier:
     """The carrier, its spectrum, rank, Toeplitz fraction and near-recurrences (analytic for RoPE),
-    each metric beside the same metric of the config's untrained initialisation."""
+    each metric beside the same metric of the config's untrained initialisation and its range over
+    `BASELINE_SEEDS` initialisations. Every number is computed from the weights, exactly."""
     if isinstance(search_length, bool) or not isinstance(search_length, int) or not 1 <= search_length <= MAX_EVAL_LENGTH:
         raise LengthError(f"search length {search_length!r} is out of range: allowed 1 to {MAX_EVAL_LENGTH}")
-    source, values, positional, (frequencies, amplitudes) = _parts(model, config, samples)
+    source, values, positional, (frequencies, amplitudes) = _parts(model, config)
     metrics, singular = _metrics(model, config, values, positional, amplitudes)
-    untrained = initial_model(config).eval().to(next(model.parameters()).device)
-    _, base_values, base_positional, (_, base_amplitudes) = _parts(untrained, config, samples)
-    baseline, _ = _metrics(untrained, config, base_values, base_positional, base_amplitudes)
+    baseline, spread = baseline_range(config)
     rotary = getattr(model.encoding, "rotary", False)
     return Carrier(
         source=source, offsets=np.arange(len(values)), values=values, frequencies=frequencies,
         amplitudes=amplitudes, train_length=config.task.train_length, offset=config.task.offset,
-        singular_values=singular, metrics=metrics, baseline=baseline,
+        singular_values=singular, metrics=metrics, baseline=baseline, baseline_range=spread,
         near_recurrences=find_near_recurrences(model, config, search_length) if rotary else (),
     )

@@ -37,7 +37,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from lengen_core.analysis.argmax_count import GAUSSIAN_DRAWS
-from lengen_core.analysis.carrier import MATRIX_BATCH_ELEMENTS, TOEPLITZ_SAMPLES
+from lengen_core.analysis.carrier import BASELINE_SEEDS
 from lengen_core.analysis.dilution import DOMINANT_KEYS, KEY_CHUNK
 from lengen_core.analysis.evaluate import TOKEN_BLOCK, chunk_bytes, chunk_sizes
 from lengen_core.analysis.horizon import NEAR_MULTIPLE
@@ -212,31 +212,31 @@ def _encoding_traits(config: RunConfig) -> type:
     return ENCODING_CLASSES[config.model.encoding]
 
 
-def _mean_matrix(config: RunConfig, length: int, samples: int) -> tuple[float, float]:
-    """(floats kept, seconds) of `carrier.mean_logit_matrix`: batches of MATRIX_BATCH_ELEMENTS logits
-    through the minimal head, whose probe keeps every logit and weight of a batch."""
+def _expected_matrix(config: RunConfig, length: int) -> tuple[float, float]:
+    """(floats kept, seconds) of `carrier.expected_logit_matrix` at `length`: the mean query and key
+    at each position (length × C² multiply-adds each), their products (length² × C) and the diagonal."""
     C = config.model.d_model
-    batch = max(1, min(samples, MATRIX_BATCH_ELEMENTS // (length * length)))
-    logits = batch * length * length
-    kept = 5 * logits + 6 * batch * length * C + 2 * length * length
-    flops = samples * (4 * length * length * C + 8 * length * C)
-    return kept, _seconds(flops, samples * 12 * length * length)
+    kept = 2 * length * length + 6 * length * C + 2 * C * C
+    flops = 2 * (3 * length * C * C + length * length * C + config.task.vocab_size * C * C)
+    return kept, _seconds(flops, 4 * length * length)
 
 
-def carrier_cost(config: RunConfig, search_length: int, samples: int = 512) -> Cost:
-    """`lengen_core.analysis.carrier.extract_carrier`, for the run and its untrained baseline: the mean logit
-    matrix at L_train (and, for a measured carrier, at the offsets shown), an SVD, and for RoPE the
+def carrier_cost(config: RunConfig, search_length: int) -> Cost:
+    """`lengen_core.analysis.carrier.extract_carrier`, for the run and the `BASELINE_SEEDS` untrained
+    initialisations of its baseline range: each model's expected logit matrix at L_train (and, for a
+    measured carrier, at the offsets shown) and an SVD, all from the weights; and for RoPE the
     near-recurrence search, s_ab(Δ) for every token pair, Δ = L_train … search_length, a chunk of
     offsets at a time: V² × d_model × offsets multiply-adds."""
     V, C, L = config.task.vocab_size, config.model.d_model, config.task.train_length
     encoding = _encoding_traits(config)
     size = L if encoding.trained_positions else max(128, 2 * L)
-    kept, seconds = _mean_matrix(config, L, min(TOEPLITZ_SAMPLES, max(256, MATRIX_BATCH_ELEMENTS // (L * L))))
-    seconds += 2 * 10 * size**3 / FLOPS_PER_SECOND  # the SVDs
-    if not encoding.rotary:  # measured: the mean logit matrix at the offsets shown
-        measured, more = _mean_matrix(config, size, samples)
+    kept, seconds = _expected_matrix(config, L)
+    seconds += 10 * size**3 / FLOPS_PER_SECOND  # the SVD
+    if not encoding.rotary:  # measured: the expected logit matrix at the offsets shown
+        measured, more = _expected_matrix(config, size)
         kept, seconds = max(kept, measured), seconds + more
-    seconds *= 2  # the trained model and its untrained initialisation
+    seconds += _seconds(0, parameter_count(config))  # drawing an initialisation's weights
+    seconds *= 1 + BASELINE_SEEDS  # the trained model and the untrained initialisations
     if encoding.rotary:
         offsets = max(0, search_length - L)
         chunk = min(1 << 14, offsets)
@@ -244,7 +244,7 @@ def carrier_cost(config: RunConfig, search_length: int, samples: int = 512) -> C
         seconds += _seconds(2 * V * V * C * offsets, 3 * V * V * offsets)
     memory = BASE_BYTES + FLOAT * (kept + 2 * parameter_count(config) + 2 * size * size * 3)
     knobs = "a shorter near-recurrence search" if encoding.rotary else \
-        "a run with a shorter training length or a smaller d_model (this carrier is measured from recorded logits)"
+        "a run with a shorter training length or a smaller d_model (every metric is computed for the run and its untrained initialisations)"
     return Cost("this carrier extraction", memory, STARTUP_SECONDS + seconds, knobs)
 
 

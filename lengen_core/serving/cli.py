@@ -26,6 +26,7 @@ or shipped with a preset) where it answers the same search, instead of searching
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import sys
@@ -372,6 +373,11 @@ def command_carrier(args: argparse.Namespace, store: RunStore) -> dict[str, Any]
         "alignment_margin_needed": ALIGNMENT_MARGIN,
         **_carrier_metrics(carrier.metrics),
         "baseline": _carrier_metrics(carrier.baseline),
+        # every metric is exact (from the weights, no sampling): the interval a difference must leave is the
+        # baseline's spread over untrained initialisations of the same config, not a sampling error
+        "metrics_exact": True,
+        "baseline_range": {name: list(value) if isinstance(value, tuple) else value
+                           for name, value in dataclasses.asdict(carrier.baseline_range).items()},
         "spectrum": [{"frequency": float(w), "amplitude": float(a)}
                      for w, a in zip(carrier.frequencies, carrier.amplitudes)],
         "carrier": [float(v) for v in carrier.values[: 4 * carrier.train_length]],
@@ -529,12 +535,17 @@ def _summary(result: dict[str, Any]) -> str:
                          + ("  (preset, read-only)" if r["preset"] else "")
                          for r in result["runs"]) \
             or f"no runs in {result['root']}"
-    skip = {"config", "spectrum", "carrier", "singular_values", "near_recurrences", "verdict", "baseline"}
+    skip = {"config", "spectrum", "carrier", "singular_values", "near_recurrences", "verdict", "baseline",
+            "baseline_range"}
     lines = [f"{key}: {value}" for key, value in result.items() if key not in skip]
     if "verdict" in result:
         lines.append(f"verdict: {result['verdict']['reason']}")
     if "baseline" in result:
         lines.append("untrained baseline: " + ", ".join(f"{k} {v}" for k, v in result["baseline"].items()))
+    if "baseline_range" in result:
+        spread = result["baseline_range"]
+        lines.append(f"untrained range over {spread['seeds']} initialisations (seeds from {spread['first_seed']}): "
+                     + ", ".join(f"{k} {v[0]:g} to {v[1]:g}" for k, v in spread.items() if isinstance(v, list)))
     if "near_recurrences" in result:
         lines.append(f"near_recurrences: {len(result['near_recurrences'])} (first offsets "
                      f"{[r['offset'] for r in result['near_recurrences'][:5]]})")

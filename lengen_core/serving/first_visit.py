@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from lengen_core.analysis.carrier import Carrier, CarrierMetrics, NearRecurrence, extract_carrier
+from lengen_core.analysis.carrier import BaselineRange, Carrier, CarrierMetrics, NearRecurrence, extract_carrier
 from lengen_core.analysis.dilution import Prediction
 from lengen_core.analysis.evaluate import LengthError, LengthReport, check_lengths, doublings
 from lengen_core.analysis.fit import DilutionFit, FitResult
@@ -110,17 +110,22 @@ def carrier_to_dict(carrier: Carrier, search: int) -> dict[str, Any]:
     fields = {f.name: getattr(carrier, f.name) for f in dataclasses.fields(carrier)}
     return {**{k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in fields.items()},
             "metrics": dataclasses.asdict(carrier.metrics), "baseline": dataclasses.asdict(carrier.baseline),
+            "baseline_range": None if carrier.baseline_range is None else dataclasses.asdict(carrier.baseline_range),
             "near_recurrences": [dataclasses.asdict(r) for r in carrier.near_recurrences],
             "search": search, "searched": carrier.source == "analytic"}
 
 
 def carrier_from_dict(data: Mapping[str, Any] | None, search: int) -> Carrier | None:
-    """The stored carrier where it answers a search up to `search`, else None (extract it then)."""
-    if not data:
+    """The stored carrier where it answers a search up to `search`, else None (extract it then). A carrier
+    stored without its baseline range (before issue 27) is None too: its metrics came from sampled
+    sequences, whose noise the exact metrics replace."""
+    if not data or not data.get("baseline_range"):
         return None
     try:
         if data["searched"] and data["search"] != search:
             return None
+        spread = data["baseline_range"]
+        baseline_range = BaselineRange(**{k: tuple(v) if isinstance(v, list) else v for k, v in spread.items()})
         return Carrier(source=str(data["source"]), offsets=np.asarray(data["offsets"], dtype=np.int64),
                        values=np.asarray(data["values"], dtype=np.float64),
                        frequencies=np.asarray(data["frequencies"], dtype=np.float64),
@@ -128,7 +133,8 @@ def carrier_from_dict(data: Mapping[str, Any] | None, search: int) -> Carrier | 
                        train_length=int(data["train_length"]), offset=int(data["offset"]),
                        singular_values=np.asarray(data["singular_values"], dtype=np.float64),
                        metrics=CarrierMetrics(**data["metrics"]), baseline=CarrierMetrics(**data["baseline"]),
-                       near_recurrences=tuple(NearRecurrence(**r) for r in data["near_recurrences"]))
+                       near_recurrences=tuple(NearRecurrence(**r) for r in data["near_recurrences"]),
+                       baseline_range=baseline_range)
     except (KeyError, TypeError, ValueError):
         return None
 

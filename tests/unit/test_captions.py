@@ -279,11 +279,17 @@ def test_alignment_needs_the_peak_at_k_and_a_margin() -> None:
     assert "did not learn" in untrained and "NOT" not in untrained
 
 
-def test_toeplitz_is_read_against_its_untrained_baseline() -> None:
-    assert "unchanged by training: it shows equivariance, not a learned rule" in mechanism_captions.toeplitz_caption(
-        "RoPE", 1.000, 0.986)
-    assert "depend on absolute positions" in mechanism_captions.toeplitz_caption("APE", 0.108, 0.980)
-    assert "no untrained baseline" in mechanism_captions.toeplitz_caption("Transformer", 0.999, None)
+def test_toeplitz_is_read_against_its_untrained_range() -> None:
+    rope = mechanism_captions.toeplitz_caption("RoPE", 1.000, 1.000, (1.0, 1.0), relative=True, seeds=8)
+    assert "equivariant by construction" in rope and "training made" not in rope
+    below = mechanism_captions.toeplitz_caption("APE", 0.108, 0.980, (0.95, 0.99), relative=False, seeds=8)
+    assert "below the untrained 0.950–0.990 over 8 initialisations" in below and "absolute positions" in below
+    above = mechanism_captions.toeplitz_caption("APE", 0.6, 0.2, (0.04, 0.43), relative=False, seeds=8)
+    assert "training made its logits more a function of t − u" in above
+    # inside the range: a difference from the run's own start that untrained heads show too is no change
+    inside = mechanism_captions.toeplitz_caption("sin", 0.40, 0.108, (0.044, 0.430), relative=False, seeds=8)
+    assert "within the untrained 0.044–0.430" in inside and "training made" not in inside
+    assert "no untrained baseline" in mechanism_captions.toeplitz_caption("Transformer", 0.999, None, None, False, 0)
 
 
 # --- attention (Attention, Transformer) --------------------------------------------------------------

@@ -98,6 +98,9 @@ def test_the_stored_carrier_is_the_one_extracted_at_the_default_search(trained):
         assert np.array_equal(getattr(stored, name), getattr(fresh, name)), name
     assert (stored.metrics, stored.baseline, stored.near_recurrences) == (fresh.metrics, fresh.baseline,
                                                                          fresh.near_recurrences)
+    assert stored.baseline_range == fresh.baseline_range and stored.baseline_range.seeds >= 2
+    # a carrier stored before its baseline range (sampled metrics): read without error, extracted again
+    assert carrier_from_dict({k: v for k, v in data.items() if k != "baseline_range"}, FIRST_VISIT_CARRIER_SEARCH) is None
     assert carrier_from_dict(data, 1 << 10) is not None  # a measured carrier has no search: it answers every one
     assert carrier_from_dict({**data, "searched": True}, 1 << 10) is None  # an analytic one only its own
     assert carrier_from_dict({**data, "values": "x"}, FIRST_VISIT_CARRIER_SEARCH) is None

@@ -125,7 +125,7 @@ def test_the_numbers_the_texts_quote_are_the_codes(words: str, value: bool) -> N
 def test_a_learned_tables_carrier_is_only_claimed_over_the_training_range() -> None:
     """The carrier entry says a learned table's carrier covers the training range only: so does the code."""
     config = with_changes(RunConfig(), encoding="learned", train_length=8, offset=2, d_model=16)
-    result = carrier.extract_carrier(initial_model(config), config, search_length=64, samples=16)
+    result = carrier.extract_carrier(initial_model(config), config, search_length=64)
     assert len(result.offsets) == config.task.train_length
     assert "for a learned table only over the training range" in plain(glossary.entry("carrier").text)
 

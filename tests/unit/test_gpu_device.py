@@ -110,7 +110,7 @@ def test_every_single_head_trains_and_is_analysed_on_the_device(device: str, enc
     for a, b in zip(on_dev, on_cpu, strict=True):
         assert a.target_mass == pytest.approx(b.target_mass, rel=1e-2, abs=1e-4)  # 3 steps apart: rounding only
     assert [p.length for p in predict(run.model, config, lengths)] == lengths
-    carrier = extract_carrier(run.model, config, search_length=256, samples=32)
+    carrier = extract_carrier(run.model, config, search_length=256)
     assert carrier.values.shape == carrier.offsets.shape and carrier.values.dtype.kind == "f"
     heatmap = attention_heatmap(run.model, config, 32, max_cells=16)
     assert heatmap.weights.shape == (16, 16)

@@ -15,8 +15,6 @@ from lengen_core.claims import expectation
 from lengen_core.models.encodings import ENCODING_CLASSES
 from ui.captions.common import did_not_learn, percent, share
 
-TOEPLITZ_UNCHANGED = 0.02  # a trained Toeplitz fraction this close to its untrained one is unchanged
-
 
 def carrier_peak(values: Sequence[float], train_length: int, offset: int) -> tuple[int, float]:
     """(argmax Δ over the training range, margin of s(k) over every other offset there, in nats),
@@ -44,18 +42,35 @@ def alignment_caption(label: str, values: Sequence[float], train_length: int, of
     return text
 
 
-def toeplitz_caption(label: str, trained: float, baseline: float | None) -> str:
-    """'RoPE 1.000 against 0.986 untrained (unchanged by training)' and what the change means."""
+def toeplitz_baseline_text(baseline: float | None, spread: tuple[float, float] | None, relative: bool) -> str:
+    """The untrained Toeplitz fraction with its range over initialisations: '0.108 (0.044–0.430)'."""
+    if baseline is None:
+        return "—"
+    if relative:
+        return f"{baseline:.3f} (1 for any weights)"
+    return f"{baseline:.3f}" if spread is None else f"{baseline:.3f} ({spread[0]:.3f}–{spread[1]:.3f})"
+
+
+def toeplitz_caption(label: str, trained: float, baseline: float | None, spread: tuple[float, float] | None,
+                     relative: bool, seeds: int) -> str:
+    """'RoPE 1.000: equivariant by construction …', or the trained fraction against the range of the
+    untrained one over `seeds` initialisations: a change only outside that range."""
     if baseline is None:
         return f"{label} {trained:.3f} (no untrained baseline for a transformer head)"
-    change = trained - baseline
-    if abs(change) < TOEPLITZ_UNCHANGED:
-        meaning = "unchanged by training: it shows equivariance, not a learned rule"
-    elif change < 0:
-        meaning = "training made its logits depend on absolute positions"
+    if relative:
+        return (f"{label} {trained:.3f}: equivariant by construction (its expected logit depends on t − u alone "
+                "for any weights, trained or not), so the fraction says nothing about what training did")
+    if spread is None:
+        return f"{label} {trained:.3f} against {baseline:.3f} untrained (no range over initialisations: no change claimed)"
+    low, high = spread
+    against = f"the untrained {low:.3f}–{high:.3f} over {seeds} initialisations"
+    if trained > high:
+        meaning = f"above {against}: training made its logits more a function of t − u"
+    elif trained < low:
+        meaning = f"below {against}: training made its logits depend more on absolute positions"
     else:
-        meaning = "training made its logits more a function of t − u"
-    return f"{label} {trained:.3f} against {baseline:.3f} untrained ({meaning})"
+        meaning = f"within {against}: no change that the spread of untrained heads can tell apart"
+    return f"{label} {trained:.3f} ({meaning})"
 
 
 def _head_name(head: HeadReport) -> str:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from lengen_core.analysis.carrier import ALIGNMENT_MARGIN, CarrierMetrics, NearRecurrence
+from lengen_core.analysis.carrier import ALIGNMENT_MARGIN, BaselineRange, CarrierMetrics, NearRecurrence
 from lengen_core.analysis.evaluate import LengthError, check_lengths, wilson_interval
 from lengen_core.analysis.fit import FLOOR_TIMES_CHANCE, FitResult
 from lengen_core.analysis.verdict import CHANCE_TOLERANCE, Verdict
@@ -270,15 +270,56 @@ def spectrum_caption(amplitudes: np.ndarray, active: int, active_untrained: int)
             f"untrained; the largest eighth of the frequencies holds {top:.0%} of the power.")
 
 
-def rank_caption(rank: int, rank_untrained: int, size: int, carrier_claim: bool) -> str:
-    """The effective rank against the untrained start; C5 is cited only for an aligned RoPE carrier."""
-    change = "lower than" if rank < rank_untrained else "the same as" if rank == rank_untrained else "higher than"
-    text = f"effective rank {rank} of {size} after training, {change} the untrained {rank_untrained}"
-    if rank >= rank_untrained:
-        return text + ": training did not make the positional logits lower rank than where they started."
+def untrained_text(value: float, spread: tuple[float, float] | None, form: str) -> str:
+    """'0.108 (0.044–0.430)': the run's own initialisation, then the range over initialisations."""
+    own = format(value, form)
+    if spread is None:
+        return own
+    low, high = format(spread[0], form), format(spread[1], form)
+    return f"{own} ({low} to {high})" if spread[0] < 0 else f"{own} ({low}–{high})"
+
+
+def baseline_note(spread: BaselineRange | None) -> str:
+    """What the untrained numbers beside each metric are."""
+    if spread is None:
+        return ("Each number beside the same number for this config's **untrained initialisation** (same seed): "
+                "what training changed, not what the encoding gives for free.")
+    return (f"Each number beside the same number for this config's **untrained initialisation** (same seed) and, in "
+            f"brackets, its range over {spread.seeds} untrained initialisations of the config (seeds "
+            f"{spread.first_seed} on). Every number is computed exactly from the weights, with no sampling: a "
+            "trained value inside the untrained range is not a change training made.")
+
+
+def toeplitz_reading(trained: float, spread: BaselineRange | None, relative: bool) -> str:
+    """What this run's Toeplitz fraction shows, against the untrained range."""
+    if relative:
+        return (f"Toeplitz fraction {trained:.3f}: this encoding's expected logit depends on t − u alone for any "
+                "weights (equivariant by construction), so it is 1 trained or not and says nothing about training.")
+    if spread is None:
+        return f"Toeplitz fraction {trained:.3f}; no untrained range is stored for this carrier."
+    low, high = spread.toeplitz_fraction
+    where = (f"above the untrained range {low:.3f}–{high:.3f}: training made the logits more a function of t − u"
+             if trained > high else
+             f"below the untrained range {low:.3f}–{high:.3f}: training made the logits depend more on absolute positions"
+             if trained < low else
+             f"inside the untrained range {low:.3f}–{high:.3f}: not a change training made")
+    return f"Toeplitz fraction {trained:.3f}, {where} ({spread.seeds} initialisations)."
+
+
+def rank_caption(rank: int, rank_untrained: int, size: int, spread: tuple[int, int] | None,
+                 carrier_claim: bool) -> str:
+    """The effective rank against the untrained start and its range over initialisations; a change only
+    outside that range, and C5 is cited only for an aligned RoPE carrier."""
+    low, high = (rank_untrained, rank_untrained) if spread is None else spread
+    untrained = f"the untrained {rank_untrained}" + ("" if spread is None else f" (range {low}–{high} over initialisations)")
+    change = "lower than" if rank < low else "higher than" if rank > high else "within"
+    text = f"effective rank {rank} of {size} after training, {change} {untrained}"
+    if rank >= low:
+        return text + ": training did not make the positional logits lower rank than untrained heads are."
     if carrier_claim:
         return text + ": the learned rule is a low-rank carrier, as C5 says."
-    return text + ": training concentrated the positional logits on fewer directions."
+    return (text + ": training concentrated the positional logits on fewer directions (a relative rule or an "
+            "absolute one: a head pinned to one key is rank 1; the Toeplitz fraction tells which).")
 
 
 def recurrence_caption(offsets: Sequence[int]) -> str:

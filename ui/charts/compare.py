@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 
 from ui.captions import accuracy as accuracy_captions
+from ui.captions.mechanism import toeplitz_baseline_text
 from ui.charts.common import REFERENCE, _layout, accuracy_hover, band, chance_line, hover, log_axis
 
 if TYPE_CHECKING:
@@ -110,7 +111,9 @@ def key_numbers(labels: dict[str, str], results: dict[str, Comparison], runs: di
             else "at chance" if verdict.at_chance_beyond else "above chance",
             "accuracy at 4×": four, "m_out (95%)": accuracy_captions.m_out_text(result.fit, result.samples),
             "horizon, predicted": _horizon_text(result),
-            "Toeplitz": result.toeplitz_fraction, "Toeplitz untrained": result.toeplitz_baseline,
+            "Toeplitz": result.toeplitz_fraction,
+            "Toeplitz untrained": toeplitz_baseline_text(result.toeplitz_baseline, result.toeplitz_range,
+                                                         result.toeplitz_relative),
             "argmax Δ": result.carrier_argmax, "samples": result.samples, "carrier": result.carrier_source,
             "encoding": config.model.encoding, "attention": config.model.attention,
             "layers × heads": "single head" if config.model.minimal else

@@ -65,7 +65,7 @@ def _carrier_chart(run: Run, found: list[RuledCarrier], length: int, L: int, k: 
                        float(c.values[peak])) for c in found}
     captions = [rule_captions.carrier_caption(c.label, c.scale, c.offsets, c.values, base.values, length, L, k)
                 for c in found[1:]]
-    source = "read from the weights" if base.source == "analytic" else "measured from recorded logits"
+    source = "read from the weights" if base.source == "analytic" else "measured (the expected logit at each offset)"
     widgets.chart(rule_charts.carrier_by_rule(table, L, k, peaks, min(length, len(base.offsets))),
                   " ".join(captions) + f" (Carriers {source}; stars mark each curve's peak in the range the training "
                                        "range maps to under its rule.)",
