@@ -11,14 +11,13 @@ has its own sequences, so the numbers are those of one batched call).
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import streamlit as st
 
-from lengen_core.analysis.carrier import NearRecurrence, find_near_recurrences
+from lengen_core.analysis.carrier import RECURRENCE_LIMIT, NearRecurrence
 from lengen_core.analysis.evaluate import LengthError, check_lengths, check_sweep, doublings
 from lengen_core.analysis.fit import FitResult
 from lengen_core.analysis.heads import HeadReport, analyse_heads
@@ -56,7 +55,6 @@ CARRIER_SEARCH = FIRST_VISIT_CARRIER_SEARCH  # the Carrier page's default: the t
 RULE_LONGEST = 1 << 14
 # How many near-recurrences the carrier lists at most (the earliest ones): past the last of a full list, an
 # interval of offsets is not known to hold none.
-RECURRENCE_LIMIT = inspect.signature(find_near_recurrences).parameters["limit"].default
 
 
 def step_recurrences(run: Run, lengths: Sequence[int], accuracies: Sequence[float]

@@ -235,8 +235,12 @@ def mean_logit_matrix(model: torch.nn.Module, config: RunConfig, length: int, sa
     return (total / samples).cpu().numpy()
 
 
+RECURRENCE_LIMIT = 50  # near-recurrences listed at most (the first ones, by offset)
+
+
 def find_near_recurrences(
-    model: torch.nn.Module, config: RunConfig, search_length: int, gap: float = RECURRENCE_GAP, limit: int = 50
+    model: torch.nn.Module, config: RunConfig, search_length: int, gap: float = RECURRENCE_GAP,
+    limit: int = RECURRENCE_LIMIT,
 ) -> tuple[NearRecurrence, ...]:
     """Offsets past the training range where some s_ab(Δ) comes within `gap` of s_a(k), the query's
     mean target logit; the earliest `limit` of them, at most one per offset."""
