@@ -387,6 +387,25 @@ def _pair_mean(values: torch.Tensor, stats: _KeyStatistics) -> float:
     return float(values.mean()) if stats.pairs is None else float(values[stats.pairs].mean())
 
 
+def _drawn_mass(stats: _KeyStatistics, draws: Draws) -> tuple[float, float]:
+    """E[p] with the dominant keys drawn one by one (see _predicted_mass), and the share of it that
+    is the rest's second-order term T·S/(T + R_k)³: where that share is not small, the expansion
+    itself is in doubt (lengen_core.analysis.trust)."""
+    weights = stats.dominant_mass.transpose(1, 2)  # (R, M, V_b)
+    drawn = weights.gather(2, draws.tokens[None].expand(weights.shape[0], -1, -1)).sum(1)  # (R, K): D_k
+    rest = (stats.self_mass + stats.rest_mass_mean)[:, None] + drawn  # (R, K): R_k
+    pairs = torch.ones_like(stats.target_mass, dtype=torch.bool) if stats.pairs is None else stats.pairs
+    row, column = pairs.nonzero().unbind(1)
+    target = stats.target_mass[row, column][:, None]  # (P, 1)
+    total = target + rest[row]  # (P, K)
+    spread = stats.rest_mass_variance[row, None]
+    safe = total.clamp_min(1e-300)
+    first = torch.where(total > 0, target / safe, 0.0)
+    second = torch.where(total > 0, target * spread / safe**3, 0.0)
+    mass = float((first + second).clamp(0.0, 1.0).mean())
+    return mass, (float(second.mean()) / mass if mass > 0 else 0.0)
+
+
 def _predicted_mass(stats: _KeyStatistics, draws: Draws | None = None) -> float:
     """E[p], p = T/(T + R), R = the own key + Z_a, averaged over the (a, c) pairs.
 
@@ -402,17 +421,7 @@ def _predicted_mass(stats: _KeyStatistics, draws: Draws | None = None) -> float:
     T·S/(T + R)³ = p(1 − p)²·S/R², so a run whose logits spread over more than float range still
     gets a number, not 0/0."""
     if draws is not None:
-        weights = stats.dominant_mass.transpose(1, 2)  # (R, M, V_b)
-        drawn = weights.gather(2, draws.tokens[None].expand(weights.shape[0], -1, -1)).sum(1)  # (R, K): D_k
-        rest = (stats.self_mass + stats.rest_mass_mean)[:, None] + drawn  # (R, K): R_k
-        pairs = torch.ones_like(stats.target_mass, dtype=torch.bool) if stats.pairs is None else stats.pairs
-        row, column = pairs.nonzero().unbind(1)
-        target = stats.target_mass[row, column][:, None]  # (P, 1)
-        total = target + rest[row]  # (P, K)
-        spread = stats.rest_mass_variance[row, None]
-        safe = total.clamp_min(1e-300)
-        mass = torch.where(total > 0, target / safe + target * spread / safe**3, 0.0)
-        return float(mass.clamp(0.0, 1.0).mean())
+        return _drawn_mass(stats, draws)[0]
     if stats.scaled_mass is not None:
         scaled = stats.scaled_mass
         log_rest = torch.logaddexp(torch.log(scaled.mean) + scaled.top, stats.self_logit)  # (V_a,)
@@ -475,6 +484,9 @@ class Prediction:
     target_mass: float
     accuracy: float  # with the model's own readout
     vote_accuracy: float  # with the ideal readout (the vote model of docs/science.md §8)
+    # the share of target_mass that is the second-order term of the expansion (lengen_core.analysis.trust);
+    # 0 for a prediction stored before it was reported
+    mass_correction: float = 0.0
 
 
 def predict(model: torch.nn.Module, config: RunConfig, lengths: Sequence[int], draws: int = GAUSSIAN_DRAWS,
@@ -508,10 +520,12 @@ def predict(model: torch.nn.Module, config: RunConfig, lengths: Sequence[int], d
     for length in lengths:
         stats = swept[length]
         shares = dominant_shares(stats.dominant_vote, shared)  # (V_b, V_a, K)
+        mass, correction = _drawn_mass(stats, shared)
         predictions.append(
             Prediction(
                 length=length,
-                target_mass=_predicted_mass(stats, shared),
+                target_mass=mass,
+                mass_correction=correction,
                 accuracy=_predicted_accuracy(stats, readout, additive, shared, shares),
                 vote_accuracy=_predicted_accuracy(stats, ideal, False, shared, shares) if vote else math.nan,
             )
