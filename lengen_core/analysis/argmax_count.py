@@ -171,14 +171,30 @@ def _best_shared_rival(rival_centre: torch.Tensor, noise: torch.Tensor) -> torch
 
 
 def _pair_hits(centre: torch.Tensor, noise: torch.Tensor, pairs: torch.Tensor) -> int:
-    """argmax_hits over the listed (row, target) pairs only, by the float64 argmax itself: rows that
-    each stand for a few targets (dilution._query_rows) cost what their pairs cost, not V_c each."""
+    """argmax_hits over the listed (row, target) pairs only, in float64: rows that each stand for a
+    few targets (dilution._query_rows) cost what their pairs cost, not V_c each. The target against
+    its best rival (a running maximum over y), ties decided by the argmax itself (the first maximum)."""
     row, target = pairs.nonzero().unbind(1)  # (P,)
-    scores_centre = centre[row, target]  # (P, V_y)
+    P, V = row.shape[0], centre.shape[-1]
+    index = torch.arange(P)
+    own_centre = centre[row, target, target][:, None]  # (P, 1)
+    rivals = centre[row, target].clone()  # (P, V_y)
+    rivals[index, target] = -math.inf
     hits = 0
     for begin in range(0, noise.shape[-1], DRAW_BLOCK):
-        scores = scores_centre[:, :, None] + noise[row, :, begin : begin + DRAW_BLOCK]  # (P, V_y, k)
-        hits += int((scores.argmax(1) == target[:, None]).sum())
+        block = noise[:, :, begin : begin + DRAW_BLOCK][row]  # (P, V_y, k)
+        own = own_centre + block[index, target]  # (P, k)
+        best = rivals[:, 0, None] + block[:, 0]
+        for y in range(1, V):
+            torch.maximum(best, rivals[:, y, None] + block[:, y], out=best)
+        hits += int((own > best).sum())
+        tie = own == best
+        if bool(tie.any()):  # the first maximum wins: the target, unless a rival before it ties
+            lower = torch.full_like(best, -math.inf)
+            for y in range(V - 1):
+                before = (target > y)[:, None]  # (P, 1): y comes before the target
+                torch.maximum(lower, torch.where(before, rivals[:, y, None] + block[:, y], -math.inf), out=lower)
+            hits += int((tie & (own > lower)).sum())
     return hits
 
 

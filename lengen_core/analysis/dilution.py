@@ -85,6 +85,7 @@ class _KeyStatistics:
     # one row per token, unless a token's target logits spread over more than ROW_SPAN). Every
     # (V_a, …) field above is per row: (R, …).
     rows: torch.Tensor | None = None  # (R,) the query token of each row
+    clamped: int = 0  # most random keys of one row above LOGIT_HEADROOM (their weights clamped to e^40)
     pairs: torch.Tensor | None = None  # (R, V_c) bool: the targets this row stands for
     # softmax only (None for linear attention): the mass sums again, each query token's relative to the
     # largest logit among its random keys so far (no underflow however far below the target they sit),
@@ -356,11 +357,16 @@ def _key_statistics(
     bounds = sorted({*range(0, length, KEY_CHUNK), *snapshots, length})
     taken: dict[int, _KeyStatistics] = {}
     scaled = _ScaledMass.empty(R) if config.model.attention == "softmax" else None
+    clamped = torch.zeros(R, dtype=torch.long)
     for begin, end in itertools.pairwise(bounds):
         logits = blocks(begin, end)  # (R, V, c) − shift_r
         fixed_here = [offset - begin for offset in (0, k) if begin <= offset < end]
         if scaled is not None:
             scaled.add(logits, fixed_here)
+            if not below_headroom:
+                over = logits.amax(1) > LOGIT_HEADROOM  # (R, c)
+                over[:, fixed_here] = False
+                clamped += over.sum(-1)
         f = vote(logits, below_headroom)  # (R, V, c), in place
         for index in fixed_here:  # neither fixed key is a random one (f(0) = g(0) = 0)
             f[..., index] = 0.0
@@ -379,6 +385,7 @@ def _key_statistics(
                 rest.add(_Sums.of(votes, None if mass is None else mass(votes), evicted_rows))
             taken[end] = _statistics(rest, dominant, mass is None, mass, **fixed)
             taken[end].scaled_mass = None if scaled is None else scaled.copy()
+            taken[end].clamped = int(clamped.max())
     return taken
 
 
@@ -487,6 +494,7 @@ class Prediction:
     # the share of target_mass that is the second-order term of the expansion (lengen_core.analysis.trust);
     # 0 for a prediction stored before it was reported
     mass_correction: float = 0.0
+    clamped_keys: int = 0  # most random keys of one query row whose weight was clamped (LOGIT_HEADROOM)
 
 
 def predict(model: torch.nn.Module, config: RunConfig, lengths: Sequence[int], draws: int = GAUSSIAN_DRAWS,
@@ -525,7 +533,7 @@ def predict(model: torch.nn.Module, config: RunConfig, lengths: Sequence[int], d
             Prediction(
                 length=length,
                 target_mass=mass,
-                mass_correction=correction,
+                mass_correction=correction, clamped_keys=stats.clamped,
                 accuracy=_predicted_accuracy(stats, readout, additive, shared, shares),
                 vote_accuracy=_predicted_accuracy(stats, ideal, False, shared, shares) if vote else math.nan,
             )

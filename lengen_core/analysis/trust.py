@@ -13,6 +13,11 @@ when either of these holds (docs/prediction.md, "Where it is not trusted"):
   is more than MAX_MASS_CORRECTION of the predicted p at some length. The expansion is exact to
   second order in the spread of the light keys; where that term is large the higher orders are not
   negligible either, whatever the measurement says at the lengths measured.
+- **keys it cannot tell apart**: more than DOMINANT_KEYS random keys of one query token lie over
+  LOGIT_HEADROOM (40 nats) above its target (`Prediction.clamped_keys`). Their weights are clamped
+  to e^40, so the prediction no longer knows which of them wins, and beyond the DOMINANT_KEYS drawn
+  one by one they enter as a Gaussian. A head trained far on from the construction (|W_Q| in the
+  hundreds) has such keys by the dozen; on three of them the prediction still came within 0.054.
 
 A prediction that passes both is **ok**. Neither check hides the prediction: it is shown either way, with
 the status and its reason beside it.
@@ -23,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from lengen_core.analysis.dilution import Prediction
+from lengen_core.analysis.dilution import DOMINANT_KEYS, LOGIT_HEADROOM, Prediction
 from lengen_core.analysis.evaluate import LengthReport
 from lengen_core.analysis.horizon import Horizon
 from lengen_core.analysis.verdict import Verdict
@@ -82,6 +87,14 @@ def prediction_status(predictions: Mapping[int, Prediction], reports: Sequence[L
         more = f" ({len(misses) - 1} more such {'miss' if len(misses) == 2 else 'misses'})" if len(misses) > 1 else ""
         return PredictionStatus("untrusted", f"The prediction from the weights is not trusted for this run: {worst}, "
                                              f"more than {PREDICTION_BOUND:g} beyond what was measured{more}.")
+    clamped = [(p.clamped_keys, n) for n, p in predictions.items() if p.clamped_keys > DOMINANT_KEYS]
+    if clamped:
+        count, length = max(clamped)
+        return PredictionStatus("untrusted", f"The prediction from the weights is not trusted for this run: at "
+                                             f"{length:,}, {count:,} random keys lie more than {LOGIT_HEADROOM:g} nats "
+                                             "above the target for some query token. Their weights are clamped, so it "
+                                             f"cannot tell which of them wins, and only {DOMINANT_KEYS} are drawn one by "
+                                             "one (docs/prediction.md).")
     if corrections:
         share, length = max(corrections)
         return PredictionStatus("untrusted", f"The prediction from the weights is not trusted for this run: at "
