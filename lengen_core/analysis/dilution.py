@@ -363,7 +363,7 @@ def _key_statistics(
         fixed_here = [offset - begin for offset in (0, k) if begin <= offset < end]
         if scaled is not None:
             scaled.add(logits, fixed_here)
-            if not below_headroom:
+            if not below_headroom and float(logits.max()) > LOGIT_HEADROOM:  # one pass; rarely true
                 over = logits.amax(1) > LOGIT_HEADROOM  # (R, c)
                 over[:, fixed_here] = False
                 clamped += over.sum(-1)
