@@ -53,7 +53,7 @@ from lengen_core.config import RunConfig
 
 LOGIT_HEADROOM = 40.0  # exp(2·40) is finite in float32; a key 40 nats above the target wins anyway
 DOMINANT_KEYS = 8  # random keys per query token whose tokens are drawn one by one, not taken as Gaussian
-ROW_SPAN = 20.0  # nats: a query row's targets lie within this of its shift (_query_rows), so none underflows
+ROW_SPAN = 40.0  # nats: a query row's targets lie within this of its shift (_query_rows), so none underflows
 
 
 @dataclass
