@@ -17,7 +17,7 @@ when either of these holds (docs/prediction.md, "Where it is not trusted"):
   LOGIT_HEADROOM (40 nats) above its target (`Prediction.clamped_keys`). Their weights are clamped
   to e^40, so the prediction no longer knows which of them wins, and beyond the DOMINANT_KEYS drawn
   one by one they enter as a Gaussian. A head trained far on from the construction (|W_Q| in the
-  hundreds) has such keys by the dozen; on three of them the prediction still came within 0.054.
+  hundreds) has such keys by the dozen; on three of them the prediction still came within 0.05.
 
 A prediction that passes both is **ok**. Neither check hides the prediction: it is shown either way, with
 the status and its reason beside it.
