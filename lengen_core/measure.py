@@ -51,6 +51,7 @@ from lengen_core.analysis.fit import NOT_APPLICABLE, FitResult, fit_dilution
 from lengen_core.analysis.horizon import Horizon, horizon_ceiling, measured_horizon, predicted_horizon
 from lengen_core.analysis.rules import InferenceRule, NoRule, under_rule
 from lengen_core.analysis.sequence import MAX_SEQUENCE_LENGTH, SequenceReport, evaluate_sequence
+from lengen_core.analysis.trust import PredictionStatus, horizon_reason, prediction_status
 from lengen_core.analysis.verdict import Verdict
 from lengen_core.config import ConfigError, RunConfig
 from lengen_core.models.encodings import LengthError
@@ -107,6 +108,14 @@ class Measurement:
     predicted_horizon: Horizon | None  # from the weights; None: no closed form, or over budget (`horizon_note`)
     horizon_ceiling: int | None  # how far the predicted horizon was to be looked for
     horizon_note: str | None  # why there is none, or what limits it
+    # whether the prediction can be trusted here, and why (lengen_core.analysis.trust); None without one
+    prediction_status: PredictionStatus | None = None
+
+    @property
+    def horizon_reason(self) -> str | None:
+        """Why there is no predicted horizon (None: there is one)."""
+        return horizon_reason(self.predicted_horizon, self.horizon_note, self.closed_form, self.prediction_status,
+                              self.verdict)
 
     @property
     def closed_form(self) -> bool:
@@ -186,7 +195,8 @@ def measure(run: Run, lengths: Sequence[int], samples: int = 256, rule: Inferenc
     return Measurement(**common, reports=reports, predictions=tuple(found[n] for n in lengths),
                        train_prediction=found[L], fit=fit,
                        measured_horizon=measured_horizon(lengths, [r.accuracy for r in reports], L),
-                       predicted_horizon=horizon, horizon_ceiling=ceiling, horizon_note=note)
+                       predicted_horizon=horizon, horizon_ceiling=ceiling, horizon_note=note,
+                       prediction_status=prediction_status(found, reports, L, run.verdict))
 
 
 def _predicted_lengths(run: Run, lengths: Sequence[int]) -> list[int]:

@@ -120,6 +120,9 @@ MEANINGS = {  # what each key number is, listed under the table
     "horizon, predicted": "The largest length whose accuracy predicted from the "
           "weights is ≥ 0.90, looked for up to 2^20 tokens (or the "
           "end of a learned table): the Dilution page's figure.",
+    "prediction": "Whether the prediction from the weights can be trusted for this run: untrusted where it "
+          "misses the measurement by more than 0.05 beyond its interval, or rests on an approximation that "
+          "does not hold there (docs/prediction.md); the reasons are listed below the table.",
     "Toeplitz": "Toeplitz fraction of the centred mean logit "
           "matrix: 1 means the logit depends on t − u alone.",
     "Toeplitz untrained": "The same metric for the run's "
@@ -134,6 +137,10 @@ by_quantity = compare_charts.by_quantity(numbers)
 st.dataframe(by_quantity, hide_index=True, width="stretch", height=35 * (len(by_quantity) + 1) + 3)  # every row shown
 with st.expander("What each number means"):
     st.markdown("\n".join(f"- **{name}**: {text}" for name, text in MEANINGS.items()))
+untrusted = [f"**{labels[i]}**: {r.measurement.prediction_status.reason}" for i, r in results.items()
+             if r.measurement.prediction_status is not None and not r.measurement.prediction_status.trusted]
+if untrusted:
+    st.warning(" ".join(untrusted))
 toeplitz = "; ".join(mechanism_captions.toeplitz_caption(labels[i], r.toeplitz_fraction, r.toeplitz_baseline,
                                                        r.toeplitz_range, r.toeplitz_relative, r.baseline_seeds)
                      for i, r in results.items())

@@ -6,6 +6,7 @@ from lengen_core.analysis.fit import LAW_TOLERANCE
 from lengen_core.config import ConfigError
 from ui.analyses import dilution_look_for, rule_lengths, rule_note
 from ui.captions import accuracy as accuracy_captions
+from ui.captions import prediction as prediction_captions
 from ui.captions import readouts
 from ui.charts import common as charts
 from ui.glossary import lead
@@ -83,6 +84,8 @@ show_horizon(run, data.measurement)
 chart(charts.dilution(table, fit_table, 1 / task.vocab_size),
       dilution_look_for(run, table),
       table, "dilution", run.run_id)
+if (trust := prediction_captions.status_caption(data.measurement.prediction_status)) is not None:
+    (st.caption if data.measurement.prediction_status.trusted else st.warning)(trust)
 chart(charts.inverse_mass(table, fit_table),
       readouts.inverse_mass_caption(lengths, table["target_mass"], task.train_length, result),
       table[["length", "samples", "target_mass", "target_mass_sem", "predicted_mass"]]

@@ -33,7 +33,7 @@ def measured_text(horizon: Horizon | None, samples: int) -> str:
 
 
 def horizon_caption(measured: Horizon | None, predicted: Horizon | None, train_length: int, samples: int,
-                    train_longer: bool = True) -> str:
+                    train_longer: bool = True, reason: str | None = None) -> str:
     """What this run's two horizons say, and whether they agree (and, with `train_longer`, how to move it)."""
     parts = [(f"**Horizon:** the largest length at which accuracy stays ≥ {ACCURACY_BAR:g}. "
               f"This run: {measured_text(measured, samples)}.")]
@@ -50,7 +50,8 @@ def horizon_caption(measured: Horizon | None, predicted: Horizon | None, train_l
             parts.append("The prediction falls between the two measured lengths, as it should." if inside else
                          "The prediction falls outside the measured bracket: here the two disagree.")
     elif predicted is not None:
-        parts.append(f"From the weights alone: {predicted.text}.")
+        parts.append(f"From the weights alone: none, since {reason}." if reason else
+                     f"From the weights alone: {predicted.text}.")
     if train_longer:
         parts.append("Training can move it: **Train longer** trains this run's weights further, as a new run that "
                      "records which run it continues, and its own Dilution page shows where its horizon went.")
@@ -86,4 +87,5 @@ def show_horizon(run: Run, measured_run: Measurement, controls: bool = True, not
                     query_params=config_to_query(longer),
                     help=f"Open the Train form for a new run that starts from this run's weights and trains "
                          f"{longer.train.steps:,} more steps, past 100% training accuracy.")
-    (st if notes is None else notes).caption(horizon_caption(measured, predicted, L, samples, controls))
+    (st if notes is None else notes).caption(horizon_caption(measured, predicted, L, samples, controls,
+                                                             measured_run.horizon_reason))

@@ -42,44 +42,70 @@ def standard_draws(vocab_size: int, dominant_keys: int = 0, seed: int = 0, count
 
 
 class DominantKeys:
-    """Per query token a, the M keys swept so far with the largest max_b |f_ab(u)|: their score, offset
-    Δ, weights f_ab(u) and position readout rows RP[u]. Each block's own top M is set aside and the
-    sets are merged when asked for (`top`) or when MERGE_BLOCKS have piled up."""
+    """Per query row (a query token, or one of its target groups: dilution._query_rows), the M keys
+    swept so far with the largest max_b |f_ab(u)|: their score, offset Δ, weights f_ab(u) and position
+    readout rows RP[u]. Each block's own top M is set aside and the sets are merged when asked for
+    (`top`) or when MERGE_BLOCKS have piled up.
+
+    The keys set aside are zeroed in the block (`add`), so the caller's sums hold only the other
+    keys; a key pushed out of the top M at a merge comes back through `evicted`, to be added to those
+    sums. The rest's sums are thus sums, never a total less the heaviest keys: a key e^40 above the
+    rest would leave nothing of it in float64 after the subtraction."""
 
     MERGE_BLOCKS = 16
 
-    def __init__(self, V: int, count: int) -> None:
+    def __init__(self, V: int, count: int, rows: int | None = None) -> None:
+        R = V if rows is None else rows
         self.count = count
-        self.score = torch.full((V, count), -math.inf)  # (V_a, M) max_b |f_ab(u)|
-        self.offsets = torch.full((V, count), -1)  # (V_a, M) Δ; −1: no key yet
-        self.votes = torch.zeros(V, V, count)  # (V_a, V_b, M)
-        self.readout = torch.zeros(V, count, V)  # (V_a, M, V_y); zero without additive positions
+        self.score = torch.full((R, count), -math.inf)  # (R, M) max_b |f_ab(u)|
+        self.offsets = torch.full((R, count), -1)  # (R, M) Δ; −1: no key yet
+        self.votes = torch.zeros(R, V, count)  # (R, V_b, M)
+        self.readout = torch.zeros(R, count, V)  # (R, M, V_y); zero without additive positions
         self.blocks: list[tuple[torch.Tensor, ...]] = []
+        self.evicted: list[tuple[torch.Tensor, torch.Tensor | None]] = []  # (votes (R, V_b, e), rows (R, e, V_y) | None)
 
     def add(self, f: torch.Tensor, size: torch.Tensor, readout: torch.Tensor | None, begin: int) -> None:
-        """Keys Δ = begin … with weights f (V_a, V_b, c), |f| in `size` (f itself when f ≥ 0), readout rows (c, V_y)."""
-        V, count = f.shape[0], min(self.count, f.shape[-1])
+        """Keys Δ = begin … with weights f (R, V_b, c), |f| in `size` (f itself when f ≥ 0), readout
+        rows (c, V_y). The keys set aside are zeroed in f and `size`, in place."""
+        V, count = f.shape[1], min(self.count, f.shape[-1])
         if count == 0:
             return  # every key is in the Gaussian part
-        score, index = size.amax(dim=1).topk(count, dim=1)  # (V_a, m): max_b |f_ab(u)|, one pass over the block
-        votes = f.gather(2, index[:, None, :].expand(-1, V, -1))  # (V_a, V_b, m)
-        rows = self.readout[:, :0] if readout is None else readout[index]  # (V_a, m, V_y); none without positions
+        score, index = size.amax(dim=1).topk(count, dim=1)  # (R, m): max_b |f_ab(u)|, one pass over the block
+        spread = index[:, None, :].expand(-1, V, -1)
+        votes = f.gather(2, spread)  # (R, V_b, m)
+        f.scatter_(2, spread, 0.0)
+        if size is not f:
+            size.scatter_(2, spread, 0.0)
+        rows = self.readout[:, :0] if readout is None else readout[index]  # (R, m, V_y); none without positions
         self.blocks.append((score, index + begin, votes, rows))
         if len(self.blocks) >= self.MERGE_BLOCKS:
             self.top()
 
     def top(self) -> DominantKeys:
-        """Merge the blocks set aside into the top M; score, offsets, votes and readout are then current."""
+        """Merge the blocks set aside into the top M; score, offsets, votes and readout are then current,
+        and the keys left out are in `evicted`."""
         if self.blocks:
             parts = zip((self.score, self.offsets, self.votes, self.readout), *self.blocks)
             score, offsets, votes, rows = (torch.cat(part, dim=d) for part, d in zip(parts, (1, 1, 2, 1)))
-            self.score, keep = score.topk(self.count, dim=1)  # (V_a, M)
+            order = score.argsort(dim=1, descending=True, stable=True)
+            keep, out = order[:, : self.count], order[:, self.count :]  # (R, M), (R, e)
+            self.score = score.gather(1, keep)
             self.offsets = offsets.gather(1, keep)
             self.votes = votes.gather(2, keep[:, None, :].expand(-1, votes.shape[1], -1))
-            if rows.shape[1] == score.shape[1]:  # zero rows stay zero
+            positional = rows.shape[1] == score.shape[1]  # zero rows stay zero
+            if positional:
                 self.readout = rows.gather(1, keep[:, :, None].expand(-1, -1, rows.shape[-1]))
+            if out.shape[1]:
+                out_votes = votes.gather(2, out[:, None, :].expand(-1, votes.shape[1], -1))
+                out_rows = rows.gather(1, out[:, :, None].expand(-1, -1, rows.shape[-1])) if positional else None
+                self.evicted.append((out_votes, out_rows))
             self.blocks = []
         return self
+
+    def drain(self) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
+        """The keys pushed out of the top M since the last drain (each once)."""
+        evicted, self.evicted = self.evicted, []
+        return evicted
 
 
 def dominant_shares(votes: torch.Tensor, draws: Draws) -> torch.Tensor:
@@ -144,25 +170,58 @@ def _best_shared_rival(rival_centre: torch.Tensor, noise: torch.Tensor) -> torch
     return top.expand(-1, V, -1).scatter(1, first, runner_up)  # (V_a, V_c, K)
 
 
+def _pair_hits(centre: torch.Tensor, noise: torch.Tensor, pairs: torch.Tensor) -> int:
+    """argmax_hits over the listed (row, target) pairs only, in float64: rows that each stand for a
+    few targets (dilution._query_rows) cost what their pairs cost, not V_c each. The target against
+    its best rival (a running maximum over y), ties decided by the argmax itself (the first maximum)."""
+    row, target = pairs.nonzero().unbind(1)  # (P,)
+    P, V = row.shape[0], centre.shape[-1]
+    index = torch.arange(P)
+    own_centre = centre[row, target, target][:, None]  # (P, 1)
+    rivals = centre[row, target].clone()  # (P, V_y)
+    rivals[index, target] = -math.inf
+    hits = 0
+    for begin in range(0, noise.shape[-1], DRAW_BLOCK):
+        block = noise[:, :, begin : begin + DRAW_BLOCK][row]  # (P, V_y, k)
+        own = own_centre + block[index, target]  # (P, k)
+        best = rivals[:, 0, None] + block[:, 0]
+        for y in range(1, V):
+            torch.maximum(best, rivals[:, y, None] + block[:, y], out=best)
+        hits += int((own > best).sum())
+        tie = own == best
+        if bool(tie.any()):  # the first maximum wins: the target, unless a rival before it ties
+            lower = torch.full_like(best, -math.inf)
+            for y in range(V - 1):
+                before = (target > y)[:, None]  # (P, 1): y comes before the target
+                torch.maximum(lower, torch.where(before, rivals[:, y, None] + block[:, y], -math.inf), out=lower)
+            hits += int((tie & (own > lower)).sum())
+    return hits
+
+
 DRAW_BLOCK = 1_024  # draws per pass: the (V, V, block) buffers stay in cache
 ROUNDING_SLACK = 8 * torch.finfo(torch.float32).eps  # × the largest |score|: a float32 margin's error is below it
 
 
-def argmax_hits(centre: torch.Tensor, noise: torch.Tensor) -> int:
-    """How many (a, c, k) have argmax_y (centre[a, c, y] + noise[a, y, k]) = c; noise (V_a, V_y, K).
+def argmax_hits(centre: torch.Tensor, noise: torch.Tensor, pairs: torch.Tensor | None = None) -> int:
+    """How many (a, c, k) have argmax_y (centre[a, c, y] + noise[a, y, k]) = c; noise (V_a, V_y, K);
+    `pairs` (V_a, V_c) bool: count only these (None: every pair).
 
     Equal to counting torch.argmax over the float64 (V_a, V_c, K, V_y) scores, without building
     them: the target against its best rival, and an exact tie-break (the first maximum) from the
     float64 scores where the two are equal. When the rivals' centres depend on c the best rival is
     found in float32 (twice as fast), and the float64 scores also decide wherever the float32 margin
-    is within its rounding bound of zero.
+    is within its rounding bound of zero: a bound per query row, from that row's own largest |score|.
     """
     V = centre.shape[-1]
+    if pairs is not None and not bool(pairs.all()):
+        return _pair_hits(centre, noise, pairs)
     others = ~torch.eye(V, dtype=torch.bool)
     rival_centre = centre[:, (torch.arange(V) + 1) % V, torch.arange(V)]  # (V_a, V_y): token y against c = y+1
     shared = torch.equal(centre[:, others], rival_centre[:, None, :].expand(-1, V, -1)[:, others])  # e.g. ideal readout
     centre32 = centre.float()
-    slack = ROUNDING_SLACK * (float(centre.abs().max()) + float(noise.abs().max()))
+    row_scale = centre.abs().amax(dim=(1, 2)) + noise.abs().amax(dim=(1, 2))  # (V_a,)
+    slack = (ROUNDING_SLACK * row_scale).float()[:, None, None]  # (V_a, 1, 1)
+    counted = None if pairs is None else pairs[:, :, None]
     hits = 0
     for begin in range(0, noise.shape[-1], DRAW_BLOCK):
         block = noise[:, :, begin : begin + DRAW_BLOCK]  # (V_a, V_y, k) float64
@@ -174,6 +233,8 @@ def argmax_hits(centre: torch.Tensor, noise: torch.Tensor) -> int:
             block32 = block.float()
             margin = centre32.diagonal(dim1=1, dim2=2)[:, :, None] + block32 - _best_rival(centre32, block32)
             sure, unsure = margin > slack, margin.abs() <= slack
+        if counted is not None:
+            sure, unsure = sure & counted, unsure & counted
         hits += int(sure.sum())
         if bool(unsure.any()):  # rare: ties and near-ties, decided by the float64 scores
             a, c, k = unsure.nonzero().unbind(1)

@@ -53,6 +53,7 @@ from lengen_core.config import RunConfig
 
 LOGIT_HEADROOM = 40.0  # exp(2·40) is finite in float32; a key 40 nats above the target wins anyway
 DOMINANT_KEYS = 8  # random keys per query token whose tokens are drawn one by one, not taken as Gaussian
+ROW_SPAN = 40.0  # nats: a query row's targets lie within this of its shift (_query_rows), so none underflows
 
 
 @dataclass
@@ -71,12 +72,21 @@ class _KeyStatistics:
     dominant_positional: torch.Tensor  # (V_a, M, V_y) RP[u_m] (zero without additive positions)
     mass_mean: torch.Tensor  # (V,) Σ_u mean_b g(T_ab(u)) over every random key
     mass_variance: torch.Tensor  # (V,) Σ_u var_b g(T_ab(u))
+    rest_mass_mean: torch.Tensor  # (V,) the same two over the random keys but the dominant ones
+    rest_mass_variance: torch.Tensor  # (V,)
+    dominant_mass: torch.Tensor  # (V_a, V_b, M) g(T_ab(u_m)) of the dominant keys
     target_vote: torch.Tensor  # (V, V) f(T_ac(u*)), query a, target c
     target_mass: torch.Tensor  # (V, V) g(T_ac(u*))
     target_positional: torch.Tensor  # (V,) RP[u*] (zero without additive positions)
     self_vote: torch.Tensor  # (V,) f(T_aa(t)): the key at Δ = 0 is the query's own token
     self_mass: torch.Tensor  # (V,) g(T_aa(t))
     self_positional: torch.Tensor  # (V,) RP[t] (zero without additive positions)
+    # Query rows (_query_rows): row r is query token rows[r] with the targets pairs[r] (all of them,
+    # one row per token, unless a token's target logits spread over more than ROW_SPAN). Every
+    # (V_a, …) field above is per row: (R, …).
+    rows: torch.Tensor | None = None  # (R,) the query token of each row
+    clamped: int = 0  # most random keys of one row above LOGIT_HEADROOM (their weights clamped to e^40)
+    pairs: torch.Tensor | None = None  # (R, V_c) bool: the targets this row stands for
     # softmax only (None for linear attention): the mass sums again, each query token's relative to the
     # largest logit among its random keys so far (no underflow however far below the target they sit),
     # and the two fixed keys' logits, all − shift_a: _predicted_mass works in logs with these.
@@ -168,17 +178,17 @@ def _fixed_logits(model: torch.nn.Module, last: int, offsets: Sequence[int]) -> 
     return _logit_table(model, query, last, positions).float().cpu()
 
 
-def _shifted_blocks(model: torch.nn.Module, last: int, shift: torch.Tensor):
-    """(begin, end) ↦ logits − shift_a (V, V, end − begin) of the query at `last` against the keys at
-    last − Δ, Δ = begin … end−1: float32 on the CPU, blocks at most KEY_CHUNK long.
+def _shifted_blocks(model: torch.nn.Module, last: int, shift: torch.Tensor, rows: torch.Tensor):
+    """(begin, end) ↦ logits − shift_r (R, V, end − begin) of the query at `last` (token rows[r])
+    against the keys at last − Δ, Δ = begin … end−1: float32 on the CPU, blocks at most KEY_CHUNK long.
 
     RoPE uses its per-token carriers s_ab(Δ) (carrier.CarrierBlocks: float64 angles, one float32 GEMM
     per block) instead of rotating V keys per position; other encodings go through the model's tables.
     """
     if getattr(model.encoding, "rotary", False):
-        coefficients, frequencies = _coefficients(model, last), model.encoding.frequencies.cpu()
+        coefficients, frequencies = _coefficients(model, last)[rows], model.encoding.frequencies.cpu()
         return CarrierBlocks(coefficients, frequencies, KEY_CHUNK, shift)
-    query = model.query_table(last)
+    query = model.query_table(last)[rows.to(model.embed.device)]
     device = query.device
 
     def block(begin: int, end: int) -> torch.Tensor:
@@ -208,22 +218,23 @@ class _Sums:
     mass_square: torch.Tensor | None = None  # (V,) Σ (mean_b g)²
 
     @classmethod
-    def zeros(cls, V: int) -> _Sums:
-        shapes = ((V, V), (V, V, V), (V, V), (V, V, V), (V, V, V), (V,), (V,))
+    def zeros(cls, V: int, rows: int | None = None) -> _Sums:
+        R = V if rows is None else rows
+        shapes = ((R, V), (R, V, V), (R, V), (R, V, V), (R, V, V), (R,), (R,))
         return cls(*(torch.zeros(shape, dtype=torch.float64) for shape in shapes))
 
     @classmethod
     def of(cls, f: torch.Tensor, g: torch.Tensor | None, readout: torch.Tensor | None) -> _Sums:
         """The sums over keys with vote weights f (V_a, V_b, n), mass weights g (None: g = f) and
         position readout rows (n, V_y) or (V_a, n, V_y) (None: no additive positions)."""
-        V = f.shape[0]
+        R, V = f.shape[:2]
         sums = cls(f.sum(-1).double(), torch.bmm(f, f.transpose(1, 2)).double())  # (V_a, V_b), (V_a, V_b, V_b')
         if readout is not None:
             f_mean = f.mean(1, keepdim=True)  # (V_a, 1, n)
             sums.positional = _project(f_mean, readout)[:, 0].double()
             sums.positional_cross = _project(f * (f - f_mean), readout).double()
             outer = (readout[..., :, None] * readout[..., None, :]).flatten(-2)  # (…, n, V_y·V_z)
-            sums.positional_outer = _project(f.var(1, correction=0)[:, None], outer).view(V, V, V).double()
+            sums.positional_outer = _project(f.var(1, correction=0)[:, None], outer).view(R, V, V).double()
         if g is not None:
             g_mean = g.mean(1).double()  # (V_a, n): mean over key tokens
             sums.mass, sums.mass_square = g_mean.sum(-1), (g_mean * g_mean).sum(-1)
@@ -239,46 +250,90 @@ class _Sums:
         return _Sums(**{name: value.clone() for name, value in vars(self).items()})
 
 
-def _statistics(total: _Sums, dominant: DominantKeys, same_mass: bool, **fixed: torch.Tensor) -> _KeyStatistics:
-    """Mass sums over every random key; vote sums over the random keys but the dominant ones."""
-    V = total.vote.shape[0]
-    if same_mass:  # g = f: Σ_u (mean_b g)² = Σ_bb' X_abb' / V²
-        mass, mass_square = total.vote.mean(1), total.cross.sum(dim=(1, 2)) / V**2
-    else:
-        mass, mass_square = total.mass.clone(), total.mass_square
+def _statistics(rest: _Sums, dominant: DominantKeys, same_mass: bool, mass, **fixed: torch.Tensor) -> _KeyStatistics:
+    """Vote sums over the random keys but the dominant ones (`rest`: the sweep kept them apart, so
+    no subtraction); mass sums over every random key, and over the rest. `mass`: g of a vote (None: g = f)."""
+    V, rest = rest.vote.shape[1], rest.copy()  # the sweep goes on adding to its own
     dominant = dominant.top()
     votes, rows = dominant.votes.double(), dominant.readout.double()
-    rest = total.copy()
-    if votes.shape[-1]:  # rows are zero without additive positions
-        rest.add(_Sums.of(votes, None, rows), -1.0)
+    weights = votes if mass is None else mass(votes)  # g of the dominant keys
+    heavy = _Sums.of(votes, None if same_mass else weights, rows if votes.shape[-1] else None)
+    total = rest.copy().add(heavy) if votes.shape[-1] else rest
+
+    def moments(sums: _Sums) -> tuple[torch.Tensor, torch.Tensor]:
+        if same_mass:  # g = f: Σ_u (mean_b g)² = Σ_bb' X_abb' / V²
+            mean, mean_square = sums.vote.mean(1), sums.cross.sum(dim=(1, 2)) / V**2
+            square_mean = sums.cross.diagonal(dim1=1, dim2=2).mean(1)
+        else:
+            mean, mean_square = sums.mass, sums.mass_square
+            square_mean = sums.cross.diagonal(dim1=1, dim2=2).mean(1)  # |f|² = f²
+        return mean, square_mean - mean_square
+
+    mass_mean, mass_variance = moments(total)
+    rest_mean, rest_variance = moments(rest)
     return _KeyStatistics(
         vote_sum=rest.vote, vote_square_sum=rest.cross.diagonal(dim1=1, dim2=2).clone(), vote_cross_sum=rest.cross,
         positional_readout=rest.positional, positional_cross=rest.positional_cross,
         positional_outer=rest.positional_outer, dominant_vote=votes, dominant_offsets=dominant.offsets.clone(),
-        dominant_positional=rows, mass_mean=mass,
-        mass_variance=total.cross.diagonal(dim1=1, dim2=2).mean(1) - mass_square, **fixed,
+        dominant_positional=rows, mass_mean=mass_mean, mass_variance=mass_variance,
+        rest_mass_mean=rest_mean, rest_mass_variance=rest_variance.clamp(min=0.0), dominant_mass=weights, **fixed,
     )
 
 
-def _fixed_keys(model: torch.nn.Module, config: RunConfig, last: int) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """The shift_a and the two keys no random token sits at: the target at Δ = k (token c) and the
-    query's own position Δ = 0 (token a, always: the query is a key of itself)."""
+def _query_rows(target: torch.Tensor, softmax: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The query rows of a sweep: (rows (R,), shift (R,), pairs (R, V_c) bool) from the target logits
+    T_ac (V_a, V_c).
+
+    Every logit of query token a is taken relative to a shift: the scores' argmax and p do not
+    change when all of a pair's weights are divided by one number, and float32 stays finite. One
+    shift per token, its best target's logit, serves while the token's targets lie within ROW_SPAN
+    of each other. A head trained far on (a constructed head with |W_Q| in the hundreds) spreads
+    them over 100 nats and more: e^(T_ac − shift) underflowed to 0 for the lower targets, with
+    every key near them, and each such pair was scored as a tie of zeros (0.82 predicted at the
+    training length where 1.00 was measured). Such a token gets several rows, each its own targets
+    within ROW_SPAN of the row's best. Linear attention needs no shift: one row per token, shift 0.
+    """
+    V = target.shape[0]
+    if not softmax:
+        return torch.arange(V), torch.zeros(V), torch.ones(V, V, dtype=torch.bool)
+    rows, shifts, pairs = [], [], []
+    for a in range(V):
+        left = torch.ones(V, dtype=torch.bool)
+        while bool(left.any()):
+            top = target[a][left].max()
+            group = left & (target[a] >= top - ROW_SPAN)
+            rows.append(a)
+            shifts.append(top)
+            pairs.append(group)
+            left &= ~group
+    return torch.tensor(rows), torch.stack(shifts).float(), torch.stack(pairs)
+
+
+def _fixed_keys(
+    model: torch.nn.Module, config: RunConfig, last: int
+) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+    """The query rows (_query_rows: rows, shift) and the two keys no random token sits at: the
+    target at Δ = k (token c) and the query's own position Δ = 0 (token a, always: the query is a
+    key of itself). A target outside its row's pairs gets the logit −inf (weight 0; never counted)."""
     vote, mass = TRANSFORMS[config.model.attention]
     mass = vote if mass is None else mass
     V, k = config.task.vocab_size, config.task.offset
+    softmax = config.model.attention == "softmax"
     logits = _fixed_logits(model, last, [k, 0])  # (V_a, V_b, 2)
-    target, own = logits[..., 0], logits[..., 1].diagonal()  # (V_a, V_c), (V_a,)
-    shift = target.max(dim=1).values if config.model.attention == "softmax" else torch.zeros(V)
+    rows, shift, pairs = _query_rows(logits[..., 0], softmax)
+    target, own = logits[rows, :, 0], logits[..., 1].diagonal()[rows]  # (R, V_c), (R,)
     target, own = target - shift[:, None], own - shift
+    if softmax:
+        target = target.masked_fill(~pairs, -math.inf)
     _, positional = model.readout_tables(torch.tensor([last - k, last], device=model.embed.device))
     positional = torch.zeros(2, V) if positional is None else positional.float().cpu()  # (2, V)
-    logits = {"target_logit": target.double(), "self_logit": own.double()} if config.model.attention == "softmax" else {}
-    return shift, {
+    logits = {"target_logit": target.double(), "self_logit": own.double()} if softmax else {}
+    return rows, shift, {
         **logits,
         "target_vote": vote(target.clone()).double(), "target_mass": mass(target.clone()).double(),
         "target_positional": positional[0].double(),
         "self_vote": vote(own.clone()).double(), "self_mass": mass(own.clone()).double(),
-        "self_positional": positional[1].double(),
+        "self_positional": positional[1].double(), "rows": rows, "pairs": pairs,
     }
 
 
@@ -293,20 +348,26 @@ def _key_statistics(
     """
     vote, mass = TRANSFORMS[config.model.attention]
     V, last, k = config.task.vocab_size, length - 1, config.task.offset
-    shift, fixed = _fixed_keys(model, config, last)
+    rows, shift, fixed = _fixed_keys(model, config, last)
+    R = rows.shape[0]
     additive = bool(getattr(model.encoding, "additive", False))
-    total, dominant = _Sums.zeros(V), DominantKeys(V, DOMINANT_KEYS)
-    blocks = _shifted_blocks(model, last, shift)
+    rest, dominant = _Sums.zeros(V, R), DominantKeys(V, DOMINANT_KEYS, R)
+    blocks = _shifted_blocks(model, last, shift, rows)
     below_headroom = getattr(blocks, "upper_bound", math.inf) <= LOGIT_HEADROOM - 1.0  # 1 nat for float32 rounding
     bounds = sorted({*range(0, length, KEY_CHUNK), *snapshots, length})
     taken: dict[int, _KeyStatistics] = {}
-    scaled = _ScaledMass.empty(V) if config.model.attention == "softmax" else None
+    scaled = _ScaledMass.empty(R) if config.model.attention == "softmax" else None
+    clamped = torch.zeros(R, dtype=torch.long)
     for begin, end in itertools.pairwise(bounds):
-        logits = blocks(begin, end)  # (V, V, c) − shift_a
+        logits = blocks(begin, end)  # (R, V, c) − shift_r
         fixed_here = [offset - begin for offset in (0, k) if begin <= offset < end]
         if scaled is not None:
             scaled.add(logits, fixed_here)
-        f = vote(logits, below_headroom)  # (V, V, c), in place
+            if not below_headroom and float(logits.max()) > LOGIT_HEADROOM:  # one pass; rarely true
+                over = logits.amax(1) > LOGIT_HEADROOM  # (R, c)
+                over[:, fixed_here] = False
+                clamped += over.sum(-1)
+        f = vote(logits, below_headroom)  # (R, V, c), in place
         for index in fixed_here:  # neither fixed key is a random one (f(0) = g(0) = 0)
             f[..., index] = 0.0
         readout = None
@@ -314,32 +375,73 @@ def _key_statistics(
             _, readout = model.readout_tables((last - torch.arange(begin, end)).to(model.embed.device))
             readout = readout.float().cpu()  # (c, V)
         g = None if mass is None else mass(f)
-        total.add(_Sums.of(f, g, readout))
-        dominant.add(f, f if g is None else g, readout, begin)
+        dominant.add(f, f if g is None else g, readout, begin)  # sets its keys aside: zero in f and g
+        rest.add(_Sums.of(f, g, readout))
+        for votes, evicted_rows in dominant.drain():  # keys pushed out of the top M join the rest
+            rest.add(_Sums.of(votes, None if mass is None else mass(votes), evicted_rows))
         if end in snapshots:
-            taken[end] = _statistics(total, dominant, mass is None, **fixed)
+            dominant.top()
+            for votes, evicted_rows in dominant.drain():
+                rest.add(_Sums.of(votes, None if mass is None else mass(votes), evicted_rows))
+            taken[end] = _statistics(rest, dominant, mass is None, mass, **fixed)
             taken[end].scaled_mass = None if scaled is None else scaled.copy()
+            taken[end].clamped = int(clamped.max())
     return taken
 
 
-def _predicted_mass(stats: _KeyStatistics) -> float:
-    """E[p] to second order in the spread of Z_a: p = T/(T + R) + T·S/(T + R)³, R = the own key + Z_a,
-    S = Var Z_a. For softmax in logs (the same value where nothing underflows): p = σ(log T − log R)
-    and T·S/(T + R)³ = p(1 − p)²·S/R², so a run whose logits spread over more than float range (a
-    learned table trained far past 100%) still gets a number, not 0/0."""
+def _pair_mean(values: torch.Tensor, stats: _KeyStatistics) -> float:
+    """The mean of values (R, V_c) over the (query token, target) pairs the rows stand for."""
+    return float(values.mean()) if stats.pairs is None else float(values[stats.pairs].mean())
+
+
+def _drawn_mass(stats: _KeyStatistics, draws: Draws) -> tuple[float, float]:
+    """E[p] with the dominant keys drawn one by one (see _predicted_mass), and the share of it that
+    is the rest's second-order term T·S/(T + R_k)³: where that share is not small, the expansion
+    itself is in doubt (lengen_core.analysis.trust)."""
+    weights = stats.dominant_mass.transpose(1, 2)  # (R, M, V_b)
+    drawn = weights.gather(2, draws.tokens[None].expand(weights.shape[0], -1, -1)).sum(1)  # (R, K): D_k
+    rest = (stats.self_mass + stats.rest_mass_mean)[:, None] + drawn  # (R, K): R_k
+    pairs = torch.ones_like(stats.target_mass, dtype=torch.bool) if stats.pairs is None else stats.pairs
+    row, column = pairs.nonzero().unbind(1)
+    target = stats.target_mass[row, column][:, None]  # (P, 1)
+    total = target + rest[row]  # (P, K)
+    spread = stats.rest_mass_variance[row, None]
+    safe = total.clamp_min(1e-300)
+    first = torch.where(total > 0, target / safe, 0.0)
+    second = torch.where(total > 0, target * spread / safe**3, 0.0)
+    mass = float((first + second).clamp(0.0, 1.0).mean())
+    return mass, (float(second.mean()) / mass if mass > 0 else 0.0)
+
+
+def _predicted_mass(stats: _KeyStatistics, draws: Draws | None = None) -> float:
+    """E[p], p = T/(T + R), R = the own key + Z_a, averaged over the (a, c) pairs.
+
+    With `draws` (what `predict` uses): the dominant keys enter as they do in the accuracy, their
+    tokens drawn one by one, and only the rest of Z_a is expanded to second order in its spread:
+    p = T/(T + R_k) + T·S/(T + R_k)³, R_k = own + D_k + E[rest], S = Var rest, averaged over the
+    draws k. A few keys that each weigh more than the target (present with chance 1/V each) make
+    Z_a heavy-tailed: its mean is large although most draws lack them, and the expansion about the
+    mean predicted p ≈ 0.23 where 0.53 was measured (a constructed head trained on; docs/prediction.md).
+
+    Without draws, the whole of Z_a to second order: p = T/(T + R) + T·S/(T + R)³, S = Var Z_a. For
+    softmax in logs (the same value where nothing underflows): p = σ(log T − log R) and
+    T·S/(T + R)³ = p(1 − p)²·S/R², so a run whose logits spread over more than float range still
+    gets a number, not 0/0."""
+    if draws is not None:
+        return _drawn_mass(stats, draws)[0]
     if stats.scaled_mass is not None:
         scaled = stats.scaled_mass
         log_rest = torch.logaddexp(torch.log(scaled.mean) + scaled.top, stats.self_logit)  # (V_a,)
         p = torch.sigmoid(stats.target_logit - log_rest[:, None])  # (V_a, V_c)
         spread = (scaled.square_mean - scaled.mean_square).clamp(min=0.0)
         relative = torch.exp(torch.log(spread) + 2 * scaled.top - 2 * log_rest)  # S/R²; 0 without random keys
-        return float((p + p * (1 - p) ** 2 * relative[:, None]).clamp(0.0, 1.0).mean())
+        return _pair_mean((p + p * (1 - p) ** 2 * relative[:, None]).clamp(0.0, 1.0), stats)
     target = stats.target_mass  # (V_a, V_c)
     rest = (stats.self_mass + stats.mass_mean)[:, None]  # (V_a, 1): the own key, then the random ones
     spread = stats.mass_variance[:, None]
     total = target + rest
     mass = target / total + target * spread / total**3  # second order in the spread of Z_a
-    return float(mass.clamp(0.0, 1.0).mean())
+    return _pair_mean(mass.clamp(0.0, 1.0), stats)
 
 
 def _readout_moments(stats: _KeyStatistics, readout: torch.Tensor, positional: bool) -> tuple[torch.Tensor, torch.Tensor]:
@@ -374,11 +476,13 @@ def _predicted_accuracy(
     V = readout.shape[0]
     mean, covariance = _readout_moments(stats, readout, positional)
     dominant = (stats.dominant_vote, stats.dominant_positional) if positional else None
-    noise = readout_noise(covariance, readout, shares, draws, dominant)  # (V_a, V_y, K)
-    target = stats.target_vote[:, :, None] * (readout + stats.target_positional * positional)  # (V_a, V_c, V_y)
-    own = stats.self_vote[:, None] * (readout + stats.self_positional * positional)  # (V_a, V_y)
+    noise = readout_noise(covariance, readout, shares, draws, dominant)  # (R, V_y, K)
+    target = stats.target_vote[:, :, None] * (readout + stats.target_positional * positional)  # (R, V_c, V_y)
+    own_rows = readout if stats.rows is None else readout[stats.rows]  # token a's readout row, per row
+    own = stats.self_vote[:, None] * (own_rows + stats.self_positional * positional)  # (R, V_y)
     centre = (mean + own)[:, None, :] + target
-    return argmax_hits(centre, noise) / (V * V * noise.shape[-1])
+    pairs = V * V if stats.pairs is None else int(stats.pairs.sum())
+    return argmax_hits(centre, noise, stats.pairs) / (pairs * noise.shape[-1])
 
 
 @dataclass(frozen=True)
@@ -387,6 +491,10 @@ class Prediction:
     target_mass: float
     accuracy: float  # with the model's own readout
     vote_accuracy: float  # with the ideal readout (the vote model of docs/science.md §8)
+    # the share of target_mass that is the second-order term of the expansion (lengen_core.analysis.trust);
+    # 0 for a prediction stored before it was reported
+    mass_correction: float = 0.0
+    clamped_keys: int = 0  # most random keys of one query row whose weight was clamped (LOGIT_HEADROOM)
 
 
 def predict(model: torch.nn.Module, config: RunConfig, lengths: Sequence[int], draws: int = GAUSSIAN_DRAWS,
@@ -420,10 +528,12 @@ def predict(model: torch.nn.Module, config: RunConfig, lengths: Sequence[int], d
     for length in lengths:
         stats = swept[length]
         shares = dominant_shares(stats.dominant_vote, shared)  # (V_b, V_a, K)
+        mass, correction = _drawn_mass(stats, shared)
         predictions.append(
             Prediction(
                 length=length,
-                target_mass=_predicted_mass(stats),
+                target_mass=mass,
+                mass_correction=correction, clamped_keys=stats.clamped,
                 accuracy=_predicted_accuracy(stats, readout, additive, shared, shares),
                 vote_accuracy=_predicted_accuracy(stats, ideal, False, shared, shares) if vote else math.nan,
             )

@@ -328,6 +328,9 @@ def command_evaluate(args: argparse.Namespace, store: RunStore) -> dict[str, Any
             "predicted_horizon": None if predicted is None else predicted.length,
             "predicted_horizon_below": None if predicted is None else predicted.below,
             "predicted_horizon_ceiling": m.horizon_ceiling, "predicted_horizon_note": m.horizon_note,
+            "predicted_horizon_reason": m.horizon_reason,
+            "prediction_status": None if m.prediction_status is None else m.prediction_status.status,
+            "prediction_status_reason": None if m.prediction_status is None else m.prediction_status.reason,
             "measured_horizon": None if measured is None else measured.length,
             "measured_horizon_below": None if measured is None else measured.below, **_device(run)}
 

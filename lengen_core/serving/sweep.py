@@ -261,6 +261,11 @@ def measure_run(run, lengths: Sequence[int], samples: int, prices: Pricer = SERV
     record["predicted_horizon_ceiling"] = m.horizon_ceiling
     if m.horizon_note is not None:
         record["predicted_horizon_note"] = m.horizon_note
+    if m.horizon_reason is not None:
+        record["predicted_horizon_reason"] = m.horizon_reason
+    if m.prediction_status is not None:
+        record["prediction_status"] = m.prediction_status.status
+        record["prediction_status_reason"] = m.prediction_status.reason
     return record
 
 

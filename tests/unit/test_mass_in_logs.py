@@ -1,6 +1,7 @@
 """The predicted target mass in logs (lengen_core.analysis.dilution._predicted_mass): the same number as the
 plain ratio wherever nothing underflows, and a number, not 0/0, for a run whose logits spread over
-more than float range (a learned table trained far past 100%: NaN at its own training length before)."""
+more than float range (a learned table trained far past 100%: NaN at its own training length before; since
+issue 27 its query rows keep even the plain ratio finite)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ def plain_mass(stats) -> float:
     """The ratio before it moved to logs: T/(T + R) + T·S/(T + R)³ on the exponentiated sums."""
     target, rest = stats.target_mass, (stats.self_mass + stats.mass_mean)[:, None]
     total = target + rest
-    return float((target / total + target * stats.mass_variance[:, None] / total**3).clamp(0.0, 1.0).mean())
+    mass = (target / total + target * stats.mass_variance[:, None] / total**3).clamp(0.0, 1.0)
+    return float(mass.mean() if stats.pairs is None else mass[stats.pairs].mean())  # the pairs each row stands for
 
 
 @pytest.mark.parametrize("changes", [dict(), dict(encoding="learned"), dict(encoding="alibi", offset=5),
@@ -49,7 +51,11 @@ def test_a_table_trained_past_float_range_gets_its_measured_mass_not_nan():
     model = train(config, "cpu").model.eval()
     L = config.task.train_length
     stats = dilution._key_statistics(model, config, L, [L])[L]
-    assert math.isnan(plain_mass(stats))  # 0/0: the random keys and some targets underflow together
+    # Before issue 27 one shift per query token left 0/0 here (the random keys and some targets
+    # underflowed together); each query row now keeps its targets within ROW_SPAN of its shift.
+    assert len(stats.rows) > config.task.vocab_size  # its targets spread wider than one row
+    assert math.isfinite(plain_mass(stats))
+    assert dilution._predicted_mass(stats) == pytest.approx(plain_mass(stats), rel=1e-6, abs=1e-12)
     predicted = predict(model, config, [L])[0].target_mass
     measured = evaluate(model, config, [L], samples=512)[0].target_mass
     assert predicted == pytest.approx(measured, abs=0.02), (predicted, measured)

@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 
 from ui.captions import accuracy as accuracy_captions
+from ui.captions import prediction as prediction_captions
 from ui.captions.mechanism import toeplitz_baseline_text
 from ui.charts.common import REFERENCE, _layout, accuracy_hover, band, chance_line, hover, log_axis
 
@@ -96,6 +97,8 @@ def _horizon_text(result: Comparison) -> str:
         return "n/a (transformer)"
     if m.predicted_horizon is None:
         return m.horizon_note or "—"
+    if m.horizon_reason is not None:
+        return f"none: {m.horizon_reason}"
     return m.predicted_horizon.text
 
 
@@ -111,6 +114,7 @@ def key_numbers(labels: dict[str, str], results: dict[str, Comparison], runs: di
             else "at chance" if verdict.at_chance_beyond else "above chance",
             "accuracy at 4×": four, "m_out (95%)": accuracy_captions.m_out_text(result.fit, result.samples),
             "horizon, predicted": _horizon_text(result),
+            "prediction": prediction_captions.status_cell(result.measurement.prediction_status),
             "Toeplitz": result.toeplitz_fraction,
             "Toeplitz untrained": toeplitz_baseline_text(result.toeplitz_baseline, result.toeplitz_range,
                                                          result.toeplitz_relative),
