@@ -454,6 +454,7 @@ def _miss(n: np.ndarray, p: np.ndarray, fit: DilutionFit) -> str:
     if times < 1.5:
         return text + " 1/p bends where the law's is a straight line in the key count."
     counted = "counted by its weight" if fit.weighted else "added"
+    factor = f"{times:.1f}×" if times < 1000 else "over 1,000×"  # a near-zero e^(−m_out) makes any rise huge
     return (text + f" Between L = {int(n[steepest]):,} and {int(n[steepest + 1]):,} each key {counted} raised 1/p by "
-            f"{times:.1f}× the law's e^(−m_out): keys at those distances weigh more than far keys do on average, "
+            f"{factor} the law's e^(−m_out): keys at those distances weigh more than far keys do on average, "
             "and a law with one far margin cannot follow that.")
