@@ -141,8 +141,8 @@ def test_m_out_says_what_it_was_fitted_to(apps) -> None:
     app, _ = apps["dilution"]
     assert {"m_out (fitted)", "Largest error of the fit"} <= {m.label for m in app.metric}
     caption = next(c.value for c in app.caption if c.value.startswith("**m_out: "))
-    assert re.match(r"\*\*m_out: \d\.\d\d \(\d\.\d\d–\d\.\d\d\), fitted 16–[\d,]+ \(\d+ lengths\), 128 samples",
-                    caption), caption
+    assert re.match(r"\*\*m_out: \d\.\d\d \(\d\.\d\d–\d\.\d\d; answers alone \d\.\d\d–\d\.\d\d\), "
+                    r"fitted 16–[\d,]+ \(\d+ lengths\), 128 samples", caption), caption
 
 
 @pytest.mark.parametrize("page, slider", [("carrier", True), ("carrier-learned", False)])
