@@ -134,7 +134,9 @@ def carrier_chart(step: Step, presenting: Projector | None) -> None:
     a, b = st.columns(2)
     a.metric("Alignment", "yes" if trained.aligned else "no", delta=f"untrained: {'yes' if untrained.aligned else 'no'}",
              delta_color="off", delta_arrow="off")
-    b.metric("Margin at k (nats)", f"{trained.margin:+.2f}", delta=f"untrained: {untrained.margin:+.2f}",
+    spread = result.baseline_range  # the range over untrained initialisations, as the Carrier page shows it
+    b.metric("Margin at k (nats)", f"{trained.margin:+.2f}",
+             delta=f"untrained: {readouts.untrained_text(untrained.margin, spread and spread.margin, '+.2f')}",
              delta_color="off", delta_arrow="off",
              help="s(k) minus the largest s(Δ) at any other offset of the training range.")
     _draw(charts.carrier_curve(result.offsets, result.values, result.train_length, result.offset),
