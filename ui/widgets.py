@@ -101,11 +101,25 @@ def chart(figure: go.Figure, look_for: str, data: pd.DataFrame, name: str, stem:
     run id (or what else the chart is of), so a folder of downloads says which run each came from. With
     `height`, the chart is sized for a projector (`present_chart`)."""
     present_chart(figure, height, f"chart-{name}")
-    (st if notes is None else notes).caption(f"**What to look for:** {look_for}")
+    where = st if notes is None else notes
+    first, rest = (look_for, "") if height is None else _lead(look_for)
+    where.caption(f"**What to look for:** {first}")
+    if rest:  # a projector holds the lead; the rest of this run's reading is one click away
+        where.expander("The rest of what to look for").caption(rest)
     st.download_button(
         "Download data (CSV)", data.to_csv(index=False).encode(), file_name=csv_name(name, stem),
         mime="text/csv", key=f"csv-{name}", help="The numbers behind this chart, one row per point.",
     )
+
+
+PRESENT_CAPTION_CHARS = 240  # a projector's caption: the sentences that fit in this many characters, the rest folded
+
+
+def _lead(text: str) -> tuple[str, str]:
+    """`text` split after the last sentence that ends within PRESENT_CAPTION_CHARS (the first sentence at least)."""
+    ends = [i + 1 for i, c in enumerate(text) if c == "." and (i + 1 == len(text) or text[i + 1] == " ")]
+    fitting = [i for i in ends if i <= PRESENT_CAPTION_CHARS] or ends[:1] or [len(text)]
+    return text[:fitting[-1]], text[fitting[-1]:].strip()
 
 
 def csv_name(name: str, stem: str | None = None) -> str:

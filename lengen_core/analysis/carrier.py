@@ -338,15 +338,17 @@ def baseline_range(config: RunConfig, seeds: int = BASELINE_SEEDS) -> tuple[Carr
 
 
 @torch.no_grad()
-def extract_carrier(model: torch.nn.Module, config: RunConfig, search_length: int = 1 << 20) -> Carrier:
+def extract_carrier(model: torch.nn.Module, config: RunConfig, search_length: int = 1 << 20,
+                    baseline_seeds: int = BASELINE_SEEDS) -> Carrier:
     """The carrier, its spectrum, rank, Toeplitz fraction and near-recurrences (analytic for RoPE),
     each metric beside the same metric of the config's untrained initialisation and its range over
-    `BASELINE_SEEDS` initialisations. Every number is computed from the weights, exactly."""
+    `baseline_seeds` initialisations (1: the run's own only, no range: a caller that reads no baseline,
+    a sweep's cell, pays for one). Every number is computed from the weights, exactly."""
     if isinstance(search_length, bool) or not isinstance(search_length, int) or not 1 <= search_length <= MAX_EVAL_LENGTH:
         raise LengthError(f"search length {search_length!r} is out of range: allowed 1 to {MAX_EVAL_LENGTH}")
     source, values, positional, (frequencies, amplitudes) = _parts(model, config)
     metrics, singular = _metrics(model, config, values, positional, amplitudes)
-    baseline, spread = baseline_range(config)
+    baseline, spread = baseline_range(config, baseline_seeds) if baseline_seeds > 1 else (untrained_metrics(config), None)
     rotary = getattr(model.encoding, "rotary", False)
     return Carrier(
         source=source, offsets=np.arange(len(values)), values=values, frequencies=frequencies,

@@ -254,7 +254,7 @@ def measure_run(run, lengths: Sequence[int], samples: int, prices: Pricer = SERV
         record.update(m_out=law.m_out, m_out_low=law.m_out_low, m_out_high=law.m_out_high,
                       m_out_lengths_low=law.quoted_low, m_out_lengths_high=law.quoted_high,
                       plain_m_out=law.plain_law.m_out)
-    carrier = extract_carrier(model, config, search_length=search)
+    carrier = extract_carrier(model, config, search_length=search, baseline_seeds=1)  # its argmax and margin only
     record.update(argmax_offset=int(carrier.argmax_offset), carrier_margin=float(carrier.margin))
     record["measured_horizon"] = None if m.measured_horizon is None else m.measured_horizon.length
     record["predicted_horizon"] = None if m.predicted_horizon is None else m.predicted_horizon.length

@@ -82,7 +82,7 @@ MEASURE = textwrap.dedent(
 
 
 @pytest.mark.slow
-# Not `serial`: the peak is its own fresh process's (VmHWM), which tests beside it do not change.
+@pytest.mark.serial  # a peak memory on both cores (OMP_NUM_THREADS=2): beside the two workers it oversubscribed them
 def test_the_largest_transformer_at_the_longest_length_stays_within_its_memory_bound():
     """8 layers × 16 heads, d_model 512, 16,384 tokens: every layer's full logits and weights would
     be 8 × 16 × 16,384² × 8 bytes = 275 GB; this map needs the forward pass of one sequence up to the

@@ -52,7 +52,7 @@ def measure(layers: int) -> dict:
     return json.loads(done.stdout.splitlines()[-1])
 
 
-# Not `serial`: the peak is its own fresh process's (VmHWM), which tests beside it do not change.
+@pytest.mark.serial  # its peak is its own process's, but minutes of CPU beside the two workers slowed the pass more
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="peak memory is read from /proc")
 @pytest.mark.slow  # the 2-layer pass too: most of a minute alone; tests/unit/test_evaluation_memory.py measures quickly
 @pytest.mark.parametrize("layers", [2, MAX_LAYERS])
