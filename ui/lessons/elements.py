@@ -165,7 +165,12 @@ def dilution_chart(step: Step, presenting: Projector | None) -> None:
 
 def inverse_mass_chart(step: Step, presenting: Projector | None) -> None:
     run, lengths, table, fit_table, result = _dilution(step)
-    st.caption(f"**m_out: {accuracy_captions.m_out_text(result, DILUTION_SAMPLES)}.** {readouts.fit_caption(result)}")
+    law = readouts.fit_caption(result)
+    if presenting is None:
+        st.caption(f"**m_out: {accuracy_captions.m_out_text(result, DILUTION_SAMPLES)}.** {law}")
+    else:  # a projector: the number, and the fit's account one click away
+        st.caption(f"**m_out: {accuracy_captions.m_out_text(result, DILUTION_SAMPLES)}.**")
+        st.expander("How the law was fitted").caption(law)
     _draw(charts.inverse_mass(table, fit_table),
           readouts.inverse_mass_caption(lengths, table["target_mass"], run.config.task.train_length, result),
           table[["length", "samples", "target_mass", "target_mass_sem", "predicted_mass"]]
