@@ -560,7 +560,7 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO = sys.stdout, stderr:
     deterministic_cublas()  # before any CUDA work: a CUDA training is the same bytes each time
     try:
         args = build_parser().parse_args(argv)
-        args.console, args.stderr = Console.for_command(stderr, args.budget, args.json), stderr
+        args.console = Console.for_command(stderr, args.budget, args.json)
         result = COMMANDS[args.command](args, RunStore())
     except KeyboardInterrupt:
         stderr.write("lengen: interrupted (Ctrl-C): what this command had finished is kept; the work it was "
