@@ -221,9 +221,9 @@ def _expected_matrix(config: RunConfig, length: int) -> tuple[float, float]:
     return kept, _seconds(flops, 4 * length * length)
 
 
-def carrier_cost(config: RunConfig, search_length: int) -> Cost:
-    """`lengen_core.analysis.carrier.extract_carrier`, for the run and the `BASELINE_SEEDS` untrained
-    initialisations of its baseline range: each model's expected logit matrix at L_train (and, for a
+def carrier_cost(config: RunConfig, search_length: int, baseline_seeds: int = BASELINE_SEEDS) -> Cost:
+    """`lengen_core.analysis.carrier.extract_carrier`, for the run and the `baseline_seeds` untrained
+    initialisations of its baseline range (the same argument as the extraction's): each model's expected logit matrix at L_train (and, for a
     measured carrier, at the offsets shown) and an SVD, all from the weights; and for RoPE the
     near-recurrence search, s_ab(Δ) for every token pair, Δ = L_train … search_length, a chunk of
     offsets at a time: V² × d_model × offsets multiply-adds."""
@@ -236,7 +236,7 @@ def carrier_cost(config: RunConfig, search_length: int) -> Cost:
         measured, more = _expected_matrix(config, size)
         kept, seconds = max(kept, measured), seconds + more
     seconds += _seconds(0, parameter_count(config))  # drawing an initialisation's weights
-    seconds *= 1 + BASELINE_SEEDS  # the trained model and the untrained initialisations
+    seconds *= 1 + baseline_seeds  # the trained model and the untrained initialisations
     if encoding.rotary:
         offsets = max(0, search_length - L)
         chunk = min(1 << 14, offsets)
@@ -347,8 +347,8 @@ class Pricer:
         cost = evaluation_cost(config, [L, 4 * L], samples, tokens_per_batch(config))  # the batches it runs
         return self.check(Cost("this per-head analysis", cost.memory_bytes, cost.seconds, cost.knobs))
 
-    def check_carrier(self, config: RunConfig, search_length: int) -> Cost:
-        return self.check(carrier_cost(config, search_length))
+    def check_carrier(self, config: RunConfig, search_length: int, baseline_seeds: int = BASELINE_SEEDS) -> Cost:
+        return self.check(carrier_cost(config, search_length, baseline_seeds))
 
     def check_prediction(self, config: RunConfig, lengths: Sequence[int], rule=None) -> Cost:
         return self.check(prediction_cost(config, lengths, rule))

@@ -63,6 +63,7 @@ from lengen_core.serving.store import RunStore, preset_store
 from lengen_core.training import train
 
 Backend = Literal["local", "ray"]
+CELL_BASELINE_SEEDS = 1  # a cell reads the carrier's argmax and margin only: no untrained range to pay for
 MAX_CELLS = 512  # cells in one sweep (the hosted app's budget may allow fewer: `check_grid`)
 MAX_GRID_LENGTHS = 16
 
@@ -242,7 +243,7 @@ def measure_run(run, lengths: Sequence[int], samples: int, prices: Pricer = SERV
                               "predicted_horizon": None, "measured_horizon": None}
     search = 4 * config.task.train_length
     if config.single_head:
-        prices.check_carrier(config, search)  # priced with the measurement, before either starts
+        prices.check_carrier(config, search, CELL_BASELINE_SEEDS)  # priced with the measurement, before either starts
     m = measure(run, allowed, samples, prices=prices)
     record["lengths"] = [{"length": r.length, "accuracy": float(r.accuracy), "accuracy_low": float(r.accuracy_low),
                           "accuracy_high": float(r.accuracy_high), "target_mass": float(r.target_mass)}
@@ -254,7 +255,7 @@ def measure_run(run, lengths: Sequence[int], samples: int, prices: Pricer = SERV
         record.update(m_out=law.m_out, m_out_low=law.m_out_low, m_out_high=law.m_out_high,
                       m_out_lengths_low=law.quoted_low, m_out_lengths_high=law.quoted_high,
                       plain_m_out=law.plain_law.m_out)
-    carrier = extract_carrier(model, config, search_length=search, baseline_seeds=1)  # its argmax and margin only
+    carrier = extract_carrier(model, config, search_length=search, baseline_seeds=CELL_BASELINE_SEEDS)
     record.update(argmax_offset=int(carrier.argmax_offset), carrier_margin=float(carrier.margin))
     record["measured_horizon"] = None if m.measured_horizon is None else m.measured_horizon.length
     record["predicted_horizon"] = None if m.predicted_horizon is None else m.predicted_horizon.length
@@ -579,7 +580,7 @@ def sweep_seconds(grid: SweepGrid) -> float:
         if config.single_head:
             total += budget.single_head_evaluation_cost(config, grid.lengths, grid.samples).seconds
             total += budget.prediction_cost(config, sorted({L, *grid.lengths})).seconds
-            total += budget.carrier_cost(config, 4 * L).seconds
+            total += budget.carrier_cost(config, 4 * L, CELL_BASELINE_SEEDS).seconds
         else:
             total += budget.evaluation_cost(config, grid.lengths, grid.samples, tokens_per_batch(config)).seconds
     return total
