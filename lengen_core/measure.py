@@ -207,7 +207,7 @@ def _predicted_lengths(run: Run, lengths: Sequence[int]) -> list[int]:
 def _predicted_horizon(run: Run, rule: InferenceRule, ceiling: int, shipped: Shipped | None,
                        prices: Prices | None) -> tuple[Horizon | None, str | None]:
     """The search up to `ceiling`, priced first (over budget: none, and why), each later step priced too."""
-    if rule.trivial and shipped is not None and shipped.horizon is not None and shipped.horizon.ceiling == ceiling:
+    if shipped_horizon(shipped, rule, ceiling) is not None:
         return shipped.horizon, None
     config = run.config
     afford = None
@@ -223,6 +223,13 @@ def _predicted_horizon(run: Run, rule: InferenceRule, ceiling: int, shipped: Shi
     if not rule.trivial:
         return reach, f"under {rule.label}, looked for up to the longest length evaluated, {ceiling:,}"
     return reach, None
+
+
+def shipped_horizon(shipped: Shipped | None, rule: InferenceRule, ceiling: int) -> Horizon | None:
+    """The horizon `shipped` holds where it answers this search (as trained, up to the same ceiling), else None."""
+    if rule.trivial and shipped is not None and shipped.horizon is not None and shipped.horizon.ceiling == ceiling:
+        return shipped.horizon
+    return None
 
 
 def _shipped_reports(shipped: Shipped | None, lengths: Sequence[int], samples: int, seed: int,

@@ -45,7 +45,7 @@ from lengen_core.config import (
     Setting,
     with_changes,
 )
-from lengen_core.measure import check_measurement, measure, search_ceiling
+from lengen_core.measure import check_measurement, measure, search_ceiling, shipped_horizon
 from lengen_core.models.encodings import LengthError
 from lengen_core.serving.budget import BudgetError, duration
 from lengen_core.serving.console import BUDGET_FLAG, Console
@@ -306,9 +306,7 @@ def command_evaluate(args: argparse.Namespace, store: RunStore) -> dict[str, Any
     shipped = _stored_measurement(args.run_id, store)
     if config.single_head:
         ceiling = search_ceiling(run, lengths, rule)
-        stored = rule.trivial and shipped is not None and shipped.horizon is not None \
-            and shipped.horizon.ceiling == ceiling
-        if not stored:
+        if shipped_horizon(shipped, rule, ceiling) is None:  # priced only where it will be searched
             try:
                 pricer.check_horizon(config, ceiling, rule)
             except BudgetError:
