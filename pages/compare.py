@@ -10,6 +10,7 @@ from lengen_core.thresholds import ACCURACY_BAR
 from ui.analyses import comparisons, rule_lengths, rule_note
 from ui.captions import accuracy as accuracy_captions
 from ui.captions import mechanism as mechanism_captions
+from ui.captions import prediction as prediction_captions
 from ui.charts import compare as compare_charts
 from ui.glossary import lead
 from ui.presets import DILUTION_LONGEST, DILUTION_SAMPLES, LONGEST_CHOICES, single_head_presets
@@ -137,10 +138,9 @@ by_quantity = compare_charts.by_quantity(numbers)
 st.dataframe(by_quantity, hide_index=True, width="stretch", height=35 * (len(by_quantity) + 1) + 3)  # every row shown
 with st.expander("What each number means"):
     st.markdown("\n".join(f"- **{name}**: {text}" for name, text in MEANINGS.items()))
-untrusted = [f"**{labels[i]}**: {r.measurement.prediction_status.reason}" for i, r in results.items()
-             if r.measurement.prediction_status is not None and not r.measurement.prediction_status.trusted]
-if untrusted:
-    st.warning(" ".join(untrusted))
+if untrusted := prediction_captions.untrusted_text({labels[i]: r.measurement.prediction_status
+                                                   for i, r in results.items()}):
+    st.warning(untrusted)
 toeplitz = "; ".join(mechanism_captions.toeplitz_caption(labels[i], r.toeplitz_fraction, r.toeplitz_baseline,
                                                        r.toeplitz_range, r.toeplitz_relative, r.baseline_seeds)
                      for i, r in results.items())

@@ -3,6 +3,8 @@ Dilution and Compare pages say it: the prediction is drawn either way, this says
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from lengen_core.analysis.trust import PredictionStatus
 
 
@@ -19,3 +21,10 @@ def status_caption(status: PredictionStatus | None) -> str | None:
 def status_cell(status: PredictionStatus | None) -> str:
     """The Compare table's cell: 'ok', 'untrusted', or 'n/a (transformer)'."""
     return "n/a (transformer)" if status is None else status.status
+
+
+def untrusted_text(statuses: Mapping[str, PredictionStatus | None]) -> str | None:
+    """'**label**: reason …' for each run (by label) whose prediction is untrusted; None when none is."""
+    parts = [f"**{label}**: {status.reason}" for label, status in statuses.items()
+             if status is not None and not status.trusted]
+    return " ".join(parts) or None
