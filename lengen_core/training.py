@@ -37,6 +37,40 @@ PROBE_SHARE = 0.25  # live probes may take at most this share of a training's st
 DATA_SEED_OFFSET = 1_000_003  # keeps the data stream apart from the weight stream of the same seed
 
 
+FUSED_ADAM = frozenset({"cpu", "cuda"})  # devices whose Adam step runs as one fused kernel per parameter
+
+
+@dataclass(frozen=True)
+class RowWindow:
+    """The rows of a position table a training can reach (positions 0 … L_train-1), as a parameter of
+    their own that shares the table's memory: the optimiser steps them alone. With no weight decay,
+    Adam leaves a row whose gradient has always been zero exactly where it is (its moments stay 0, so
+    its step is 0/ε), so stepping the rest of a 4,096-row table, as a plain optimiser does, changes
+    nothing but the time: it was most of a learned-position step's."""
+
+    table: torch.nn.Parameter
+    rows: torch.nn.Parameter  # table[:reach], the same memory
+
+    def take_gradient(self) -> None:
+        gradient = self.table.grad
+        self.rows.grad = None if gradient is None else gradient[: self.rows.shape[0]]
+
+
+def reachable_rows(model: torch.nn.Module, config: RunConfig) -> list[RowWindow]:
+    """A window on each trained position table with rows no training batch reaches, when no weight
+    decay would move those rows (it would: an optimiser term, not a gradient)."""
+    if config.train.weight_decay:
+        return []
+    reach = config.task.train_length  # no batch is longer (lengen_core.tasks.training_length)
+    windows = []
+    for module in model.modules():
+        table = getattr(module, "table", None)
+        if getattr(module, "trained_positions", False) and isinstance(table, torch.nn.Parameter) \
+                and table.shape[0] > reach:
+            windows.append(RowWindow(table, torch.nn.Parameter(table.data[:reach])))
+    return windows
+
+
 def resolve_device(name: str = "auto") -> torch.device:
     """`auto` picks CUDA, then Apple MPS, then the CPU; an unavailable explicit choice is an error."""
     cuda, mps = torch.cuda.is_available(), torch.backends.mps.is_available()
@@ -154,8 +188,13 @@ class Training:
         self.model = self.model.to(self.device)
         # The batches come from a CPU generator and move to the device: every device sees the same data
         self.data = torch.Generator().manual_seed(seed + DATA_SEED_OFFSET)
+        self.windows = reachable_rows(self.model, config)
+        windowed = {id(window.table) for window in self.windows}
+        parameters = [p for p in self.model.parameters() if id(p) not in windowed]
+        parameters += [window.rows for window in self.windows]
         self.optimizer = torch.optim.Adam(
-            self.model.parameters(), lr=config.train.learning_rate, weight_decay=config.train.weight_decay
+            parameters, lr=config.train.learning_rate, weight_decay=config.train.weight_decay,
+            fused=self.device.type in FUSED_ADAM,
         )
         self.probe, self.probe_every, self.probe_share = probe, probe_every, probe_share
         self.probe_seconds = 0.0  # spent on live probes so far (not counted in `seconds`)
@@ -174,8 +213,10 @@ class Training:
         tokens, targets = tokens.to(self.device), targets.to(self.device)  # no copy on the CPU
         logits = self.model(tokens, query_start=query_start(self.config.task, tokens.shape[1]))  # (B, Tq, V)
         loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten())
-        self.optimizer.zero_grad(set_to_none=True)
+        self.model.zero_grad(set_to_none=True)
         loss.backward()
+        for window in self.windows:
+            window.take_gradient()
         self.optimizer.step()
         accuracy = (logits.argmax(-1) == targets).float().mean()
         return float(loss.detach()), float(accuracy)

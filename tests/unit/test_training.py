@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+import lengen_core.training as training_module
 from lengen_core.analysis.evaluate import evaluate
 from lengen_core.config import RunConfig, with_changes
 from lengen_core.training import Progress, Training, resolve_device, train
@@ -179,3 +180,38 @@ def test_training_restores_the_callers_deterministic_setting():
         assert torch.are_deterministic_algorithms_enabled() and torch.is_deterministic_algorithms_warn_only_enabled()
     finally:
         torch.use_deterministic_algorithms(False)
+
+
+LEARNED_SHORT = with_changes(RunConfig(), encoding="learned", d_model=16, train_length=12, max_positions=64,
+                             steps=15, learning_rate=0.05, length_mode="sampled")
+
+
+def _trained_table(config: RunConfig, monkeypatch: pytest.MonkeyPatch, windows: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    if not windows:
+        monkeypatch.setattr(training_module, "reachable_rows", lambda model, config: [])
+    training = Training(config, "cpu")
+    assert len(training.windows) == int(windows)
+    start = training.model.encoding.table.detach().clone()
+    list(training)
+    monkeypatch.undo()
+    return start, training.finish().model.encoding.table.detach()
+
+
+def test_stepping_only_the_reachable_rows_changes_nothing_but_the_time(monkeypatch):
+    """Adam on the rows a training reaches gives the weights Adam on the whole table gives: the rows
+    past the training length stay exactly at their initial values either way."""
+    start, windowed = _trained_table(LEARNED_SHORT, monkeypatch, windows=True)
+    _, whole = _trained_table(LEARNED_SHORT, monkeypatch, windows=False)
+    L = LEARNED_SHORT.task.train_length
+    assert torch.equal(windowed[L:], start[L:]) and torch.equal(whole[L:], start[L:])
+    assert not torch.equal(windowed[:L], start[:L])  # the reachable rows did train
+    torch.testing.assert_close(windowed[:L], whole[:L], rtol=1e-5, atol=1e-6)
+
+
+def test_weight_decay_steps_the_whole_table(monkeypatch):
+    """Weight decay moves rows no gradient reaches, so with it the whole table is stepped."""
+    decayed = with_changes(LEARNED_SHORT, weight_decay=0.1)
+    start, trained = _trained_table(decayed, monkeypatch, windows=False)
+    assert Training(decayed, "cpu").windows == []
+    L = decayed.task.train_length
+    assert not torch.equal(trained[L:], start[L:])
