@@ -26,7 +26,9 @@ from lengen_core.training import train
 ROOT = Path(__file__).resolve().parents[2]
 LENGEN_PARTS = ["training", "evaluation", "long", "prediction", "scaling", "profile"]
 
-pytestmark = [pytest.mark.slow, pytest.mark.serial]  # serial: the benchmark times and measures what it runs
+# serial: the benchmark times and measures what it runs. Quick representative: tests/unit/test_bench_targets.py
+# (the judgement of every figure against its target, from made-up results).
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 
 def run_bench(out: Path, *args: str) -> dict:
