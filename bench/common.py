@@ -149,7 +149,7 @@ TARGETS = {
                                    "≤ 2 s", 2.0, at_most=True),
     "command_2^20_peak_gb": Target("that command: peak memory", "≤ 1 GB", 1.0, at_most=True, unit="GB"),
     "command_2^20_same": Target("that command: accuracy and target mass against the core's",
-                                "the same (largest |difference| ≤ 1e-6)", 1e-6, at_most=True, unit=""),
+                                "the same (largest absolute difference ≤ 1e-6)", 1e-6, at_most=True, unit=""),
     "prediction_seconds": Target("prediction at 20 lengths up to 2^20", "≤ 2 s", 2.0, at_most=True, issue=6),
     "app_start_seconds": Target("app: `streamlit run` → Start page's first chart drawn", "≤ 5 s", 5.0,
                                 at_most=True),

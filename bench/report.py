@@ -60,7 +60,8 @@ def targets_table(rows: list[dict]) -> list[str]:
          {"met": "**met**", "missed": "**missed**"}.get(row["status"], row["status"])] for row in rows])
     notes = [f"- {row['figure']}: {row['note']}" for row in rows if row.get("note")]
     counts = {status: sum(row["status"] == status for row in rows) for status in ("met", "missed", "not measured")}
-    return lines + notes + (["", ", ".join(f"{n} {status}" for status, n in counts.items()) + ".", ""] if rows else [])
+    summary = [", ".join(f"{n} {status}" for status, n in counts.items()) + ".", ""] if rows else []
+    return lines + (notes + [""] if notes else []) + summary
 
 
 def render(results: dict) -> str:
@@ -112,7 +113,9 @@ def render(results: dict) -> str:
 
     issue = results.get("evaluation_issue")
     if issue:
-        out += [f"## Evaluation at {issue.get('length')} × {issue.get('samples')} (RoPE; fresh processes, taking turns)", ""]
+        length = issue.get("length") or 0
+        shown = f"2^{length.bit_length() - 1}" if length and length & (length - 1) == 0 else str(length)
+        out += [f"## Evaluation at {shown} × {issue.get('samples')} (RoPE; fresh processes, taking turns)", ""]
         if issue.get("error"):
             out += [f"Not measured: {issue['error']}", ""]
         else:
