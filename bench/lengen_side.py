@@ -15,10 +15,12 @@ import cProfile
 import itertools
 import json
 import math
+import os
 import pstats
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,12 +31,13 @@ from bench.common import PEER_PYTHON, ROOT, median, python_env
 from bench.probe import save_model
 from lengen_core.analysis.dilution import predict
 from lengen_core.analysis.evaluate import evaluate
-from lengen_core.config import RunConfig, with_changes
+from lengen_core.config import SETTINGS, RunConfig, with_changes
 from lengen_core.training import Training
 
 
 def bench_config(encoding: str, steps: int, **changes) -> RunConfig:
-    """The default retrieval config (V=16, k=3, L_train=16, d=64, batch 128, Adam 3e-3), run for `steps` steps."""
+    """Today's default config (`RunConfig()`: retrieval, V 16, offset 3, L_train 16, batch 128, Adam 3e-3, and
+    the default d_model and qk_init), with `encoding`, `steps` steps, never stopping early, and `changes`."""
     return with_changes(RunConfig(), encoding=encoding, steps=steps, keep_training=True, **changes)
 
 
@@ -72,23 +75,29 @@ def summarise_training(runs: list[dict]) -> dict:
     }
 
 
-def train_lengen(encoding: str, runs: int, steps: int, threshold: float, window: int) -> tuple[dict, torch.nn.Module]:
-    """`runs` seeds; the seed-0 model is returned for evaluation."""
+def train_lengen(encoding: str, runs: int, steps: int, threshold: float, window: int,
+                 d_model: int) -> tuple[dict, torch.nn.Module]:
+    """`runs` seeds at width `d_model`; the seed-0 model is returned for evaluation."""
     results, first = [], None
     for seed in range(runs):
-        result, model = train_once(bench_config(encoding, steps, seed=seed), threshold, window)
+        result, model = train_once(bench_config(encoding, steps, seed=seed, d_model=d_model), threshold, window)
         results.append(result)
         first = model if first is None else first
     return summarise_training(results), first
 
 
 def run_peer(encoding: str, runs: int, steps: int, lengths: Sequence[int], samples: int, eval_runs: int,
-             threshold: float, window: int, threads: int, timeout: float) -> dict:
-    """The peer script in its own venv; {"error": ...} when it is not installed or fails."""
+             threshold: float, window: int, threads: int, timeout: float, d_model: int) -> dict:
+    """The peer script in its own venv, its model `d_model` wide; {"error": ...} when it is not installed or fails."""
     if not PEER_PYTHON.exists():
         return {"error": "peer environment absent: run bash bench/setup_peer.sh"}
+    config = bench_config(encoding, steps, d_model=d_model)
+    if config.train.weight_decay:
+        return {"error": f"peer.py trains with Adam without weight decay; lengen's config has {config.train.weight_decay}"}
     command = [str(PEER_PYTHON), str(ROOT / "bench" / "peer.py"), "--encoding", encoding, "--runs", str(runs),
-               "--steps", str(steps), "--samples", str(samples), "--eval-runs", str(eval_runs),
+               "--steps", str(steps), "--d-model", str(d_model),
+               # the optimiser of lengen's config at that width, so the two sides differ only in their code
+               "--lr", repr(config.train.learning_rate), "--batch-size", str(config.train.batch_size), "--samples", str(samples), "--eval-runs", str(eval_runs),
                "--threshold", str(threshold), "--window", str(window), "--threads", str(threads),
                "--lengths", *map(str, lengths)]
     try:
@@ -128,10 +137,12 @@ def compare_evaluation(lengen: list[dict], peer: list[dict] | None) -> dict:
     return result
 
 
-def probe(model_dir: Path, length: int, samples: int, threads: int, profile: Path | None = None,
-          timeout: float = 900) -> dict:
-    """`bench.probe` in a fresh process: wall seconds and peak memory of one evaluation."""
-    command = [sys.executable, "-m", "bench.probe", "--model", str(model_dir), "--length",
+def probe(model_dir: Path | None, length: int, samples: int, threads: int, profile: Path | None = None,
+          timeout: float = 900, stored: tuple[Path, str] | None = None) -> dict:
+    """`bench.probe` in a fresh process: wall seconds and peak memory of one evaluation, of the model saved in
+    `model_dir` or of the run `stored` = (LENGEN_HOME, run id)."""
+    source = ["--model", str(model_dir)] if stored is None else ["--home", str(stored[0]), "--run", stored[1]]
+    command = [sys.executable, "-m", "bench.probe", *source, "--length",
                str(length), "--samples", str(samples), "--threads", str(threads)]
     if profile is not None:
         command += ["--profile", str(profile)]
@@ -144,16 +155,88 @@ def probe(model_dir: Path, length: int, samples: int, threads: int, profile: Pat
 
 def evaluate_long(model_dir: Path, lengths: Sequence[int], samples: int, repeats: int, threads: int) -> list[dict]:
     """Each length `repeats` times, each in a fresh process: median seconds, largest peak memory."""
-    rows = []
-    for length in lengths:
-        probes = [probe(model_dir, length, samples, threads) for _ in range(repeats)]
-        good = [p for p in probes if "error" not in p]
-        if not good:
-            rows.append(probes[0])
+    return [summarise_fresh([probe(model_dir, length, samples, threads) for _ in range(repeats)]) for length in lengths]
+
+
+def cli_flags(config: RunConfig) -> list[str]:
+    """The command line's flags for `config`: one per setting that differs from the default (`SETTINGS`)."""
+    flags: list[str] = []
+    default = RunConfig()
+    for name, setting in SETTINGS.items():
+        value = getattr(getattr(config, setting.section), name)
+        if value == getattr(getattr(default, setting.section), name):
             continue
-        rows.append({**good[0], "seconds": median([p["seconds"] for p in good]),
-                     "peak_rss_bytes": max(p["peak_rss_bytes"] for p in good), "repeats": len(good)})
-    return rows
+        if setting.kind is bool:
+            flags.append(f"--{setting.flag}")  # on: the command line's switches are off by default
+        else:
+            flags += [f"--{setting.flag}", str(value)]
+    return flags
+
+
+def cli_train(home: Path, config: RunConfig, threads: int, timeout: float = 900) -> str:
+    """`python -m lengen_core train` of `config` into the store at `home`, as a person makes a run; its run id."""
+    done = subprocess.run([sys.executable, "-m", "lengen_core", "train", *cli_flags(config), "--json"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=timeout, env={**python_env(threads), "LENGEN_HOME": str(home)}, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"lengen train failed (exit {done.returncode}): {done.stderr.strip()[-800:]}")
+    return json.loads(done.stdout)["run_id"]
+
+
+def timed_command(arguments: Sequence[str], home: Path, threads: int, timeout: float = 900) -> dict:
+    """`python -m lengen_core ARGUMENTS` in a fresh process with LENGEN_HOME=`home`: wall seconds from launch to
+    exit (the interpreter's start and the imports included), the process's peak memory (its own `ru_maxrss`,
+    from wait4), its exit status and output."""
+    command = [sys.executable, "-m", "lengen_core", *arguments]
+    env = {**python_env(threads), "LENGEN_HOME": str(home)}
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        start = time.perf_counter()
+        process = subprocess.Popen(command, cwd=ROOT, stdout=out, stderr=err, env=env)
+        timer = threading.Timer(timeout, process.kill)
+        timer.start()
+        try:
+            _, status, usage = os.wait4(process.pid, 0)  # this child's own rusage, not every child's
+        finally:
+            timer.cancel()
+        seconds = time.perf_counter() - start
+        process.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        return {"seconds": seconds, "peak_rss_bytes": usage.ru_maxrss * 1024, "returncode": process.returncode,
+                "stdout": out.read(), "stderr": err.read()}
+
+
+def cli_evaluate(home: Path, run_id: str, length: int, samples: int, threads: int, timeout: float = 900) -> dict:
+    """`python -m lengen_core evaluate RUN --lengths L --samples S --json`, as typed at a terminal (`timed_command`)."""
+    done = timed_command(["evaluate", run_id, "--lengths", str(length), "--samples", str(samples), "--json"], home,
+                         threads, timeout)
+    if done["returncode"] != 0:
+        return {"length": length, "error": f"exit {done['returncode']}: {done['stderr'].strip()[-800:]}"}
+    answer = json.loads(done["stdout"])
+    row = answer["lengths"][0]
+    return {"length": length, "samples": samples, "seconds": done["seconds"], "peak_rss_bytes": done["peak_rss_bytes"],
+            "accuracy": row["accuracy"], "target_mass": row["target_mass"],
+            "predicted_accuracy": row.get("predicted_accuracy"), "predicted_horizon": answer.get("predicted_horizon"),
+            "predicted_horizon_note": answer.get("predicted_horizon_note"), "stderr": done["stderr"].strip()[-300:]}
+
+
+def cli_startup(home: Path, threads: int) -> dict:
+    """What any command pays before its work: `python -m lengen_core runs --json` on a store of one run."""
+    done = timed_command(["runs", "--json"], home, threads, timeout=300)
+    if done["returncode"] != 0:
+        return {"error": f"exit {done['returncode']}: {done['stderr'].strip()[-800:]}"}
+    return {"seconds": done["seconds"], "peak_rss_bytes": done["peak_rss_bytes"]}
+
+
+def summarise_fresh(rows: list[dict]) -> dict:
+    """Fresh-process repeats: the median seconds, the largest peak memory, the first row's other fields."""
+    good = [r for r in rows if "error" not in r]
+    if not good:
+        return rows[0] if rows else {"error": "not run"}
+    summary = {**good[0], "seconds": median([r["seconds"] for r in good]), "runs_seconds": [r["seconds"] for r in good],
+               "peak_rss_bytes": max(r["peak_rss_bytes"] for r in good), "repeats": len(good)}
+    if len(good) < len(rows):
+        summary["errors"] = [r["error"] for r in rows if "error" in r]
+    return summary
 
 
 def loglog_slopes(rows: list[dict], key: str) -> list[float | None]:

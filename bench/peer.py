@@ -3,10 +3,12 @@
     bench/.venv-peer/bin/python bench/peer.py --encoding rope --runs 3 --steps 300
 
 prints one JSON object on stdout. The model is a `HookedTransformer` with one layer, one head,
-attention only, d_model = d_head = 64, n_ctx 4096, and no normalisation (lengen's minimal head has
-none; LayerNorm would only slow the peer). Training: the same batches as lengen (lengen's own
-`sample_batch` with the same data seed), Adam at the same learning rate, cross-entropy at the last
-position only. Evaluation: the same 256 sequences per length as `lengen_core.analysis.evaluate` (its
+attention only, d_model = d_head = `--d-model` (the bench passes the width lengen is measured at),
+n_ctx 4096, and no normalisation (lengen's minimal head has none; LayerNorm would only slow the
+peer); positions `rotary` (over the whole head) for RoPE and `standard` (a learned table added to
+the embedding) for learned positions. Training: the same batches as lengen (lengen's own
+`sample_batch` with the same data seed), Adam at the learning rate and batch size the bench passes
+from lengen's config, cross-entropy at the last position only. Evaluation: the same 256 sequences per length as `lengen_core.analysis.evaluate` (its
 `sequence_tokens`), one full forward with `run_with_cache` reading the attention pattern at the
 last query; the full T×T pattern is built, which is how the peer works.
 

@@ -1,9 +1,11 @@
 """One lengen evaluation in a fresh process, so its peak memory is its own.
 
     python -m bench.probe --model DIR --length 1048576 [--samples 256] [--profile FILE.prof]
+    python -m bench.probe --home LENGEN_HOME --run RUN_ID --length 1048576   # a run in a store
     python -m bench.probe --untrained --set vocab_size=64 --set d_model=512 --length 65536 --samples 1024
 
-`DIR` holds `config.json` and `weights.pt` (written by `save_model`); `--untrained` evaluates the
+`DIR` holds `config.json` and `weights.pt` (written by `save_model`); `--run` reads a stored run
+(`RunStore`) from the store at `--home`; `--untrained` evaluates the
 initial weights of the default config changed by each `--set name=value` instead (memory and time
 do not depend on the weights). Prints one JSON object: wall seconds of `evaluate`, its CPU seconds (all threads:
 steadier than wall seconds on a shared machine), the process's
@@ -65,6 +67,8 @@ def main(argv: list[str] | None = None) -> None:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--model", type=Path)
     source.add_argument("--untrained", action="store_true", help="the initial weights of the default config")
+    source.add_argument("--run", help="a stored run's id, in the store at --home")
+    parser.add_argument("--home", type=Path, default=None, help="with --run: the store's folder (LENGEN_HOME)")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="with --untrained")
     parser.add_argument("--length", type=int, required=True)
     parser.add_argument("--samples", type=int, default=256)
@@ -73,7 +77,13 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    model, config = untrained_model(args.set) if args.untrained else load_model(args.model)
+    if args.run:
+        from lengen_core.serving.store import RunStore
+
+        run = RunStore(args.home).load(args.run)
+        model, config = run.model, run.config
+    else:
+        model, config = untrained_model(args.set) if args.untrained else load_model(args.model)
     baseline = rss_bytes()
     profiler = cProfile.Profile() if args.profile else None
     start, cpu_start = time.perf_counter(), time.process_time()
