@@ -115,4 +115,5 @@ def test_killing_the_other_replica_leaves_the_browser_working(tab, cluster, brow
     newcomer.goto(cluster["proxy"])  # whatever its cookie hashes to, it lands on the survivor
     newcomer.get_by_role("heading", name="The claims, and where to see them").wait_for(timeout=120_000)
     assert replica_of(newcomer, cluster) is mine
+    settle(newcomer)
     newcomer.screenshot(path=OWN_SHOTS / "newcomer-after-a-replica-died.png", full_page=True)
