@@ -6,6 +6,7 @@ killing the other replica leaves that browser working while a newcomer lands on 
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import shutil
 import tempfile
@@ -36,7 +37,7 @@ def cluster() -> Iterator[dict]:
         for replica in replicas:
             replica["port"] = int(replica["url"].rsplit(":", 1)[1])
         front = stack.enter_context(proxy.serve_proxy([r["port"] for r in replicas]))
-        yield {"home": home, "replicas": replicas, "proxy": front["url"]}
+        yield {"home": home, "replicas": replicas, "proxy": front["url"], "figures": {}}
     shutil.rmtree(home, ignore_errors=True)
 
 
@@ -66,6 +67,7 @@ def health_seconds(url: str) -> float:
 
 def test_health_through_the_proxy_answers_within_a_second(cluster) -> None:
     waits = [health_seconds(cluster["proxy"]) for _ in range(20)]
+    cluster["figures"]["health_s_two_replicas"] = [round(w, 4) for w in waits]
     assert max(waits) < 1.0, f"health through the proxy took up to {max(waits):.2f} s"
 
 
@@ -106,6 +108,8 @@ def test_killing_the_other_replica_leaves_the_browser_working(tab, cluster, brow
     other["process"].kill()
     other["process"].wait(timeout=30)
     waits = [health_seconds(cluster["proxy"]) for _ in range(10)]  # the proxy fails over to the survivor
+    cluster["figures"]["health_s_one_replica_killed"] = [round(w, 4) for w in waits]
+    (SHOTS.parent / "replicas.json").write_text(json.dumps(cluster["figures"], indent=1))
     assert max(waits) < 1.0, f"health through the proxy took up to {max(waits):.2f} s with a replica down"
     open_page(tab, "Carrier")
     tab.wait_for_selector(CHART, timeout=180_000)

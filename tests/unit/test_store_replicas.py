@@ -1,6 +1,9 @@
 """Several replicas, one store: processes (not threads) sharing one `LENGEN_HOME` race on the same and on
 different runs, keep one quota, and a writer on "another host" (its own pid namespace, as in another
-container) killed mid-write is never taken for a dead one while it lives, nor leaves a half run listed."""
+container) killed mid-write is never taken for a dead one while it lives, nor leaves a half run listed.
+
+The three races are slow (each writer starts torch and trains); their quick representatives are the last
+two tests: the cleaner's rule for another host's temp directories, and a run vanishing during a listing."""
 
 from __future__ import annotations
 
