@@ -13,10 +13,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Debian's chromium drives the browser tests (Playwright cannot download browsers here).
-if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+# Debian's chromium drives the browser tests (Playwright cannot download browsers here); Debian's nginx is
+# the proxy in front of two app replicas in tests/e2e/test_replicas.py (deploy/nginx.conf, docs/scale.md).
+missing=()
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing+=(nginx-light)
+if [ ${#missing[@]} -gt 0 ] && command -v apt-get >/dev/null 2>&1; then
     SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-    $SUDO apt-get update -qq && $SUDO apt-get install -y -qq chromium >/dev/null
+    $SUDO apt-get update -qq && $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
 if [ "${LENGEN_TEST_NO_SETUP:-0}" != 1 ]; then  # 1: the venv is set up already (a rerun); skip the installs

@@ -15,6 +15,14 @@ runs, flushed to disk and renamed into place, so a crash leaves at most a temp d
 listing ignores), never half a run. Run ids are checked against a strict pattern before any path
 is built from them, so no id can name a path outside the store. A run damaged after it was written
 is reported by `corrupt_runs` and skipped by `list_runs`, so one bad directory cannot hide the rest.
+
+Several processes, on one machine or on several (app replicas sharing `LENGEN_HOME` on a shared
+volume), may write one store at once. Every rename into or out of the runs directory, and the quota's
+count and eviction, happen under one exclusive `fcntl.flock` on `runs/.lock`; a run of one id is
+written once (the first rename wins, later copies are dropped); a temp directory names its writer's
+host and process, so a cleaner removes at once only what a dead process *of its own host* left
+(another host's processes cannot be seen from here: theirs go by age). The volume must give
+`flock` across its clients and an atomic `rename` within one directory (docs/scale.md).
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import tempfile
 import time
 import uuid
@@ -171,6 +180,7 @@ class RunStore:
         self._check_writable(f"save {run.run_id}")
         final = self.run_dir(run.run_id)
         temp = self._write_temp(run, first_visit)
+        doomed: list[Path] = []
         try:
             with self._lock():
                 try:
@@ -178,10 +188,11 @@ class RunStore:
                 except OSError:
                     if not final.is_dir():
                         raise
+                _fsync_dir(self.runs_dir)  # makes the rename itself durable
+                doomed = self._evict(keep={run.run_id})  # counted under the same lock as the rename
         finally:
             shutil.rmtree(temp, ignore_errors=True)  # gone after a successful rename
-        _fsync_dir(self.runs_dir)  # makes the rename itself durable
-        self.enforce_quota(keep={run.run_id})
+            _remove(doomed)
         return final
 
     def replace(self, run: Run, first_visit: dict[str, Any] | None = None) -> Path:
@@ -191,17 +202,18 @@ class RunStore:
         self._check_writable(f"save {run.run_id}")
         final = self.run_dir(run.run_id)
         temp = self._write_temp(run, first_visit)
-        doomed = self.runs_dir / f"{_temp_prefix()}replaced-{run.run_id}"
+        replaced = self.runs_dir / f"{_temp_prefix()}replaced-{run.run_id}-{uuid.uuid4().hex}"
+        doomed: list[Path] = [replaced]
         try:
             with self._lock():
                 if final.is_dir():
-                    os.rename(final, doomed)
+                    os.rename(final, replaced)
                 os.rename(temp, final)
+                _fsync_dir(self.runs_dir)
+                doomed += self._evict(keep={run.run_id})
         finally:
             shutil.rmtree(temp, ignore_errors=True)
-            shutil.rmtree(doomed, ignore_errors=True)
-        _fsync_dir(self.runs_dir)
-        self.enforce_quota(keep={run.run_id})
+            _remove(doomed)
         return final
 
     def _write_temp(self, run: Run, first_visit: dict[str, Any] | None = None) -> Path:
@@ -307,31 +319,53 @@ class RunStore:
         """Bytes on disk of each stored run."""
         if not self.runs_dir.is_dir():
             return {}
-        return {d.name: sum(f.stat().st_size for f in d.iterdir() if f.is_file())
-                for d in self.runs_dir.iterdir() if d.is_dir() and _is_run_id(d.name)}
+        sizes = {}
+        for directory in self.runs_dir.iterdir():
+            if directory.is_dir() and _is_run_id(directory.name):
+                with contextlib.suppress(FileNotFoundError):  # renamed away by another writer meanwhile
+                    sizes[directory.name] = sum(f.stat().st_size for f in directory.iterdir() if f.is_file())
+        return sizes
 
     def enforce_quota(self, keep: set[str] = frozenset()) -> list[str]:
         """Delete the least recently used runs (not in `keep`) while the store is over its quota;
-        returns their ids. Last use is a run directory's time, set when it is saved or loaded."""
+        returns their ids. Last use is a run directory's time, set when it is saved or loaded. The
+        count and the renames out happen under the store's lock, so writers in several processes
+        (or replicas) see one total."""
         if self.read_only:
             return []
-        sizes = self.size()
-        total, quota = sum(sizes.values()), self._quota()
-        evicted = []
-        by_age = sorted((run_id for run_id in sizes if run_id not in keep),
-                        key=lambda run_id: self.run_dir(run_id).stat().st_mtime)
-        for run_id in by_age:
+        with self._lock():
+            doomed = self._evict(keep)
+        _remove(doomed)
+        return [_evicted_id(path) for path in doomed]
+
+    def _evict(self, keep: set[str]) -> list[Path]:
+        """Under the lock: rename the least recently used runs out of sight until the store is within its
+        quota; returns where they went (removed by the caller, after the lock is released)."""
+        sizes = self._sizes_on_disk()
+        total, quota = sum(size for size, _ in sizes.values()), self._quota()
+        doomed = []
+        for run_id in sorted((run_id for run_id in sizes if run_id not in keep), key=lambda run_id: sizes[run_id][1]):
             if total <= quota:
                 break
-            with contextlib.suppress(StoreError, OSError):  # another writer deleted it first
-                self.delete(run_id)
-                evicted.append(run_id)
-            total -= sizes[run_id]
-        return evicted
+            target = self.runs_dir / f"{_temp_prefix()}evict-{run_id}-{uuid.uuid4().hex}"
+            with contextlib.suppress(FileNotFoundError):  # removed by hand meanwhile
+                os.rename(self.runs_dir / run_id, target)
+                doomed.append(target)
+            total -= sizes[run_id][0]
+        return doomed
+
+    def _sizes_on_disk(self) -> dict[str, tuple[int, float]]:
+        """Each stored run's bytes and last use (its directory's time); a run vanishing meanwhile is left out."""
+        found = {}
+        for run_id, size in self.size().items():
+            with contextlib.suppress(FileNotFoundError):
+                found[run_id] = (size, self.run_dir(run_id).stat().st_mtime)
+        return found
 
     def clean_partial(self, older_than_seconds: float = 3600.0) -> list[str]:
-        """Remove leftover temp directories: those of a process that is gone at once, others (from an
-        older version, without a process id) once older than `older_than_seconds`."""
+        """Remove leftover temp directories: those of a process of this host that is gone at once, others
+        (another host's, whose processes cannot be seen from here, or from an older version without a
+        host) once older than `older_than_seconds`."""
         if not self.runs_dir.is_dir():
             return []
         cutoff = time.time() - older_than_seconds
@@ -340,7 +374,11 @@ class RunStore:
             if not (path.name.startswith(TEMP_PREFIX) and path.is_dir()):
                 continue
             owner = _temp_owner(path.name)
-            if (owner is not None and not _alive(owner)) or (owner is None and path.stat().st_mtime <= cutoff):
+            try:
+                old = path.stat().st_mtime <= cutoff
+            except FileNotFoundError:  # renamed into place or removed by its writer meanwhile
+                continue
+            if (owner is not None and not _alive(owner)) or (owner is None and old):
                 shutil.rmtree(path, ignore_errors=True)
                 removed.append(path.name)
         return removed
@@ -362,10 +400,11 @@ class RunStore:
             try:
                 summary, _, _ = _read_record(directory)
                 _check_weights(directory / WEIGHTS_FILE)
-            except StoreError as error:
-                corrupt[directory.name] = str(error)
             except Exception as error:  # noqa: BLE001 — one bad folder must never hide the others
-                corrupt[directory.name] = f"unreadable run {directory}: {error!r}"
+                if not directory.is_dir():
+                    continue  # deleted or evicted by another writer while it was read: gone, not damaged
+                corrupt[directory.name] = (str(error) if isinstance(error, StoreError)
+                                           else f"unreadable run {directory}: {error!r}")
             else:
                 summaries.append(summary)
         summaries.sort(key=lambda summary: summary.created, reverse=True)  # stable: ties stay by id
@@ -376,14 +415,31 @@ def _megabytes(size: float) -> str:
     return f"{size / (1 << 20):,.0f} MB" if size >= 1 << 20 else f"{size / (1 << 20):.2f} MB"
 
 
+def _host() -> str:
+    """This machine (or container) as it names itself, in characters safe in a file name."""
+    return re.sub(r"[^A-Za-z0-9.-]", "_", socket.gethostname())[:64] or "unknown"
+
+
 def _temp_prefix() -> str:
-    """Temp directories carry their writer's process id, so a leftover of a killed writer is known."""
-    return f"{TEMP_PREFIX}{os.getpid()}-"
+    """Temp directories carry their writer's process id and host, so a leftover of a killed writer on
+    this host is known, and another host's writer (another replica) is never taken for a dead one."""
+    return f"{TEMP_PREFIX}{os.getpid()}@{_host()}@"
 
 
 def _temp_owner(name: str) -> int | None:
-    match = re.fullmatch(re.escape(TEMP_PREFIX) + r"(\d{1,10})-.*", name)
-    return int(match.group(1)) if match else None
+    """The process id of a temp directory's writer when it ran on this host, else None (another host's,
+    or an older version's name without a host)."""
+    match = re.fullmatch(re.escape(TEMP_PREFIX) + r"(\d{1,10})@([A-Za-z0-9._-]{1,64})@.*", name)
+    return int(match.group(1)) if match and match.group(2) == _host() else None
+
+
+def _evicted_id(path: Path) -> str:
+    return path.name.split("@evict-", 1)[1].rsplit("-", 1)[0]
+
+
+def _remove(paths: list[Path]) -> None:
+    for path in paths:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def _alive(pid: int) -> bool:
