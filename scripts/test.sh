@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.."
 # the proxy in front of two app replicas in tests/e2e/test_replicas.py (deploy/nginx.conf, docs/scale.md).
 missing=()
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
-command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing+=(nginx-light)
+command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing+=(nginx)
 if [ ${#missing[@]} -gt 0 ] && command -v apt-get >/dev/null 2>&1; then
     SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
     $SUDO apt-get update -qq && $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null

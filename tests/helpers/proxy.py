@@ -21,7 +21,7 @@ NGINX = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").e
 
 def missing() -> str | None:
     """None when nginx can be run here, else why not (and how to get it)."""
-    return None if NGINX else "nginx is not installed (Debian: apt-get install -y nginx-light)"
+    return None if NGINX else "nginx is not installed (Debian: apt-get install -y nginx)"
 
 
 def render(listen: str, replica_ports: list[int]) -> str:
