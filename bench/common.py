@@ -121,11 +121,12 @@ TARGETS = {
     "evaluation_2^20_seconds": Target("evaluation_2^20_seconds", "2^20 in ≤ 15 s", 15.0, at_most=True),
     "evaluation_2^20_peak_gb": Target("evaluation_2^20_peak_gb", "2^20 peak memory ≤ 2 GB", 2.0, at_most=True),
     "prediction_seconds": Target("prediction_seconds", "prediction at 20 lengths ≤ 2 s", 2.0, at_most=True),
-    "app_start_seconds": Target("app_start_seconds", "streamlit run → Start page drawn ≤ 8 s", 8.0, at_most=True),
-    "app_preset_dilution_seconds": Target("app_preset_dilution_seconds", "preset → Dilution chart drawn ≤ 2 s", 2.0,
+    # issue 28: the app's waits, each the median over cold servers (bench.app_bench)
+    "app_start_seconds": Target("app_start_seconds", "streamlit run → Start page drawn ≤ 5 s", 5.0, at_most=True),
+    "app_preset_dilution_seconds": Target("app_preset_dilution_seconds", "preset → Dilution charts drawn ≤ 1 s", 1.0,
                                           at_most=True),
-    "app_page_switch_seconds": Target("app_page_switch_seconds", "page switch with a run selected ≤ 1.5 s", 1.5,
-                                      at_most=True),
+    "app_page_switch_seconds": Target("app_page_switch_seconds", "slowest page switch with a run selected ≤ 1 s",
+                                      1.0, at_most=True),
     "app_first_live_update_seconds": Target("app_first_live_update_seconds",
                                             "Train → first live chart update ≤ 1 s", 1.0, at_most=True),
 }

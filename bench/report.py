@@ -95,19 +95,29 @@ def render(results: dict) -> str:
 
     if results.get("app"):
         app = results["app"]
-        out += ["## The app (Playwright, headless chromium, cold server)", ""]
-        rows = [[label, _f(app.get(key), 2), _status(targets, target)] for label, key, target in (
+        repeats = app.get("repeats", 1)
+        out += [f"## The app (Playwright, headless chromium, cold server; medians of {repeats})", ""]
+
+        def runs(key: str) -> str:
+            return ", ".join(_f(v, 2) for v in app.get(f"{key}_runs", []))
+
+        rows = [[label, _f(app.get(key), 2), runs(key), _status(targets, target)] for label, key, target in (
             ("streamlit run → Start page drawn", "start_seconds", "app_start_seconds"),
             ("  of which: server healthy", "server_healthy_seconds", ""),
             ("preset click → Dilution charts drawn", "preset_dilution_seconds", "app_preset_dilution_seconds"),
+            ("  of which: the preset's rerun", "preset_click_seconds", ""),
             ("  of which: Dilution page (cold)", "dilution_open_seconds", ""),
-            ("page switch → Attention (cold)", "switch_attention_cold_seconds", "app_page_switch_seconds"),
-            ("page switch → Carrier (cold)", "switch_carrier_cold_seconds", ""),
-            ("page switch → Dilution (warm)", "switch_dilution_warm_seconds", ""),
+            ("slowest page switch, run selected (cold)", "page_switch_seconds", "app_page_switch_seconds"),
+            ("  Dilution → Attention (cold)", "switch_attention_cold_seconds", ""),
+            ("  Dilution → Carrier (cold)", "switch_carrier_cold_seconds", ""),
+            ("  Dilution → Compare (cold)", "switch_compare_cold_seconds", ""),
+            ("  Dilution → Transformer (cold)", "switch_transformer_cold_seconds", ""),
+            ("  Dilution → Theory (cold)", "switch_theory_cold_seconds", ""),
+            ("  back to Dilution (warm)", "switch_dilution_warm_seconds", ""),
             ("Train click → first progress text", "first_progress_text_seconds", ""),
             ("Train click → first live chart", "first_live_update_seconds", "app_first_live_update_seconds"),
         )]
-        out += _table(["figure", "seconds", "target"], rows)
+        out += _table(["figure", "median s", "each pass, s", "target"], rows)
         if app.get("error"):
             out += [f"App: {app['error']}", ""]
 
