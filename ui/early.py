@@ -59,21 +59,21 @@ HIDDEN_CSS = f"""<style>
 </style>"""
 
 
-def load_plotly_early() -> DeltaGenerator | None:
-    """On a session's first run: an invisible one-point chart, drawn at once, in a slot to clear with `done`.
-    None on later runs (the tab has plotly.js by then)."""
-    if st.session_state.get(LOADED):
-        return None
-    st.session_state[LOADED] = True
+def load_plotly_early() -> DeltaGenerator:
+    """A slot at the top of the page, to clear with `done`; on a session's first run it holds an invisible
+    one-point chart. The slot is made on every run, so the page's elements keep their places from run to
+    run and the browser redraws none of them (a preset click would otherwise redraw the Start picture)."""
     slot = st.empty()
-    with slot.container():
-        st.html(HIDDEN_CSS)
-        figure = go.Figure(go.Scatter(x=[0], y=[0]), layout=dict(height=40, width=40, margin=dict(l=0, r=0, t=0, b=0)))
-        st.plotly_chart(figure, key=EARLY_KEY, config={"staticPlot": True})
+    if not st.session_state.get(LOADED):
+        st.session_state[LOADED] = True
+        with slot.container():
+            st.html(HIDDEN_CSS)
+            figure = go.Figure(go.Scatter(x=[0], y=[0]),
+                               layout=dict(height=40, width=40, margin=dict(l=0, r=0, t=0, b=0)))
+            st.plotly_chart(figure, key=EARLY_KEY, config={"staticPlot": True})
     return slot
 
 
-def done(slot: DeltaGenerator | None) -> None:
+def done(slot: DeltaGenerator) -> None:
     """Remove the early chart (a page's own charts are what a person sees)."""
-    if slot is not None:
-        slot.empty()
+    slot.empty()
