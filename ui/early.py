@@ -17,6 +17,7 @@ imports only streamlit and plotly, so it adds nothing to the wait it shortens.
 from __future__ import annotations
 
 import importlib
+import sys
 import threading
 
 import plotly.graph_objects as go
@@ -32,6 +33,9 @@ _importing: threading.Thread | None = None
 def import_the_lab() -> None:
     """Import `LAB_MODULES` on a daemon thread, once per process (the router imports them whatever happens)."""
     global _importing
+    # The server binds and answers on its main thread meanwhile: hand the interpreter lock on every 1 ms, not
+    # Python's 5 ms, as app.py does for the sessions' script threads, so it is not kept waiting behind the imports
+    sys.setswitchinterval(0.001)
     if _importing is None:
         _importing = threading.Thread(target=_import, name="lengen-import", daemon=True)
         _importing.start()
