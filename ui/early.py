@@ -28,6 +28,7 @@ from streamlit.delta_generator import DeltaGenerator
 LAB_MODULES = ("ui.training.pool", "lengen_core.serving.runtime", "ui.lessons.view", "ui.state", "ui.widgets",
                "ui.runs")
 _importing: threading.Thread | None = None
+_chart_ready = threading.Event()  # the import thread has imported what a chart needs (pandas, plotly.io)
 
 
 def import_the_lab() -> None:
@@ -42,11 +43,22 @@ def import_the_lab() -> None:
 
 
 def _import() -> None:
+    try:
+        import pandas  # noqa: F401 — plotly reads pandas when it is in sys.modules, even half imported
+        import plotly.io  # what the early chart needs, before anything else
+
+        plotly.io.to_json(_one_point())
+    finally:
+        _chart_ready.set()  # a module half imported by this thread breaks the chart's own (a race seen under load)
     for name in LAB_MODULES:
         try:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 — the router imports it again and shows the error where it can be read
             return
+
+
+def _one_point() -> go.Figure:
+    return go.Figure(go.Scatter(x=[0], y=[0]), layout=dict(height=40, width=40, margin=dict(l=0, r=0, t=0, b=0)))
 
 
 def wait_for_the_lab() -> None:
@@ -70,11 +82,11 @@ def load_plotly_early() -> DeltaGenerator:
     slot = st.empty()
     if not st.session_state.get(LOADED):
         st.session_state[LOADED] = True
+        if _importing is not None:
+            _chart_ready.wait()  # pandas is imported by one thread at a time, or plotly finds it half made
         with slot.container():
             st.html(HIDDEN_CSS)
-            figure = go.Figure(go.Scatter(x=[0], y=[0]),
-                               layout=dict(height=40, width=40, margin=dict(l=0, r=0, t=0, b=0)))
-            st.plotly_chart(figure, key=EARLY_KEY, config={"staticPlot": True})
+            st.plotly_chart(_one_point(), key=EARLY_KEY, config={"staticPlot": True})
     return slot
 
 
