@@ -5,7 +5,14 @@ import sys
 
 import streamlit as st
 
-import ui.training.pool
+from ui import early
+
+st.set_page_config(page_title="lengen", layout="wide")
+# Before the seconds of importing torch, pandas and the lab: the browser starts loading plotly.js (ui.early)
+plotly_early = early.load_plotly_early()
+early.wait_for_the_lab()  # serve.py imports what follows as the server starts: wait for it, not import it twice
+
+import ui.training.pool  # after the early chart, on purpose
 from lengen_core.serving.runtime import limit_heap_growth
 from ui.lessons.view import LESSON, LESSON_PAGE, checked_at_start, present_style, presenting
 from ui.state import run_sidebar
@@ -16,7 +23,6 @@ from ui.widgets import readable_layout
 # while a class's pages run (load test, 20 sessions, one run each: worst health check 1.8 s -> 0.4 s).
 sys.setswitchinterval(0.001)
 limit_heap_growth()  # long attention blocks give their memory back (lengen_core.serving.runtime)
-st.set_page_config(page_title="lengen", layout="wide")
 readable_layout()  # metric labels wrap, side-by-side charts stack on narrow screens
 lessons = st.Page(LESSON_PAGE, title="Lessons", icon=":material/school:")
 page = st.navigation([
@@ -40,5 +46,8 @@ if on_lessons:  # a lesson picks its own runs: no run picker, and the link is th
         present_style()
 else:
     run_sidebar()  # the selected run, shown and switchable on every page
-page.run()
+try:
+    page.run()
+finally:
+    early.done(plotly_early)  # the page's own charts are drawn (or it stopped): the early chart goes
 ui.training.pool.training_pool()  # the training processes start after the first page is drawn, and warm up

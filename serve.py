@@ -5,6 +5,8 @@ serves it with its own options (`.streamlit/config.toml`, `--server.*` flags).""
 import streamlit as st
 from streamlit import config
 
+from ui import early
 from ui.downloads import routes
 
+early.import_the_lab()  # torch, pandas and the pages' modules, while the server starts (ui.early)
 app = st.App("app.py", routes=routes(config.get_option("server.baseUrlPath")))

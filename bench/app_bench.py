@@ -9,10 +9,17 @@ in a temporary LENGEN_HOME (the shipped presets are read from assets/), so nothi
    not counted). The first hit is the root URL.
 2. preset → Dilution: click the "Learned (APE)" preset on Start, wait for its rerun, click Dilution
    in the sidebar → Dilution's charts drawn (cold: first evaluation of that run).
-3. page switch with a run selected: Dilution → Attention (cold), → Carrier (cold), → Dilution (warm).
-   The target is checked against the first (cold) switch.
+3. page switch with a run selected: from Dilution to each of Attention, Carrier, Compare,
+   Transformer and Theory (each its first visit: cold), and back to Dilution after each (warm: their
+   median). The target is checked against the slowest cold switch.
 4. first live update: on Train, a new seed, click Train → the live training chart drawn (the first
    progress text, "… steps/s", is timed on the way).
+
+`measure(repeats)` starts that many cold servers, one after the other, and reports each figure's
+median over them (`<figure>`) beside every value measured (`<figure>_runs`); the page-switch figure is
+the median of each pass's slowest switch. A chart counts as drawn when plotly has drawn its SVG; the
+router's invisible early chart (ui.early, which only starts the browser loading plotly.js) is never
+counted.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import os
 import re
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -39,7 +47,9 @@ DRAWN = """([title, charts]) => {
   if (!main || document.querySelector('[data-testid="stStatusWidget"]')) return false;
   if (!Array.from(main.querySelectorAll('h1')).some(h => h.textContent.includes(title))) return false;
   if (main.querySelector('[data-stale="true"]')) return false;
-  return main.querySelectorAll('.js-plotly-plot .main-svg').length >= charts;
+  const drawn = Array.from(main.querySelectorAll('.js-plotly-plot'))
+    .filter(plot => plot.querySelector('.main-svg') && !plot.closest('.st-key-early-plotly'));
+  return drawn.length >= charts;
 }"""
 SELECTED = """(label) => {
   if (document.querySelector('[data-testid="stStatusWidget"]')) return false;
@@ -49,7 +59,15 @@ SELECTED = """(label) => {
 }"""
 LIVE_CHART = ".st-key-live-curve .js-plotly-plot .main-svg"
 TITLES = {"Start": "lengen: why relative", "Dilution": "Accuracy against length", "Attention": "Attention beyond",
-          "Carrier": "The carrier kernel", "Train": "Train a run"}
+          "Carrier": "The carrier kernel", "Compare": "Compare runs", "Transformer": "From one head to a transformer",
+          "Theory": "Theory: why a relative rule", "Train": "Train a run"}
+# The pages switched to with the Learned (APE) preset selected, and the plotly charts each draws for it
+SWITCHES = {"Attention": 6, "Carrier": 3, "Compare": 3, "Transformer": 0, "Theory": 4}
+DILUTION_CHARTS = 2
+FIGURES = ("server_healthy_seconds", "start_seconds", "preset_click_seconds", "dilution_open_seconds",
+           "preset_dilution_seconds", *(f"switch_{page.lower()}_cold_seconds" for page in SWITCHES),
+           "switch_dilution_warm_seconds", "page_switch_seconds", "first_progress_text_seconds",
+           "first_live_update_seconds")
 
 
 def free_port() -> int:
@@ -85,7 +103,22 @@ def switch(tab, page: str, charts: int, timeout_s: float) -> float:
     return time.perf_counter() - start
 
 
-def measure(timeout_s: float = 240, train_steps: int = 400) -> dict:
+def measure(repeats: int = 3, timeout_s: float = 240, train_steps: int = 400) -> dict:
+    """Every figure, the median over `repeats` cold servers (each one pass of `session`), beside all values."""
+    passes = [session(timeout_s, train_steps) for _ in range(repeats)]
+    result: dict = {"repeats": repeats}
+    for figure in FIGURES:
+        values = [p[figure] for p in passes if figure in p]
+        if values:
+            result[figure] = statistics.median(values)
+            result[f"{figure}_runs"] = values
+    errors = [p["error"] for p in passes if "error" in p]
+    if errors:
+        result["error"] = f"{len(errors)} of {repeats} passes: {errors[0]}"
+    return result
+
+
+def session(timeout_s: float = 240, train_steps: int = 400) -> dict:
     """All four figures in one cold server and one browser session."""
     from playwright.sync_api import sync_playwright
 
@@ -115,19 +148,21 @@ def measure(timeout_s: float = 240, train_steps: int = 400) -> dict:
             tab.get_by_role("button", name="Learned (APE)", exact=True).click()
             tab.wait_for_function(SELECTED, arg="Learned (APE)", polling=POLL_MS, timeout=timeout_s * 1000)
             result["preset_click_seconds"] = time.perf_counter() - start
-            result["dilution_open_seconds"] = switch(tab, "Dilution", 2, timeout_s)
+            result["dilution_open_seconds"] = switch(tab, "Dilution", DILUTION_CHARTS, timeout_s)
             result["preset_dilution_seconds"] = time.perf_counter() - start
 
-            result["switch_attention_cold_seconds"] = switch(tab, "Attention", 1, timeout_s)
-            result["switch_carrier_cold_seconds"] = switch(tab, "Carrier", 1, timeout_s)
-            result["switch_dilution_warm_seconds"] = switch(tab, "Dilution", 2, timeout_s)
-            result["page_switch_seconds"] = result["switch_attention_cold_seconds"]
+            back = []  # every switch is from Dilution: back to it each time (warm)
+            for page, charts in SWITCHES.items():
+                result[f"switch_{page.lower()}_cold_seconds"] = switch(tab, page, charts, timeout_s)
+                back.append(switch(tab, "Dilution", DILUTION_CHARTS, timeout_s))
+            result["switch_dilution_warm_seconds"] = statistics.median(back)
+            result["page_switch_seconds"] = max(result[f"switch_{page.lower()}_cold_seconds"] for page in SWITCHES)
 
             switch(tab, "Train", 0, timeout_s)
             seed = tab.get_by_role("spinbutton", name="Seed")
             seed.fill(str(10_000 + os.getpid() % 10_000))  # a config no store holds, so it really trains
             seed.press("Tab")
-            steps = tab.get_by_role("spinbutton", name="Steps")
+            steps = tab.get_by_role("spinbutton", name="Steps", exact=True)
             steps.fill(str(train_steps))
             steps.press("Tab")
             start = time.perf_counter()

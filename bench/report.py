@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench.common import GB
+from bench.common import GB, TARGETS
 
 
 def _f(value, digits: int = 2, unit: str = "") -> str:
@@ -62,6 +62,14 @@ def targets_table(rows: list[dict]) -> list[str]:
     counts = {status: sum(row["status"] == status for row in rows) for status in ("met", "missed", "not measured")}
     summary = [", ".join(f"{n} {status}" for status, n in counts.items()) + ".", ""] if rows else []
     return lines + (notes + [""] if notes else []) + summary
+
+
+def _app_status(rows: list[dict], key: str) -> str:
+    """The status of an app figure's target in the targets table (its figure's words), or "" where it has none."""
+    if not key:
+        return ""
+    words = TARGETS[key].figure
+    return next((row["status"] for row in rows if row["figure"] == words), "not measured")
 
 
 def render(results: dict) -> str:
@@ -157,19 +165,29 @@ def render(results: dict) -> str:
 
     if results.get("app"):
         app = results["app"]
-        out += ["## The app (Playwright, headless chromium, cold server)", ""]
-        rows = [[label, _f(app.get(key), 2)] for label, key in (
-            ("streamlit run → Start page drawn", "start_seconds"),
-            ("  of which: server healthy", "server_healthy_seconds"),
-            ("preset click → Dilution charts drawn", "preset_dilution_seconds"),
-            ("  of which: Dilution page (cold)", "dilution_open_seconds"),
-            ("page switch → Attention (cold)", "switch_attention_cold_seconds"),
-            ("page switch → Carrier (cold)", "switch_carrier_cold_seconds"),
-            ("page switch → Dilution (warm)", "switch_dilution_warm_seconds"),
-            ("Train click → first progress text", "first_progress_text_seconds"),
-            ("Train click → first live chart", "first_live_update_seconds"),
+        repeats = app.get("repeats", 1)
+        out += [f"## The app (Playwright, headless chromium, cold server; medians of {repeats})", ""]
+
+        def runs(key: str) -> str:
+            return ", ".join(_f(v, 2) for v in app.get(f"{key}_runs", []))
+
+        rows = [[label, _f(app.get(key), 2), runs(key), _app_status(targets, target)] for label, key, target in (
+            ("streamlit run → Start page drawn", "start_seconds", "app_start_seconds"),
+            ("  of which: server healthy", "server_healthy_seconds", ""),
+            ("preset click → Dilution charts drawn", "preset_dilution_seconds", "app_preset_dilution_seconds"),
+            ("  of which: the preset's rerun", "preset_click_seconds", ""),
+            ("  of which: Dilution page (cold)", "dilution_open_seconds", ""),
+            ("slowest page switch, run selected (cold)", "page_switch_seconds", "app_page_switch_seconds"),
+            ("  Dilution → Attention (cold)", "switch_attention_cold_seconds", ""),
+            ("  Dilution → Carrier (cold)", "switch_carrier_cold_seconds", ""),
+            ("  Dilution → Compare (cold)", "switch_compare_cold_seconds", ""),
+            ("  Dilution → Transformer (cold)", "switch_transformer_cold_seconds", ""),
+            ("  Dilution → Theory (cold)", "switch_theory_cold_seconds", ""),
+            ("  back to Dilution (warm)", "switch_dilution_warm_seconds", ""),
+            ("Train click → first progress text", "first_progress_text_seconds", ""),
+            ("Train click → first live chart", "first_live_update_seconds", "app_first_live_update_seconds"),
         )]
-        out += _table(["figure", "seconds"], rows)
+        out += _table(["figure", "median s", "each pass, s", "target"], rows)
         if app.get("error"):
             out += [f"App: {app['error']}", ""]
 

@@ -106,8 +106,8 @@ def chart(figure: go.Figure, look_for: str, data: pd.DataFrame, name: str, stem:
     where.caption(f"**What to look for:** {first}")
     if rest:  # a projector holds the lead; the rest of this run's reading is one click away
         where.expander("The rest of what to look for").caption(rest)
-    st.download_button(
-        "Download data (CSV)", data.to_csv(index=False).encode(), file_name=csv_name(name, stem),
+    st.download_button(  # the CSV is written when the button is clicked, not on every rerun (a map's is 65k cells)
+        "Download data (CSV)", lambda: data.to_csv(index=False).encode(), file_name=csv_name(name, stem),
         mime="text/csv", key=f"csv-{name}", help="The numbers behind this chart, one row per point.",
     )
 
