@@ -29,8 +29,10 @@ import functools
 import math
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Self
 
 import torch
 
@@ -41,11 +43,10 @@ from lengen_core.models.encodings import LengthError
 TOKEN_BLOCK = 4_096
 DOUBLINGS = 21  # a ladder's lengths by default: L … 2^20 L, every doubling up to MAX_EVAL_LENGTH and past it
 EVAL_MEMORY_BYTES = 256 << 20  # the target: estimated memory of one chunk's tensors (`chunk_bytes`)
-CHUNK_ELEMENTS = 1 << 22  # below the target, the largest per-chunk tensor stops growing here (16 MB in float32)
+CHUNK_ELEMENTS = 1 << 19  # below the target, the largest per-chunk tensor stops growing here (2 MB in float32)
 MIN_KEY_CHUNK = 256  # fewer keys per chunk than this and the samples are cut instead
 FLOAT = 4  # bytes
-KEY_TABLE_COPIES = 3  # (V, c, C) tensors alive at once while the key table is rotated
-SAMPLE_KEY_BYTES = 48  # per sample and key: its logit, weight and temporaries, its token and gather index (int64)
+SAMPLE_KEY_BYTES = 24  # per sample and key: its token, its column (int64), its logit then weight, temporaries
 
 
 def doublings(start: int, count: int = DOUBLINGS) -> tuple[int, ...]:
@@ -137,50 +138,88 @@ class FreedMemory:
 
 
 class _TokenStream:
-    """The evaluation tokens of one length, read left to right a chunk at a time: each block is drawn
-    once on the CPU in `token_dtype` and sent to the device; `take` returns int64 indices there."""
+    """The evaluation tokens of one length, read left to right a chunk at a time, key-major: each block
+    is drawn once on the CPU in `token_dtype`, transposed to (keys, samples) and sent to the device.
+    Used as a context manager, the next block is drawn on a second thread while the chunk before it is
+    computed (drawing S·L tokens from one generator per block is serial work, as long as the rest)."""
 
     def __init__(self, seed: int, length: int, samples: int, vocab_size: int, device: torch.device) -> None:
         self.key = (seed, length, samples, vocab_size)
         self.dtype, self.device = token_dtype(vocab_size), device
-        self.blocks: dict[int, torch.Tensor] = {}
+        self.blocks: dict[int, torch.Tensor] = {}  # (≤ TOKEN_BLOCK, S) each
+        self.ahead: dict[int, Future] = {}
+        self.worker: ThreadPoolExecutor | None = None
+        self.count = (length + TOKEN_BLOCK - 1) // TOKEN_BLOCK
 
-    def take(self, start: int, stop: int) -> torch.Tensor:
-        """Tokens at positions start … stop-1 of every sample, on the device: (S, stop-start) int64."""
+    def __enter__(self) -> Self:
+        self.worker = ThreadPoolExecutor(1, thread_name_prefix="lengen-tokens")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for future in self.ahead.values():
+            future.cancel()
+        self.worker.shutdown(wait=True)
+        self.worker, self.ahead = None, {}
+
+    def _draw(self, block: int) -> torch.Tensor:
+        return to_device(token_block(*self.key, block, self.dtype).T.contiguous(), self.device)
+
+    def _block(self, block: int) -> torch.Tensor:
+        if block not in self.blocks:
+            future = self.ahead.pop(block, None)
+            self.blocks[block] = self._draw(block) if future is None else future.result()
+        return self.blocks[block]
+
+    def keys(self, start: int, stop: int) -> torch.Tensor:
+        """Tokens at positions start … stop-1 of every sample, on the device: (stop-start, S), narrow."""
         first, last = start // TOKEN_BLOCK, (stop - 1) // TOKEN_BLOCK
         self.blocks = {block: tokens for block, tokens in self.blocks.items() if block >= first}
-        for block in range(first, last + 1):
-            if block not in self.blocks:
-                self.blocks[block] = to_device(token_block(*self.key, block, self.dtype), self.device)
-        parts = [self.blocks[block] for block in range(first, last + 1)]
-        tokens = parts[0] if len(parts) == 1 else torch.cat(parts, dim=1)
-        return tokens[:, start - first * TOKEN_BLOCK : stop - first * TOKEN_BLOCK].long()
+        parts = [self._block(block) for block in range(first, last + 1)]
+        following = last + 1
+        if self.worker is not None and following < self.count and following not in self.ahead \
+                and following not in self.blocks:
+            self.ahead[following] = self.worker.submit(self._draw, following)
+        tokens = parts[0] if len(parts) == 1 else torch.cat(parts, dim=0)
+        return tokens[start - first * TOKEN_BLOCK : stop - first * TOKEN_BLOCK]
+
+    def take(self, start: int, stop: int) -> torch.Tensor:
+        """The same tokens sample-major, as int64 indices: (S, stop-start)."""
+        return self.keys(start, stop).T.long()
 
 
 def chunk_bytes(vocab_size: int, d_model: int, samples: int, keys: int) -> int:
-    """Estimated memory of one chunk of `keys` keys and `samples` samples: the key table while it is
-    rotated (KEY_TABLE_COPIES × V·c·C), the logit table (min(V, samples)·V·c), the position tables
-    (c·C) and per sample and key SAMPLE_KEY_BYTES."""
+    """Estimated memory of one chunk of `keys` keys and `samples` samples: the logit table
+    (min(V, samples)·V per key), the phases or position table and its product (2·C + V per key), and
+    per sample and key SAMPLE_KEY_BYTES."""
     V, C = vocab_size, d_model
-    per_key = FLOAT * (KEY_TABLE_COPIES * V * C + min(V, samples) * V + 3 * C) + SAMPLE_KEY_BYTES * samples
+    per_key = FLOAT * (min(V, samples) * V + 2 * C + V) + SAMPLE_KEY_BYTES * samples
     return keys * per_key
+
+
+def _aligned(keys: int) -> int:
+    """`keys` rounded down to a power of two below TOKEN_BLOCK or a multiple of it above, so that no
+    chunk spans two token blocks (no copy to join them)."""
+    if keys >= TOKEN_BLOCK:
+        return keys - keys % TOKEN_BLOCK
+    return 1 << (keys.bit_length() - 1)
 
 
 def chunk_sizes(vocab_size: int, d_model: int, samples: int, target: int | None = None) -> tuple[int, int]:
     """(samples per group, keys per chunk) whose `chunk_bytes` stays within `target` (EVAL_MEMORY_BYTES).
 
     Keys are cut first: as many as fit with every sample, at most enough for the largest tensor to
-    reach CHUNK_ELEMENTS (larger chunks are no faster), and at least MIN_KEY_CHUNK. When that many do
-    not fit with every sample, the keys whose shared tables take half the target (at most
-    MIN_KEY_CHUNK): if every sample fits with that many keys, as many keys as fit; if not, that many
-    keys and the samples cut into groups that fit in the rest. Within 1 key and 1 sample nothing is
-    cut further (the limits keep that far below any target of a few MB)."""
+    reach CHUNK_ELEMENTS (larger chunks are slower: they leave the caches), at least MIN_KEY_CHUNK,
+    and aligned to the token blocks (`_aligned`). When that many do not fit with every sample, the
+    keys whose shared tables take half the target (at most MIN_KEY_CHUNK): if every sample fits with
+    that many keys, as many keys as fit; if not, that many keys and the samples cut into groups that
+    fit in the rest. Within 1 key and 1 sample nothing is cut further (the limits keep that far below
+    any target of a few MB)."""
     target = EVAL_MEMORY_BYTES if target is None else target
     V, C = vocab_size, d_model
     fitting = target // chunk_bytes(V, C, samples, 1)
-    preferred = max(MIN_KEY_CHUNK, CHUNK_ELEMENTS // max(samples, V * min(V, samples), V * C))
+    preferred = max(MIN_KEY_CHUNK, CHUNK_ELEMENTS // max(samples, V * min(V, samples), C))
     if fitting >= MIN_KEY_CHUNK:
-        return samples, max(1, min(fitting, preferred))
+        return samples, _aligned(max(1, min(fitting, preferred)))
     shared = chunk_bytes(V, C, V, 1) - SAMPLE_KEY_BYTES * V  # per key, with the largest logit table
     keys = max(1, min(MIN_KEY_CHUNK, target // 2 // shared))
     if fitting >= keys:
@@ -232,52 +271,60 @@ def wilson_interval(successes: int, trials: int, z: float = 1.96) -> tuple[float
 
 
 class SoftmaxAccumulator:
-    """Online softmax over key chunks: rescale everything when the running max grows."""
+    """Online softmax over key chunks: rescale the sums when the running max grows. The attention mass
+    is kept per (logit-table column, sample), where a column is (query token, key token): a sample's
+    own query token picks its V columns at the end (`readout_weights`)."""
 
-    def __init__(self, samples: int, vocab_size: int, device: torch.device) -> None:
+    def __init__(self, samples: int, columns: int, vocab_size: int, device: torch.device) -> None:
         self.max = torch.full((samples,), float("-inf"), device=device)
-        self.total = torch.zeros(samples, device=device)
-        self.votes = torch.zeros(samples, vocab_size, device=device)  # attention mass per key token
+        self.mass = torch.zeros(columns, samples, device=device)  # attention mass per (column, sample)
         self.positional = torch.zeros(samples, vocab_size, device=device)  # Σ w_u · RP[u]
 
-    def add(self, logits: torch.Tensor, tokens: torch.Tensor, positional: torch.Tensor | None) -> None:
-        new_max = torch.maximum(self.max, logits.max(dim=1).values)  # (S,)
-        rescale = torch.exp(self.max - new_max)[:, None]  # (S, 1)
-        weights = torch.exp(logits - new_max[:, None])  # (S, c)
-        self.total = self.total * rescale[:, 0] + weights.sum(dim=1)
-        self.votes = self.votes * rescale
-        self.votes.scatter_add_(1, tokens, weights)
-        self.positional = self.positional * rescale
+    def add(self, logits: torch.Tensor, index: torch.Tensor, chunk_max: torch.Tensor,
+            positional: torch.Tensor | None) -> None:
+        """logits (c, s), overwritten by their weights; index (c, s): each logit's column."""
+        new_max = torch.maximum(self.max, chunk_max)  # (s,)
+        if bool((new_max > self.max).any()):  # rarely after the first chunks: skip the (columns, s) rescale
+            rescale = torch.exp(self.max - new_max)  # (s,)
+            self.mass *= rescale
+            self.positional *= rescale[:, None]
+        weights = logits.sub_(new_max).exp_()  # (c, s)
+        self.mass.scatter_add_(0, index, weights)
         if positional is not None:
-            self.positional += weights @ positional  # (S, c) @ (c, V)
+            self.positional.addmm_(weights.T, positional)  # (s, c) @ (c, V)
         self.max = new_max
 
-    def weights_of(self, logits: torch.Tensor) -> torch.Tensor:
-        return torch.exp(logits - self.max) / self.total
+    def total(self) -> torch.Tensor:
+        return self.mass.sum(dim=0)  # (s,): every weight is in one column
 
-    def readout_weights(self) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.votes / self.total[:, None], self.positional / self.total[:, None]
+    def weights_of(self, logits: torch.Tensor) -> torch.Tensor:
+        return torch.exp(logits - self.max) / self.total()
+
+    def readout_weights(self, votes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        total = self.total()[:, None]
+        return votes / total, self.positional / total
 
 
 class LinearAccumulator:
     """No normalisation: the weights are the logits; target mass is |w_target| / Σ|w|."""
 
-    def __init__(self, samples: int, vocab_size: int, device: torch.device) -> None:
-        self.total = torch.zeros(samples, device=device)  # Σ |w|
-        self.votes = torch.zeros(samples, vocab_size, device=device)
+    def __init__(self, samples: int, columns: int, vocab_size: int, device: torch.device) -> None:
+        self.absolute = torch.zeros(samples, device=device)  # Σ |w|
+        self.mass = torch.zeros(columns, samples, device=device)
         self.positional = torch.zeros(samples, vocab_size, device=device)
 
-    def add(self, logits: torch.Tensor, tokens: torch.Tensor, positional: torch.Tensor | None) -> None:
-        self.total += logits.abs().sum(dim=1)
-        self.votes.scatter_add_(1, tokens, logits)
+    def add(self, logits: torch.Tensor, index: torch.Tensor, chunk_max: torch.Tensor,
+            positional: torch.Tensor | None) -> None:
+        self.absolute += logits.abs().sum(dim=0)
+        self.mass.scatter_add_(0, index, logits)
         if positional is not None:
-            self.positional += logits @ positional
+            self.positional.addmm_(logits.T, positional)
 
     def weights_of(self, logits: torch.Tensor) -> torch.Tensor:
-        return logits.abs() / self.total
+        return logits.abs() / self.absolute
 
-    def readout_weights(self) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.votes, self.positional
+    def readout_weights(self, votes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return votes, self.positional
 
 
 ACCUMULATORS = {"softmax": SoftmaxAccumulator, "linear": LinearAccumulator}
@@ -294,43 +341,107 @@ class QueryOutputs:
     vote: torch.Tensor  # (S,) the ideal vote readout's answer: the token with the most attention weight
 
 
-def _chunk_logits(query: torch.Tensor, keys: torch.Tensor, query_tokens: torch.Tensor, tokens: torch.Tensor,
-                  table: torch.Tensor | None) -> torch.Tensor:
-    """Logits of each sample's last query against its keys in one chunk: (s, c).
+class _LogitTables:
+    """The last query's logits against every (key token, key position) of a chunk, as a (c, n·V) table:
+    entry [u, i·V + b] is the logit of the query token `present[i]` at the last position against token b
+    at position u. The logit splits by what it depends on, so a chunk costs far less than the key table:
 
-    query (V, C), already scaled by 1/√C, and keys (V, c, C) hold every token. `table` is the chunk's
-    V×V×c logit table of every (query token, key token), shared by the groups of samples (a matrix
-    product, then a gather); None when the group has fewer samples than tokens, which then takes an
-    s×V×c table of its own queries."""
-    positions = torch.arange(tokens.shape[1], device=tokens.device)[None, :]
-    if table is not None:
-        return table[query_tokens[:, None], tokens, positions]  # (s, c)
-    own = torch.einsum("sd,bcd->sbc", query[query_tokens], keys)  # (s, V, c)
-    rows = torch.arange(tokens.shape[0], device=tokens.device)[:, None]
-    return own[rows, tokens, positions]
+    - rotary (RoPE's half-split pairs; the query already rotated to its position): with q = (q1, q2) and
+      the key's unrotated k = (k1, k2) = E_b W_K, q·R_u k = Σ_j cos(ω_j u)(q1k1 + q2k2)_j
+      + sin(ω_j u)(q2k1 − q1k2)_j: a (c, C) table of phases — the encoding's own `rotate` of the vector
+      (1…1, 0…0), which is (cos | sin) — times a (C, n·V) table made once: c·C·n·V multiply-adds;
+    - otherwise q·(E_b + P_u)W_K + bias_u = q·E_bW_K + (q W_Kᵀ)·P_u + bias_u: a (n, V) table made once,
+      plus a (c, C) @ (C, n) product and the bias: c·C·n multiply-adds.
+
+    An encoding that both adds a table and rotates would need the full key table; none does, and one
+    is refused here rather than evaluated wrongly."""
+
+    def __init__(self, model: torch.nn.Module, query: torch.Tensor, present: torch.Tensor, last: int,
+                 factor: torch.Tensor | None) -> None:
+        encoding, C = model.encoding, query.shape[1]
+        self.encoding, self.factor, self.n, self.V = encoding, factor, present.shape[0], model.embed.shape[0]
+        self.query_position = torch.tensor([last], device=query.device)
+        self.readout = model.W_V @ model.W_U  # (C, V): a key's contribution to the readout, from its vector
+        self.token_readout = model.embed @ self.readout  # (V, V)
+        q, k = query[present], model.embed @ model.W_K  # (n, C), (V, C)
+        probe = torch.tensor([0], device=query.device)
+        if encoding.rotary and encoding.embed(probe) is not None:
+            raise NotImplementedError("the O(L) evaluation does not support an encoding that both adds a table "
+                                      "and rotates")
+        if encoding.rotary:
+            half = C // 2
+            q1, q2, k1, k2 = q[:, None, :half], q[:, None, half:], k[None, :, :half], k[None, :, half:]
+            paired = torch.cat((q1 * k1 + q2 * k2, q2 * k1 - q1 * k2), dim=-1)  # (n, V, C)
+            self.content = paired.reshape(-1, C).T.contiguous()  # (C, n·V)
+            self.unit = torch.cat((torch.ones(half), torch.zeros(C - half))).to(query.device)  # rotates to (cos | sin)
+        else:
+            self.content = (q @ k.T).reshape(1, -1)  # (1, n·V)
+            self.positional = (q @ model.W_K.T).T.contiguous()  # (C, n)
+
+    def __call__(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(c, n·V) logits at `positions`, bias included, and the encoding's (c, C) table there (or None)."""
+        c = positions.shape[0]
+        embedded = self.encoding.embed(positions)  # (c, C) or None
+        if self.encoding.rotary:
+            phases = self.encoding.rotate(self.unit.expand(1, 1, c, -1), positions)[0, 0]  # (c, C): cos | sin
+            table = phases @ self.content  # (c, n·V)
+        else:
+            table = self.content.expand(c, -1)
+            if embedded is not None:
+                by_query = embedded @ self.positional  # (c, n)
+                table = (by_query[:, :, None] + self.content.view(1, self.n, self.V)).reshape(c, -1)
+        bias = self.encoding.bias(self.query_position, positions)  # (1, 1, c) or None
+        if bias is not None:
+            bias = bias[0, 0] if self.factor is None else self.factor[0] * bias[0, 0]
+            table = table + bias[:, None]
+        return (table if table.is_contiguous() else table.contiguous()), embedded
 
 
 class _Group:
-    """The running results of one group of samples (rows `rows` of the evaluation)."""
+    """The running results of one group of samples (rows `rows` of the evaluation): `base` is each
+    sample's first column of the logit table (its query token's), `column` + a key token its column."""
 
-    def __init__(self, rows: slice, accumulator, device: torch.device) -> None:
+    def __init__(self, rows: slice, base: torch.Tensor, accumulator, columns: int, V: int,
+                 device: torch.device) -> None:
         samples = rows.stop - rows.start
-        self.rows, self.state = rows, accumulator
+        self.rows, self.base, self.state = rows, base[None, :], accumulator(samples, columns, V, device)
         self.target_logit = torch.zeros(samples, device=device)
         self.best = torch.full((samples,), float("-inf"), device=device)
         self.best_key = torch.zeros(samples, dtype=torch.long, device=device)
+
+    def add(self, table: torch.Tensor, tokens: torch.Tensor, start: int, target: int,
+            positional: torch.Tensor | None) -> None:
+        """One chunk: table (c, columns), tokens (c, s) in key-major order."""
+        index = torch.add(tokens, self.base)  # (c, s) int64: each key's column
+        logits = torch.gather(table, 1, index)  # (c, s)
+        chunk_best, chunk_arg = logits.max(dim=0)  # (s,) each
+        better = chunk_best > self.best
+        self.best = torch.where(better, chunk_best, self.best)
+        self.best_key = torch.where(better, chunk_arg + start, self.best_key)
+        if start <= target < start + logits.shape[0]:
+            self.target_logit = logits[target - start].clone()
+        self.state.add(logits, index, chunk_best, positional)
+
+    def votes(self, V: int) -> torch.Tensor:
+        """(s, V): each sample's attention mass per key token, from its query token's columns."""
+        mass = self.state.mass.T  # (s, columns)
+        return torch.gather(mass, 1, self.base.T + torch.arange(V, device=mass.device)[None, :])
+
+
+Progress = Callable[[int, int], None]  # (done, total): a long analysis's hook; the core never prints
 
 
 @torch.no_grad()
 def last_query_outputs(
     model: torch.nn.Module, config: RunConfig, length: int, samples: int, seed: int, chunk: int | None = None,
-    sample_chunk: int | None = None,
+    sample_chunk: int | None = None, progress: Progress | None = None,
 ) -> QueryOutputs:
     """The last query's readout, target mass and argmax key for each of the `samples` sequences.
 
     `chunk` keys and `sample_chunk` samples at a time (default: `chunk_sizes`, within
-    EVAL_MEMORY_BYTES); the results are the same for any chunking, to float rounding. Time: the key
-    table (V·L·C), the logit tables (min(V, S)·V·L·C multiply-adds) and S·L per-sample steps."""
+    EVAL_MEMORY_BYTES); the results are the same for any chunking, to float rounding. `progress`
+    hears (keys done, length) after each chunk. Time: the logit tables (`_LogitTables`), S·L
+    per-sample steps and drawing the S·L tokens, on a second thread while the first computes."""
     device = model.embed.device
     V, offset, last = config.task.vocab_size, config.task.offset, length - 1
     group_size, chunk_size = chunk_sizes(V, config.model.d_model, samples)
@@ -339,44 +450,37 @@ def last_query_outputs(
     tail = to_device(sequence_tokens(seed, length, samples, V, last - offset, length, token_dtype(V)), device)
     tail = tail.long()  # (S, offset+1)
     query_tokens, targets = tail[:, -1], tail[:, 0]
-    query_position = torch.tensor([last], device=device)
+    present, which = torch.unique(query_tokens, return_inverse=True)  # the query tokens there are; each sample's
     query = model.query_table(last) / math.sqrt(config.model.d_model)  # (V, C), scaled once
-    factor = model.encoding.logit_scale(query_position)  # an inference rule's (lengen_core.analysis.rules), or None
+    factor = model.encoding.logit_scale(torch.tensor([last], device=device))  # a rule's (analysis.rules), or None
     if factor is not None:
         query = query * factor[0]
+    tables = _LogitTables(model, query, present, last, factor)
+    columns = present.shape[0] * V
+    base = which * V  # (S,): each sample's first column
     accumulator = ACCUMULATORS[config.model.attention]
-    groups = [_Group(slice(first, min(first + group_size, samples)), accumulator(min(group_size, samples - first), V,
-                                                                                   device), device)
-              for first in range(0, samples, group_size)]
-    stream = _TokenStream(seed, length, samples, V, device)
+    groups = [_Group(slice(first, min(first + group_size, samples)), base[first : first + group_size], accumulator,
+                     columns, V, device) for first in range(0, samples, group_size)]
     estimate = chunk_bytes(V, config.model.d_model, min(group_size, samples), chunk)
     freed = FreedMemory(device, max(EVAL_MEMORY_BYTES // 4, EVAL_MEMORY_BYTES - estimate))
-    for start in range(0, length, chunk):
-        stop = min(start + chunk, length)
-        positions = torch.arange(start, stop, device=device)
-        tokens = stream.take(start, stop)  # (S, c)
-        keys = model.key_table(positions)  # (V, c, C)
-        bias = model.encoding.bias(query_position, positions)  # (1, 1, c) or None
-        _, positional = model.readout_tables(positions)
-        shared = torch.einsum("ad,bcd->abc", query, keys) if group_size >= V else None  # (V, V, c)
-        for group in groups:
-            logits = _chunk_logits(query, keys, query_tokens[group.rows], tokens[group.rows], shared)  # (s, c)
-            if bias is not None:
-                logits = logits + (bias[0] if factor is None else factor[0] * bias[0])
-            group.state.add(logits, tokens[group.rows], positional)
-            chunk_best, chunk_arg = logits.max(dim=1)
-            better = chunk_best > group.best
-            group.best = torch.where(better, chunk_best, group.best)
-            group.best_key = torch.where(better, chunk_arg + start, group.best_key)
-            if start <= last - offset < stop:
-                group.target_logit = logits[:, last - offset - start]
-        del keys, shared, logits, tokens
-        freed.check()
-    token_part, _ = model.readout_tables(positions[:1])
+    with _TokenStream(seed, length, samples, V, device) as stream:
+        for start in range(0, length, chunk):
+            stop = min(start + chunk, length)
+            positions = torch.arange(start, stop, device=device)
+            table, embedded = tables(positions)  # (c, columns), (c, C) or None
+            positional = None if embedded is None else embedded @ tables.readout  # (c, V)
+            tokens = stream.keys(start, stop)  # (c, S) uint8, key-major
+            for group in groups:
+                group.add(table, tokens[:, group.rows], start, last - offset, positional)
+            del table, tokens
+            freed.check()
+            if progress is not None:
+                progress(stop, length)
     readouts, masses, choices = [], [], []
     for group in groups:
-        votes, positional_sum = group.state.readout_weights()
-        readouts.append(votes @ token_part + positional_sum)
+        votes = group.votes(V)
+        token_weights, positional_sum = group.state.readout_weights(votes)
+        readouts.append(token_weights @ tables.token_readout + positional_sum)
         masses.append(group.state.weights_of(group.target_logit))
         choices.append(votes.argmax(dim=1))  # the attention-weighted token counts' largest: no readout at all
     return QueryOutputs(
