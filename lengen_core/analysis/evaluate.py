@@ -30,9 +30,8 @@ import math
 import os
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from typing import Self
 
 import torch
 
@@ -140,50 +139,31 @@ class FreedMemory:
 class _TokenStream:
     """The evaluation tokens of one length, read left to right a chunk at a time, key-major: each block
     is drawn once on the CPU in `token_dtype`, transposed to (keys, samples) and sent to the device.
-    Used as a context manager, the next block is drawn on a second thread while the chunk before it is
-    computed (drawing S·L tokens from one generator per block is serial work, as long as the rest)."""
+    With `base` (S,), a block becomes int64 there, each sample's base added: the logit-table columns
+    `_Group` gathers (one same-type addition a block; a narrow + int64 one costs twice the gather)."""
 
-    def __init__(self, seed: int, length: int, samples: int, vocab_size: int, device: torch.device) -> None:
+    def __init__(self, seed: int, length: int, samples: int, vocab_size: int, device: torch.device,
+                 base: torch.Tensor | None = None) -> None:
         self.key = (seed, length, samples, vocab_size)
         self.dtype, self.device = token_dtype(vocab_size), device
+        self.base = None if base is None else base[None, :]  # (1, S) int64
         self.blocks: dict[int, torch.Tensor] = {}  # (≤ TOKEN_BLOCK, S) each
-        self.ahead: dict[int, Future] = {}
-        self.worker: ThreadPoolExecutor | None = None
-        self.count = (length + TOKEN_BLOCK - 1) // TOKEN_BLOCK
-
-    def __enter__(self) -> Self:
-        self.worker = ThreadPoolExecutor(1, thread_name_prefix="lengen-tokens")
-        return self
-
-    def __exit__(self, *exc) -> None:
-        for future in self.ahead.values():
-            future.cancel()
-        self.worker.shutdown(wait=True)
-        self.worker, self.ahead = None, {}
-
-    def _draw(self, block: int) -> torch.Tensor:
-        return to_device(token_block(*self.key, block, self.dtype).T.contiguous(), self.device)
-
-    def _block(self, block: int) -> torch.Tensor:
-        if block not in self.blocks:
-            future = self.ahead.pop(block, None)
-            self.blocks[block] = self._draw(block) if future is None else future.result()
-        return self.blocks[block]
 
     def keys(self, start: int, stop: int) -> torch.Tensor:
-        """Tokens at positions start … stop-1 of every sample, on the device: (stop-start, S), narrow."""
+        """Tokens at positions start … stop-1 of every sample, on the device: (stop-start, S), narrow (or
+        their columns, with a base)."""
         first, last = start // TOKEN_BLOCK, (stop - 1) // TOKEN_BLOCK
         self.blocks = {block: tokens for block, tokens in self.blocks.items() if block >= first}
-        parts = [self._block(block) for block in range(first, last + 1)]
-        following = last + 1
-        if self.worker is not None and following < self.count and following not in self.ahead \
-                and following not in self.blocks:
-            self.ahead[following] = self.worker.submit(self._draw, following)
+        for block in range(first, last + 1):
+            if block not in self.blocks:
+                drawn = to_device(token_block(*self.key, block, self.dtype).T.contiguous(), self.device)
+                self.blocks[block] = drawn if self.base is None else drawn.long().add_(self.base)
+        parts = [self.blocks[block] for block in range(first, last + 1)]
         tokens = parts[0] if len(parts) == 1 else torch.cat(parts, dim=0)
         return tokens[start - first * TOKEN_BLOCK : stop - first * TOKEN_BLOCK]
 
     def take(self, start: int, stop: int) -> torch.Tensor:
-        """The same tokens sample-major, as int64 indices: (S, stop-start)."""
+        """The same tokens (or columns) sample-major, as int64 indices: (S, stop-start)."""
         return self.keys(start, stop).T.long()
 
 
@@ -294,6 +274,14 @@ class SoftmaxAccumulator:
             self.positional.addmm_(weights.T, positional)  # (s, c) @ (c, V)
         self.max = new_max
 
+    def merge(self, other: SoftmaxAccumulator) -> None:
+        """Take in the sums of the same samples over other keys."""
+        new_max = torch.maximum(self.max, other.max)
+        mine, theirs = torch.exp(self.max - new_max), torch.exp(other.max - new_max)  # (s,) each
+        self.mass = self.mass * mine + other.mass * theirs
+        self.positional = self.positional * mine[:, None] + other.positional * theirs[:, None]
+        self.max = new_max
+
     def total(self) -> torch.Tensor:
         return self.mass.sum(dim=0)  # (s,): every weight is in one column
 
@@ -320,6 +308,11 @@ class LinearAccumulator:
         if positional is not None:
             self.positional.addmm_(logits.T, positional)
 
+    def merge(self, other: LinearAccumulator) -> None:
+        self.absolute += other.absolute
+        self.mass += other.mass
+        self.positional += other.positional
+
     def weights_of(self, logits: torch.Tensor) -> torch.Tensor:
         return logits.abs() / self.absolute
 
@@ -344,47 +337,60 @@ class QueryOutputs:
 class _LogitTables:
     """The last query's logits against every (key token, key position) of a chunk, as a (c, n·V) table:
     entry [u, i·V + b] is the logit of the query token `present[i]` at the last position against token b
-    at position u. The logit splits by what it depends on, so a chunk costs far less than the key table:
+    at position u. The logit splits by what it depends on, so a chunk costs far less than a key table
+    (V, c, C) and its product with the queries:
 
-    - rotary (RoPE's half-split pairs; the query already rotated to its position): with q = (q1, q2) and
-      the key's unrotated k = (k1, k2) = E_b W_K, q·R_u k = Σ_j cos(ω_j u)(q1k1 + q2k2)_j
-      + sin(ω_j u)(q2k1 − q1k2)_j: a (c, C) table of phases — the encoding's own `rotate` of the vector
-      (1…1, 0…0), which is (cos | sin) — times a (C, n·V) table made once: c·C·n·V multiply-adds;
-    - otherwise q·(E_b + P_u)W_K + bias_u = q·E_bW_K + (q W_Kᵀ)·P_u + bias_u: a (n, V) table made once,
-      plus a (c, C) @ (C, n) product and the bias: c·C·n multiply-adds.
+    - rotary (RoPE's half-split pairs; the query already rotated to its position t): with q = (q1, q2)
+      and the key's unrotated k = (k1, k2) = E_b W_K, q·R_u k = Σ_j cos(ω_j u)·A_j + sin(ω_j u)·B_j with
+      A = q1k1 + q2k2 and B = q2k1 − q1k2, a (C, n·V) table made once. For a chunk u = u0 + δ, the
+      angle sums turn it into (cos ω δ | sin ω δ) @ [A cos ω u0 + B sin ω u0 ; B cos ω u0 − A sin ω u0]:
+      the phases of δ < c are made once, those of u0 once a chunk (both by the encoding's own `rotate`,
+      of the vector (1…1, 0…0), which it turns into (cos | sin)); c·C·n·V multiply-adds a chunk;
+    - otherwise q·(E_b + P_u)W_K + bias_u = q·E_bW_K + (q W_Kᵀ)·P_u + bias_u: an (n, V) table made
+      once, a (c, C) @ (C, n) product and the bias a chunk: c·C·n multiply-adds.
 
     An encoding that both adds a table and rotates would need the full key table; none does, and one
     is refused here rather than evaluated wrongly."""
 
     def __init__(self, model: torch.nn.Module, query: torch.Tensor, present: torch.Tensor, last: int,
                  factor: torch.Tensor | None) -> None:
-        encoding, C = model.encoding, query.shape[1]
+        encoding, C, device = model.encoding, query.shape[1], query.device
         self.encoding, self.factor, self.n, self.V = encoding, factor, present.shape[0], model.embed.shape[0]
-        self.query_position = torch.tensor([last], device=query.device)
-        self.readout = model.W_V @ model.W_U  # (C, V): a key's contribution to the readout, from its vector
+        self.query_position = torch.tensor([last], device=device)
+        self.readout = model.W_V @ model.W_U  # (C, V): what a key's vector adds to the readout
         self.token_readout = model.embed @ self.readout  # (V, V)
         q, k = query[present], model.embed @ model.W_K  # (n, C), (V, C)
-        probe = torch.tensor([0], device=query.device)
-        if encoding.rotary and encoding.embed(probe) is not None:
+        if encoding.rotary and encoding.embed(self.query_position) is not None:
             raise NotImplementedError("the O(L) evaluation does not support an encoding that both adds a table "
                                       "and rotates")
+        self.half = C // 2
         if encoding.rotary:
-            half = C // 2
-            q1, q2, k1, k2 = q[:, None, :half], q[:, None, half:], k[None, :, :half], k[None, :, half:]
-            paired = torch.cat((q1 * k1 + q2 * k2, q2 * k1 - q1 * k2), dim=-1)  # (n, V, C)
-            self.content = paired.reshape(-1, C).T.contiguous()  # (C, n·V)
-            self.unit = torch.cat((torch.ones(half), torch.zeros(C - half))).to(query.device)  # rotates to (cos | sin)
+            q1, q2, k1, k2 = q[:, None, :self.half], q[:, None, self.half:], k[None, :, :self.half], k[None, :, self.half:]
+            self.cos_part = (q1 * k1 + q2 * k2).reshape(-1, self.half).T.contiguous()  # A: (C/2, n·V)
+            self.sin_part = (q2 * k1 - q1 * k2).reshape(-1, self.half).T.contiguous()  # B: (C/2, n·V)
+            self.unit = torch.cat((torch.ones(self.half), torch.zeros(C - self.half))).to(device)
+            self.steps: dict[int, torch.Tensor] = {}  # chunk length -> (c, C) phases of δ = 0 … c-1
         else:
             self.content = (q @ k.T).reshape(1, -1)  # (1, n·V)
             self.positional = (q @ model.W_K.T).T.contiguous()  # (C, n)
 
-    def __call__(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """(c, n·V) logits at `positions`, bias included, and the encoding's (c, C) table there (or None)."""
-        c = positions.shape[0]
+    def _phases(self, positions: torch.Tensor) -> torch.Tensor:
+        """(cos | sin) of ω·p at each position: (c, C)."""
+        return self.encoding.rotate(self.unit.expand(1, 1, positions.shape[0], -1), positions)[0, 0]
+
+    def __call__(self, start: int, stop: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(c, n·V) logits at positions start … stop-1, bias included, and the encoding's (c, C) table
+        there (or None)."""
+        device, c = self.query_position.device, stop - start
+        positions = torch.arange(start, stop, device=device)
         embedded = self.encoding.embed(positions)  # (c, C) or None
         if self.encoding.rotary:
-            phases = self.encoding.rotate(self.unit.expand(1, 1, c, -1), positions)[0, 0]  # (c, C): cos | sin
-            table = phases @ self.content  # (c, n·V)
+            if c not in self.steps:
+                self.steps[c] = self._phases(torch.arange(c, device=device))
+            first = self._phases(positions[:1])[0]  # (C,): cos ω u0 | sin ω u0
+            cos, sin = first[: self.half, None], first[self.half :, None]  # (C/2, 1) each
+            turned = torch.cat((self.cos_part * cos + self.sin_part * sin, self.sin_part * cos - self.cos_part * sin))
+            table = self.steps[c] @ turned  # (c, n·V)
         else:
             table = self.content.expand(c, -1)
             if embedded is not None:
@@ -398,8 +404,8 @@ class _LogitTables:
 
 
 class _Group:
-    """The running results of one group of samples (rows `rows` of the evaluation): `base` is each
-    sample's first column of the logit table (its query token's), `column` + a key token its column."""
+    """The running results of one group of samples (rows `rows` of the evaluation) over some chunks:
+    `base` is each sample's first column of the logit table (its query token's), + a key token its column."""
 
     def __init__(self, rows: slice, base: torch.Tensor, accumulator, columns: int, V: int,
                  device: torch.device) -> None:
@@ -409,10 +415,9 @@ class _Group:
         self.best = torch.full((samples,), float("-inf"), device=device)
         self.best_key = torch.zeros(samples, dtype=torch.long, device=device)
 
-    def add(self, table: torch.Tensor, tokens: torch.Tensor, start: int, target: int,
+    def add(self, table: torch.Tensor, index: torch.Tensor, start: int, target: int,
             positional: torch.Tensor | None) -> None:
-        """One chunk: table (c, columns), tokens (c, s) in key-major order."""
-        index = torch.add(tokens, self.base)  # (c, s) int64: each key's column
+        """One chunk: table (c, columns), index (c, s) each key's column, key-major."""
         logits = torch.gather(table, 1, index)  # (c, s)
         chunk_best, chunk_arg = logits.max(dim=0)  # (s,) each
         better = chunk_best > self.best
@@ -422,6 +427,15 @@ class _Group:
             self.target_logit = logits[target - start].clone()
         self.state.add(logits, index, chunk_best, positional)
 
+    def merge(self, later: _Group, target_in_later: bool) -> None:
+        """Take in the same samples' results over later chunks (ties of the best logit: the earlier key)."""
+        self.state.merge(later.state)
+        better = later.best > self.best
+        self.best = torch.where(better, later.best, self.best)
+        self.best_key = torch.where(better, later.best_key, self.best_key)
+        if target_in_later:
+            self.target_logit = later.target_logit
+
     def votes(self, V: int) -> torch.Tensor:
         """(s, V): each sample's attention mass per key token, from its query token's columns."""
         mass = self.state.mass.T  # (s, columns)
@@ -429,6 +443,47 @@ class _Group:
 
 
 Progress = Callable[[int, int], None]  # (done, total): a long analysis's hook; the core never prints
+POLL_SECONDS = 0.1  # how often the calling thread passes the workers' progress on
+
+
+def _workers(device: torch.device, spans: int) -> int:
+    """Threads to share the chunks between: the caller's torch threads on the CPU (each worker then runs
+    its torch operations on one thread: OpenMP's thread count is per thread, so nothing else changes),
+    one elsewhere; never more than there are chunks."""
+    if torch.device(device).type != "cpu" or "OpenMP" not in torch.__config__.parallel_info():
+        return 1
+    return max(1, min(torch.get_num_threads(), spans))
+
+
+class _Share:
+    """One worker's chunks (`spans`, consecutive) and its own running results for every group."""
+
+    def __init__(self, spans: list[tuple[int, int]], make_groups: Callable[[], list[_Group]]) -> None:
+        self.spans, self.groups, self.keys = spans, make_groups(), 0
+
+    def run(self, tables: _LogitTables, stream: _TokenStream, target: int, threads: int | None,
+            freed: FreedMemory) -> None:
+        """The chunks in turn; on a worker thread (`threads`: the caller's count) with one torch thread."""
+        if threads is None:
+            self._chunks(tables, stream, target, freed)
+            return
+        torch.set_num_threads(1)  # OpenMP's count for this thread; torch also keeps it as new threads' default,
+        try:  # so it is put back as the caller had it
+            with torch.no_grad():
+                self._chunks(tables, stream, target, freed)
+        finally:
+            torch.set_num_threads(threads)
+
+    def _chunks(self, tables: _LogitTables, stream: _TokenStream, target: int, freed: FreedMemory) -> None:
+        for start, stop in self.spans:
+            table, embedded = tables(start, stop)  # (c, columns), (c, C) or None
+            positional = None if embedded is None else embedded @ tables.readout  # (c, V)
+            tokens = stream.keys(start, stop)  # (c, S) narrow, key-major
+            for group in self.groups:
+                group.add(table, tokens[:, group.rows], start, target, positional)
+            del table, tokens
+            freed.check()
+            self.keys += stop - start
 
 
 @torch.no_grad()
@@ -439,9 +494,10 @@ def last_query_outputs(
     """The last query's readout, target mass and argmax key for each of the `samples` sequences.
 
     `chunk` keys and `sample_chunk` samples at a time (default: `chunk_sizes`, within
-    EVAL_MEMORY_BYTES); the results are the same for any chunking, to float rounding. `progress`
-    hears (keys done, length) after each chunk. Time: the logit tables (`_LogitTables`), S·L
-    per-sample steps and drawing the S·L tokens, on a second thread while the first computes."""
+    EVAL_MEMORY_BYTES); the results are the same for any chunking, to float rounding. On the CPU the
+    chunks are shared between the caller's torch threads (`_workers`), each drawing its own tokens,
+    and the shares' sums merged. `progress` hears (keys done, length), on the calling thread. Time:
+    the logit tables (`_LogitTables`), S·L per-sample steps and drawing the S·L tokens."""
     device = model.embed.device
     V, offset, last = config.task.vocab_size, config.task.offset, length - 1
     group_size, chunk_size = chunk_sizes(V, config.model.d_model, samples)
@@ -456,26 +512,38 @@ def last_query_outputs(
     if factor is not None:
         query = query * factor[0]
     tables = _LogitTables(model, query, present, last, factor)
-    columns = present.shape[0] * V
-    base = which * V  # (S,): each sample's first column
+    columns, base = present.shape[0] * V, which * V  # base (S,): each sample's first column
     accumulator = ACCUMULATORS[config.model.attention]
-    groups = [_Group(slice(first, min(first + group_size, samples)), base[first : first + group_size], accumulator,
-                     columns, V, device) for first in range(0, samples, group_size)]
-    estimate = chunk_bytes(V, config.model.d_model, min(group_size, samples), chunk)
+
+    def make_groups() -> list[_Group]:
+        return [_Group(slice(first, min(first + group_size, samples)), base[first : first + group_size],
+                       accumulator, columns, V, device) for first in range(0, samples, group_size)]
+
+    spans = [(start, min(start + chunk, length)) for start in range(0, length, chunk)]
+    count = _workers(device, len(spans))
+    shares = [_Share(spans[w * len(spans) // count : (w + 1) * len(spans) // count], make_groups)
+              for w in range(count)]
+    estimate = chunk_bytes(V, config.model.d_model, min(group_size, samples), chunk) * count
     freed = FreedMemory(device, max(EVAL_MEMORY_BYTES // 4, EVAL_MEMORY_BYTES - estimate))
-    with _TokenStream(seed, length, samples, V, device) as stream:
-        for start in range(0, length, chunk):
-            stop = min(start + chunk, length)
-            positions = torch.arange(start, stop, device=device)
-            table, embedded = tables(positions)  # (c, columns), (c, C) or None
-            positional = None if embedded is None else embedded @ tables.readout  # (c, V)
-            tokens = stream.keys(start, stop)  # (c, S) uint8, key-major
-            for group in groups:
-                group.add(table, tokens[:, group.rows], start, last - offset, positional)
-            del table, tokens
-            freed.check()
-            if progress is not None:
-                progress(stop, length)
+    streams = [_TokenStream(seed, length, samples, V, device, base) for _ in shares]
+    if count == 1:
+        shares[0].run(tables, streams[0], last - offset, None, freed)
+    else:
+        with ThreadPoolExecutor(count, thread_name_prefix="lengen-evaluate") as pool:
+            running = [pool.submit(share.run, tables, stream, last - offset, torch.get_num_threads(), freed)
+                       for share, stream in zip(shares, streams, strict=True)]
+            while wait(running, POLL_SECONDS)[1]:
+                if progress is not None:
+                    progress(sum(share.keys for share in shares), length)
+            for future in running:
+                future.result()  # a worker's error, raised here
+    if progress is not None:
+        progress(length, length)
+    groups = shares[0].groups
+    for share in shares[1:]:
+        holds_target = any(start <= last - offset < stop for start, stop in share.spans)
+        for group, later in zip(groups, share.groups, strict=True):
+            group.merge(later, holds_target)
     readouts, masses, choices = [], [], []
     for group in groups:
         votes = group.votes(V)
