@@ -45,7 +45,8 @@ EVAL_MEMORY_BYTES = 256 << 20  # the target: estimated memory of one chunk's ten
 CHUNK_ELEMENTS = 1 << 19  # below the target, the largest per-chunk tensor stops growing here (2 MB in float32)
 MIN_KEY_CHUNK = 256  # fewer keys per chunk than this and the samples are cut instead
 FLOAT = 4  # bytes
-SAMPLE_KEY_BYTES = 24  # per sample and key: its token, its column (int64), its logit then weight, temporaries
+WIDE_BLOCK_BYTES = 16 << 20  # a block of tokens as int64 up to this size (512 samples)
+SAMPLE_KEY_BYTES = 32  # per sample and key: its token (narrow, int64), its column (int64), its logit then weight
 
 
 def doublings(start: int, count: int = DOUBLINGS) -> tuple[int, ...]:
@@ -138,32 +139,30 @@ class FreedMemory:
 
 class _TokenStream:
     """The evaluation tokens of one length, read left to right a chunk at a time, key-major: each block
-    is drawn once on the CPU in `token_dtype`, transposed to (keys, samples) and sent to the device.
-    With `base` (S,), a block becomes int64 there, each sample's base added: the logit-table columns
-    `_Group` gathers (one same-type addition a block; a narrow + int64 one costs twice the gather)."""
+    is drawn once on the CPU in `token_dtype`, transposed to (keys, samples) and sent to the device,
+    and made int64 there as a whole where that takes at most WIDE_BLOCK_BYTES (measured: a quarter less
+    time than a chunk at a time, at 256 samples)."""
 
-    def __init__(self, seed: int, length: int, samples: int, vocab_size: int, device: torch.device,
-                 base: torch.Tensor | None = None) -> None:
+    def __init__(self, seed: int, length: int, samples: int, vocab_size: int, device: torch.device) -> None:
         self.key = (seed, length, samples, vocab_size)
         self.dtype, self.device = token_dtype(vocab_size), device
-        self.base = None if base is None else base[None, :]  # (1, S) int64
+        self.wide = samples * TOKEN_BLOCK * 8 <= WIDE_BLOCK_BYTES  # blocks kept as int64 (else a chunk at a time)
         self.blocks: dict[int, torch.Tensor] = {}  # (≤ TOKEN_BLOCK, S) each
 
     def keys(self, start: int, stop: int) -> torch.Tensor:
-        """Tokens at positions start … stop-1 of every sample, on the device: (stop-start, S), narrow (or
-        their columns, with a base)."""
+        """Tokens at positions start … stop-1 of every sample, on the device: (stop-start, S), narrow."""
         first, last = start // TOKEN_BLOCK, (stop - 1) // TOKEN_BLOCK
         self.blocks = {block: tokens for block, tokens in self.blocks.items() if block >= first}
         for block in range(first, last + 1):
             if block not in self.blocks:
                 drawn = to_device(token_block(*self.key, block, self.dtype).T.contiguous(), self.device)
-                self.blocks[block] = drawn if self.base is None else drawn.long().add_(self.base)
+                self.blocks[block] = drawn.long() if self.wide else drawn
         parts = [self.blocks[block] for block in range(first, last + 1)]
         tokens = parts[0] if len(parts) == 1 else torch.cat(parts, dim=0)
         return tokens[start - first * TOKEN_BLOCK : stop - first * TOKEN_BLOCK]
 
     def take(self, start: int, stop: int) -> torch.Tensor:
-        """The same tokens (or columns) sample-major, as int64 indices: (S, stop-start)."""
+        """The same tokens sample-major, as int64 indices: (S, stop-start)."""
         return self.keys(start, stop).T.long()
 
 
@@ -251,25 +250,23 @@ def wilson_interval(successes: int, trials: int, z: float = 1.96) -> tuple[float
 
 
 class SoftmaxAccumulator:
-    """Online softmax over key chunks: rescale the sums when the running max grows. The attention mass
-    is kept per (logit-table column, sample), where a column is (query token, key token): a sample's
-    own query token picks its V columns at the end (`readout_weights`)."""
+    """Online softmax over key chunks: rescale the sums when the running max grows."""
 
-    def __init__(self, samples: int, columns: int, vocab_size: int, device: torch.device) -> None:
+    def __init__(self, vocab_size: int, samples: int, device: torch.device) -> None:
         self.max = torch.full((samples,), float("-inf"), device=device)
-        self.mass = torch.zeros(columns, samples, device=device)  # attention mass per (column, sample)
+        self.mass = torch.zeros(vocab_size, samples, device=device)  # attention mass per (key token, sample)
         self.positional = torch.zeros(samples, vocab_size, device=device)  # Σ w_u · RP[u]
 
-    def add(self, logits: torch.Tensor, index: torch.Tensor, chunk_max: torch.Tensor,
+    def add(self, logits: torch.Tensor, tokens: torch.Tensor, chunk_max: torch.Tensor,
             positional: torch.Tensor | None) -> None:
-        """logits (c, s), overwritten by their weights; index (c, s): each logit's column."""
+        """logits (c, s), overwritten by their weights; tokens (c, s) int64."""
         new_max = torch.maximum(self.max, chunk_max)  # (s,)
-        if bool((new_max > self.max).any()):  # rarely after the first chunks: skip the (columns, s) rescale
+        if bool((new_max > self.max).any()):  # rarely after the first chunks: skip the (V, s) rescale
             rescale = torch.exp(self.max - new_max)  # (s,)
             self.mass *= rescale
             self.positional *= rescale[:, None]
         weights = logits.sub_(new_max).exp_()  # (c, s)
-        self.mass.scatter_add_(0, index, weights)
+        self.mass.scatter_add_(0, tokens, weights)
         if positional is not None:
             self.positional.addmm_(weights.T, positional)  # (s, c) @ (c, V)
         self.max = new_max
@@ -296,15 +293,15 @@ class SoftmaxAccumulator:
 class LinearAccumulator:
     """No normalisation: the weights are the logits; target mass is |w_target| / Σ|w|."""
 
-    def __init__(self, samples: int, columns: int, vocab_size: int, device: torch.device) -> None:
+    def __init__(self, vocab_size: int, samples: int, device: torch.device) -> None:
         self.absolute = torch.zeros(samples, device=device)  # Σ |w|
-        self.mass = torch.zeros(columns, samples, device=device)
+        self.mass = torch.zeros(vocab_size, samples, device=device)
         self.positional = torch.zeros(samples, vocab_size, device=device)
 
-    def add(self, logits: torch.Tensor, index: torch.Tensor, chunk_max: torch.Tensor,
+    def add(self, logits: torch.Tensor, tokens: torch.Tensor, chunk_max: torch.Tensor,
             positional: torch.Tensor | None) -> None:
         self.absolute += logits.abs().sum(dim=0)
-        self.mass.scatter_add_(0, index, logits)
+        self.mass.scatter_add_(0, tokens, logits)
         if positional is not None:
             self.positional.addmm_(logits.T, positional)
 
@@ -407,25 +404,25 @@ class _Group:
     """The running results of one group of samples (rows `rows` of the evaluation) over some chunks:
     `base` is each sample's first column of the logit table (its query token's), + a key token its column."""
 
-    def __init__(self, rows: slice, base: torch.Tensor, accumulator, columns: int, V: int,
-                 device: torch.device) -> None:
+    def __init__(self, rows: slice, base: torch.Tensor, accumulator, V: int, device: torch.device) -> None:
         samples = rows.stop - rows.start
-        self.rows, self.base, self.state = rows, base[None, :], accumulator(samples, columns, V, device)
+        self.rows, self.base, self.state = rows, base[None, :], accumulator(V, samples, device)
         self.target_logit = torch.zeros(samples, device=device)
         self.best = torch.full((samples,), float("-inf"), device=device)
         self.best_key = torch.zeros(samples, dtype=torch.long, device=device)
 
-    def add(self, table: torch.Tensor, index: torch.Tensor, start: int, target: int,
+    def add(self, table: torch.Tensor, tokens: torch.Tensor, start: int, target: int,
             positional: torch.Tensor | None) -> None:
-        """One chunk: table (c, columns), index (c, s) each key's column, key-major."""
-        logits = torch.gather(table, 1, index)  # (c, s)
+        """One chunk: table (c, columns), tokens (c, s) key-major, int64 (a narrow + int64 addition would
+        cost twice the gather)."""
+        logits = torch.gather(table, 1, tokens + self.base)  # (c, s): each key's column's logit
         chunk_best, chunk_arg = logits.max(dim=0)  # (s,) each
         better = chunk_best > self.best
         self.best = torch.where(better, chunk_best, self.best)
         self.best_key = torch.where(better, chunk_arg + start, self.best_key)
         if start <= target < start + logits.shape[0]:
             self.target_logit = logits[target - start].clone()
-        self.state.add(logits, index, chunk_best, positional)
+        self.state.add(logits, tokens, chunk_best, positional)
 
     def merge(self, later: _Group, target_in_later: bool) -> None:
         """Take in the same samples' results over later chunks (ties of the best logit: the earlier key)."""
@@ -436,23 +433,25 @@ class _Group:
         if target_in_later:
             self.target_logit = later.target_logit
 
-    def votes(self, V: int) -> torch.Tensor:
-        """(s, V): each sample's attention mass per key token, from its query token's columns."""
-        mass = self.state.mass.T  # (s, columns)
-        return torch.gather(mass, 1, self.base.T + torch.arange(V, device=mass.device)[None, :])
+    def votes(self) -> torch.Tensor:
+        """(s, V): each sample's attention mass per key token."""
+        return self.state.mass.T
 
 
 Progress = Callable[[int, int], None]  # (done, total): a long analysis's hook; the core never prints
 POLL_SECONDS = 0.1  # how often the calling thread passes the workers' progress on
 
 
+def cpu_workers() -> int:
+    """Threads a CPU evaluation shares its chunks between: the caller's torch threads, where torch runs
+    them with OpenMP, whose thread count is per thread (each worker then runs its operations on one
+    thread, and nothing else changes); else 1."""
+    return max(1, torch.get_num_threads()) if "OpenMP" in torch.__config__.parallel_info() else 1
+
+
 def _workers(device: torch.device, spans: int) -> int:
-    """Threads to share the chunks between: the caller's torch threads on the CPU (each worker then runs
-    its torch operations on one thread: OpenMP's thread count is per thread, so nothing else changes),
-    one elsewhere; never more than there are chunks."""
-    if torch.device(device).type != "cpu" or "OpenMP" not in torch.__config__.parallel_info():
-        return 1
-    return max(1, min(torch.get_num_threads(), spans))
+    """`cpu_workers` on the CPU, one elsewhere; never more than there are chunks."""
+    return max(1, min(cpu_workers(), spans)) if torch.device(device).type == "cpu" else 1
 
 
 class _Share:
@@ -480,7 +479,7 @@ class _Share:
             positional = None if embedded is None else embedded @ tables.readout  # (c, V)
             tokens = stream.keys(start, stop)  # (c, S) narrow, key-major
             for group in self.groups:
-                group.add(table, tokens[:, group.rows], start, target, positional)
+                group.add(table, tokens[:, group.rows].long(), start, target, positional)
             del table, tokens
             freed.check()
             self.keys += stop - start
@@ -512,12 +511,12 @@ def last_query_outputs(
     if factor is not None:
         query = query * factor[0]
     tables = _LogitTables(model, query, present, last, factor)
-    columns, base = present.shape[0] * V, which * V  # base (S,): each sample's first column
+    base = which * V  # (S,): each sample's first column of the logit table
     accumulator = ACCUMULATORS[config.model.attention]
 
     def make_groups() -> list[_Group]:
         return [_Group(slice(first, min(first + group_size, samples)), base[first : first + group_size],
-                       accumulator, columns, V, device) for first in range(0, samples, group_size)]
+                       accumulator, V, device) for first in range(0, samples, group_size)]
 
     spans = [(start, min(start + chunk, length)) for start in range(0, length, chunk)]
     count = _workers(device, len(spans))
@@ -525,7 +524,7 @@ def last_query_outputs(
               for w in range(count)]
     estimate = chunk_bytes(V, config.model.d_model, min(group_size, samples), chunk) * count
     freed = FreedMemory(device, max(EVAL_MEMORY_BYTES // 4, EVAL_MEMORY_BYTES - estimate))
-    streams = [_TokenStream(seed, length, samples, V, device, base) for _ in shares]
+    streams = [_TokenStream(seed, length, samples, V, device) for _ in shares]
     if count == 1:
         shares[0].run(tables, streams[0], last - offset, None, freed)
     else:
@@ -546,7 +545,7 @@ def last_query_outputs(
             group.merge(later, holds_target)
     readouts, masses, choices = [], [], []
     for group in groups:
-        votes = group.votes(V)
+        votes = group.votes()
         token_weights, positional_sum = group.state.readout_weights(votes)
         readouts.append(token_weights @ tables.token_readout + positional_sum)
         masses.append(group.state.weights_of(group.target_logit))
