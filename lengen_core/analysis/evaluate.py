@@ -559,6 +559,10 @@ def last_query_outputs(
     )
 
 
+def _shifted(progress: Progress, before: int, total: int, done: int, length: int) -> None:
+    progress(before + done, total)
+
+
 @dataclass(frozen=True)
 class LengthReport:
     length: int
@@ -585,19 +589,23 @@ def evaluate(
     samples: int = 256,
     seed: int = 12_345,
     rule: InferenceRule | None = None,
+    progress: Progress | None = None,
 ) -> list[LengthReport]:
     """Accuracy, target mass and argmax key of the last query at each length, read under `rule`
     (lengen_core.analysis.rules; None: as trained), and the ideal vote readout's accuracy on the same
-    sequences and attention weights (no pass beyond them: the weighted token counts are the accumulator's)."""
+    sequences and attention weights (no pass beyond them: the weighted token counts are the accumulator's).
+    `progress` hears (keys done, keys in all: the sum of the lengths) as the chunks are done."""
     check_sampling(samples, seed)
     check_lengths(config, model, lengths)
     check_sweep(lengths, samples)
     if rule is not None:
         rule.check(config)
-    reports = []
+    reports, total, before = [], sum(lengths), 0
     for length in lengths:
         start = time.perf_counter()
-        out = last_query_outputs(under_rule(model, rule, length), config, length, samples, seed)
+        heard = None if progress is None else functools.partial(_shifted, progress, before, total)
+        out = last_query_outputs(under_rule(model, rule, length), config, length, samples, seed, progress=heard)
+        before += length
         correct = int((out.readout.argmax(dim=1) == out.targets).sum())
         voted = int((out.vote == out.targets).sum())
         mode = int(out.argmax_key.mode().values)

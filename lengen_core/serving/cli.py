@@ -19,8 +19,9 @@ At a person's own terminal the budgets do not refuse: each command prints its es
 runs, with progress for anything that takes a while (lengen_core.serving.console); `--budget`, or a
 budget variable set in the environment, applies the server's limits. Ctrl-C stops a command with
 status 130: what it finished is kept (a stored run, a sweep's cells), and no `.tmp-*` folder is left.
-`evaluate` takes the predicted horizon a run was stored with (measured once when the app trained it,
-or shipped with a preset) where it answers the same search, instead of searching again.
+`evaluate` computes what was asked: the evaluation at the lengths, and the prediction from the weights
+(`--predict`) and the predicted horizon's search (`--horizon`) only when asked, or where the run was
+stored with them (measured once when the app trained it, or shipped with a preset), read from there.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from lengen_core.config import (
     Setting,
     with_changes,
 )
-from lengen_core.measure import check_measurement, measure, search_ceiling, shipped_horizon
+from lengen_core.measure import NOT_SEARCHED, check_measurement, measure, search_ceiling, shipped_horizon
 from lengen_core.models.encodings import LengthError
 from lengen_core.serving.budget import BudgetError, duration
 from lengen_core.serving.console import BUDGET_FLAG, Console
@@ -133,7 +134,7 @@ def build_parser() -> Parser:
     _add_device_flag(k, "as for train")
     k.add_argument("--retrain", action="store_true", help="train even if that continuation is stored already")
 
-    e = commands.add_parser("evaluate", parents=[json_flag], help="accuracy, target mass, prediction and fitted law at lengths")
+    e = commands.add_parser("evaluate", parents=[json_flag], help="accuracy, target mass and fitted law at lengths; the prediction and the horizon when asked")
     e.add_argument("run_id")
     e.add_argument("--lengths", type=_lengths, default=None, help="comma separated, default 1×…64× training")
     e.add_argument("--samples", type=int, default=256, help="sequences per length (default 256)")
@@ -144,6 +145,11 @@ def build_parser() -> Parser:
     e.add_argument("--rule-param", type=float, default=None, metavar="X",
                    help="the rule's parameter: ssmax's s (default 1/ln L_train); the scale of yarn, pi and ntk "
                         "(default L/L_train at each length)")
+    e.add_argument("--predict", action="store_true",
+                   help="also predict each length from the weights (and fit the law through it), unless the run "
+                        "was stored with those predictions")
+    e.add_argument("--horizon", action="store_true",
+                   help="also search the predicted horizon, unless the run was stored with it")
     _add_device_flag(e)
 
     c = commands.add_parser("carrier", parents=[json_flag], help="the carrier kernel of a run")
@@ -302,9 +308,10 @@ def command_evaluate(args: argparse.Namespace, store: RunStore) -> dict[str, Any
     lengths = args.lengths or list(doublings(L, 7 if config.single_head else 5))
     console: Console = args.console
     pricer = console.pricer()
-    check_measurement(run, lengths, args.samples, rule, args.seed, prices=pricer)  # refused before any work
     shipped = _stored_measurement(args.run_id, store)
-    if config.single_head:
+    # refused before any work; what is stored or not asked for is not priced
+    check_measurement(run, lengths, args.samples, rule, args.seed, shipped, pricer, args.predict)
+    if config.single_head and args.horizon:
         ceiling = search_ceiling(run, lengths, rule)
         if shipped_horizon(shipped, rule, ceiling) is None:  # priced only where it will be searched
             try:
@@ -312,8 +319,9 @@ def command_evaluate(args: argparse.Namespace, store: RunStore) -> dict[str, Any
             except BudgetError:
                 pass  # measure leaves the search out with a note; the rest is answered
     seconds = console.estimate()
-    with console.estimated("evaluating", seconds):
-        m = measure(run, lengths, args.samples, rule, args.seed, shipped=shipped, prices=pricer)
+    with console.counted("evaluating", seconds, "keys") as progress:
+        m = measure(run, lengths, args.samples, rule, args.seed, shipped=shipped, prices=pricer,
+                    predict=args.predict, search=args.horizon, progress=progress)
     predictions = m.predictions or [None] * len(m.lengths)
     rows = [_row(report, prediction, fitted, L, m.rule)
             for report, prediction, fitted in zip(m.reports, predictions, m.fitted_masses, strict=True)]
@@ -326,7 +334,8 @@ def command_evaluate(args: argparse.Namespace, store: RunStore) -> dict[str, Any
             "predicted_horizon": None if predicted is None else predicted.length,
             "predicted_horizon_below": None if predicted is None else predicted.below,
             "predicted_horizon_ceiling": m.horizon_ceiling, "predicted_horizon_note": m.horizon_note,
-            "predicted_horizon_reason": m.horizon_reason,
+            "predicted_horizon_reason": (f"{m.horizon_reason}; --horizon searches it" if m.horizon_note == NOT_SEARCHED
+                                         else m.horizon_reason),
             "prediction_status": None if m.prediction_status is None else m.prediction_status.status,
             "prediction_status_reason": None if m.prediction_status is None else m.prediction_status.reason,
             "measured_horizon": None if measured is None else measured.length,
