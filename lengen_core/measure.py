@@ -48,7 +48,7 @@ from typing import Protocol
 from lengen_core.analysis.dilution import Prediction
 from lengen_core.analysis.dilution import predict as predict_at
 from lengen_core.analysis.evaluate import LengthReport, Progress, check_lengths, check_sampling, check_sweep, evaluate
-from lengen_core.analysis.fit import NOT_APPLICABLE, FitResult, fit_dilution
+from lengen_core.analysis.fit import NOT_APPLICABLE, NOT_ASKED, FitResult, fit_dilution
 from lengen_core.analysis.horizon import Horizon, horizon_ceiling, measured_horizon, predicted_horizon
 from lengen_core.analysis.rules import InferenceRule, NoRule, under_rule
 from lengen_core.analysis.sequence import MAX_SEQUENCE_LENGTH, SequenceReport, evaluate_sequence
@@ -197,10 +197,11 @@ def measure(run: Run, lengths: Sequence[int], samples: int = 256, rule: Inferenc
     fit = None
     if known_reports is not None and known_predictions is not None:  # the very numbers it was fitted to
         fit = _shipped_fit(shipped, lengths, samples, L)
+    if fit is None and not found:
+        fit = NOT_ASKED  # the law reads the prediction's weights: another law without them would be another answer
     if fit is None:
         fit = fit_dilution(lengths, [r.target_mass for r in reports], [r.target_mass_sem for r in reports], L,
-                           config.task.vocab_size, run.verdict,
-                           {n: p.target_mass for n, p in found.items()} if found else None)
+                           config.task.vocab_size, run.verdict, {n: p.target_mass for n, p in found.items()})
     ceiling = search_ceiling(run, lengths, rule)
     if search or shipped_horizon(shipped, rule, ceiling) is not None:
         horizon, note = _predicted_horizon(run, rule, ceiling, shipped, prices)

@@ -36,6 +36,7 @@ from typing import Any, TextIO, get_args
 
 from lengen_core.analysis.carrier import ALIGNMENT_MARGIN, extract_carrier
 from lengen_core.analysis.evaluate import LengthReport, doublings
+from lengen_core.analysis.fit import NOT_ASKED
 from lengen_core.analysis.heads import analyse_heads
 from lengen_core.analysis.rules import RULES, make_rule
 from lengen_core.config import (
@@ -330,7 +331,8 @@ def command_evaluate(args: argparse.Namespace, store: RunStore) -> dict[str, Any
     measured, predicted = m.measured_horizon, m.predicted_horizon
     return {"run_id": run.run_id, "rule": m.rule, "task": config.task.task, "chance": 1 / config.task.vocab_size,
             "verdict": run.verdict.to_dict(), "lengths": rows, "fit": fitted, "fit_status": m.fit.status,
-            "fit_reason": m.fit.reason, "horizon_accuracy": ACCURACY_BAR,
+            "fit_reason": f"{m.fit.reason[:-1]}: --predict makes it" if m.fit is NOT_ASKED else m.fit.reason,
+            "horizon_accuracy": ACCURACY_BAR,
             "predicted_horizon": None if predicted is None else predicted.length,
             "predicted_horizon_below": None if predicted is None else predicted.below,
             "predicted_horizon_ceiling": m.horizon_ceiling, "predicted_horizon_note": m.horizon_note,
