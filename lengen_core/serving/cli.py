@@ -320,7 +320,7 @@ def command_evaluate(args: argparse.Namespace, store: RunStore) -> dict[str, Any
             except BudgetError:
                 pass  # measure leaves the search out with a note; the rest is answered
     seconds = console.estimate()
-    with console.counted("evaluating", seconds, "keys") as progress:
+    with console.counted("evaluating", seconds, "keys", unit_scale=True) as progress:
         m = measure(run, lengths, args.samples, rule, args.seed, shipped=shipped, prices=pricer,
                     predict=args.predict, search=args.horizon, progress=progress)
     predictions = m.predictions or [None] * len(m.lengths)
@@ -375,8 +375,9 @@ def command_carrier(args: argparse.Namespace, store: RunStore) -> dict[str, Any]
     run = _load(args.run_id, store, args.device)
     console: Console = args.console
     console.pricer().check_carrier(run.config, args.search_length)  # said first; refused only under --budget
-    with console.estimated("extracting the carrier", console.estimate()):
-        carrier = extract_carrier(run.model, run.config, search_length=args.search_length)
+    seconds = console.estimate()
+    with console.counted("extracting the carrier", seconds, "parts") as progress:
+        carrier = extract_carrier(run.model, run.config, search_length=args.search_length, progress=progress)
     return {
         "run_id": run.run_id,
         "verdict": run.verdict.to_dict(),

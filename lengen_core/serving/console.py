@@ -9,8 +9,8 @@ of the budget variables set in the environment (LENGEN_REQUEST_MEMORY_MB, LENGEN
 LENGEN_TRAIN_SECONDS), opts in to the server's limits, and a refusal then says how to lift them.
 
 Progress goes to stderr (tqdm): a training's steps, a sweep's cells and an evaluation's keys as they are
-done (the core's `progress` hooks, `counted`); an analysis that reports no steps of its own (a carrier
-extraction, a per-head analysis) as the time it has taken against its estimate, marked "estimated",
+done, a carrier extraction's parts (the core's `progress` hooks, `counted`); an analysis that reports no
+steps of its own (a per-head analysis) as the time it has taken against its estimate, marked "estimated",
 and closed when the work ends. The estimate
 line is written once the work is under way (or done), so input the work itself refuses at once gives
 its one error line alone. With `--json` and a stderr that is not a terminal (a script reading the
@@ -118,7 +118,8 @@ class Console:
         return _bar(total=total, desc=what, unit=f" {unit}", file=self.stderr, leave=True, dynamic_ncols=True)
 
     @contextmanager
-    def counted(self, what: str, seconds: float, unit: str) -> Iterator[Callable[[int, int], None] | None]:
+    def counted(self, what: str, seconds: float, unit: str,
+                unit_scale: bool = False) -> Iterator[Callable[[int, int], None] | None]:
         """A hook for work that reports its own progress, (done, total) in `unit`s (lengen_core's
         `progress` callbacks): a bar moved by those reports, made at the first, after the estimate line;
         None when quiet. Work estimated under QUIET_BELOW_SECONDS shows its estimate line alone."""
@@ -134,7 +135,7 @@ class Console:
                     made.append(None)
                     return
                 made.append(_bar(total=total, desc=f"{what} (estimated {duration(seconds)})", unit=f" {unit}",
-                                 unit_scale=True, file=self.stderr, leave=True, dynamic_ncols=True))
+                                 unit_scale=unit_scale, file=self.stderr, leave=True, dynamic_ncols=True))
             bar = made[0]
             if bar is not None:
                 bar.total = total
