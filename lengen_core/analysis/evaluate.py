@@ -42,7 +42,7 @@ from lengen_core.models.encodings import LengthError
 TOKEN_BLOCK = 4_096
 DOUBLINGS = 21  # a ladder's lengths by default: L … 2^20 L, every doubling up to MAX_EVAL_LENGTH and past it
 EVAL_MEMORY_BYTES = 256 << 20  # the target: estimated memory of one chunk's tensors (`chunk_bytes`)
-CHUNK_ELEMENTS = 1 << 19  # below the target, the largest per-chunk tensor stops growing here (2 MB in float32)
+CHUNK_ELEMENTS = 1 << 17  # the largest per-chunk tensor stops growing here: 1 MB of int64 (the mmap threshold the CLI fixes)
 MIN_KEY_CHUNK = 256  # fewer keys per chunk than this and the samples are cut instead
 FLOAT = 4  # bytes
 WIDE_BLOCK_BYTES = 16 << 20  # a block of tokens as int64 up to this size (512 samples)
