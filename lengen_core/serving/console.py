@@ -141,10 +141,13 @@ class Console:
                 bar.total = total
                 bar.update(done - bar.n)
 
+        finished = False
         try:
             yield heard
+            finished = True
         finally:
-            self.say()  # work that reported nothing: its estimate, said as it ends
+            if finished:
+                self.say()  # work that reported nothing: its estimate, said as it ends (a refusal comes alone)
             if made and made[0] is not None:
                 made[0].close()
 
