@@ -45,9 +45,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from lengen_core.analysis.dilution import Prediction, predict
-from lengen_core.analysis.evaluate import LengthReport, check_lengths, check_sampling, check_sweep, evaluate
-from lengen_core.analysis.fit import NOT_APPLICABLE, FitResult, fit_dilution
+from lengen_core.analysis.dilution import Prediction
+from lengen_core.analysis.dilution import predict as predict_at
+from lengen_core.analysis.evaluate import LengthReport, Progress, check_lengths, check_sampling, check_sweep, evaluate
+from lengen_core.analysis.fit import NOT_APPLICABLE, NOT_ASKED, FitResult, fit_dilution
 from lengen_core.analysis.horizon import Horizon, horizon_ceiling, measured_horizon, predicted_horizon
 from lengen_core.analysis.rules import InferenceRule, NoRule, under_rule
 from lengen_core.analysis.sequence import MAX_SEQUENCE_LENGTH, SequenceReport, evaluate_sequence
@@ -58,6 +59,7 @@ from lengen_core.models.encodings import LengthError
 from lengen_core.training import Run
 
 EVALUATION_SEED = 12_345  # the default seed of the evaluation sequences (the pages' and the command line's)
+NOT_SEARCHED = "not searched: not asked for, and not stored with the run"
 
 
 class Prices(Protocol):
@@ -110,11 +112,13 @@ class Measurement:
     horizon_note: str | None  # why there is none, or what limits it
     # whether the prediction can be trusted here, and why (lengen_core.analysis.trust); None without one
     prediction_status: PredictionStatus | None = None
+    single_head: bool | None = None  # the minimal head on retrieval (None: as `closed_form` says)
 
     @property
     def horizon_reason(self) -> str | None:
         """Why there is no predicted horizon (None: there is one)."""
-        return horizon_reason(self.predicted_horizon, self.horizon_note, self.closed_form, self.prediction_status,
+        single_head = self.closed_form if self.single_head is None else self.single_head
+        return horizon_reason(self.predicted_horizon, self.horizon_note, single_head, self.prediction_status,
                               self.verdict)
 
     @property
@@ -137,10 +141,10 @@ def search_ceiling(run: Run, lengths: Sequence[int], rule: InferenceRule) -> int
 
 def check_measurement(run: Run, lengths: Sequence[int], samples: int, rule: InferenceRule | None = None,
                       seed: int = EVALUATION_SEED, shipped: Shipped | None = None,
-                      prices: Prices | None = None) -> None:
+                      prices: Prices | None = None, predict: bool = True) -> None:
     """Every refusal of `measure` before any of its work: bad lengths or samples (LengthError), a rule
     undefined for the run (RuleError) and, with `prices`, what is over its budgets. Work that `shipped`
-    answers costs nothing and is not priced."""
+    answers, or that is not asked for (`predict`), costs nothing and is not priced."""
     rule = rule or NoRule()
     config = run.config
     check_sampling(samples, seed)
@@ -158,18 +162,22 @@ def check_measurement(run: Run, lengths: Sequence[int], samples: int, rule: Infe
     if prices is not None and _shipped_reports(shipped, lengths, samples, seed, rule) is None:
         prices.check_single_head_evaluation(config, lengths, samples)
     at = _predicted_lengths(run, lengths)
-    if prices is not None and _shipped_predictions(shipped, at, rule) is None:
+    if prices is not None and predict and _shipped_predictions(shipped, at, rule) is None:
         prices.check_prediction(config, at, rule)
 
 
 def measure(run: Run, lengths: Sequence[int], samples: int = 256, rule: InferenceRule | None = None,
-            seed: int = EVALUATION_SEED, shipped: Shipped | None = None, prices: Prices | None = None) -> Measurement:
+            seed: int = EVALUATION_SEED, shipped: Shipped | None = None, prices: Prices | None = None,
+            predict: bool = True, search: bool = True, progress: Progress | None = None) -> Measurement:
     """The run measured at `lengths` with `samples` sequences each (drawn from `seed`), read under `rule`
     (None: as trained), on the device its model is on. Checked first (`check_measurement`), against
-    `prices` where given."""
+    `prices` where given. `predict`: make the prediction from the weights where `shipped` does not hold
+    it; `search`: look for the predicted horizon where `shipped` does not hold it. Without them only what
+    `shipped` holds answers (none: no predictions, no fit through them, the horizon's note says so).
+    `progress` hears the evaluation's (keys done, keys in all)."""
     rule = rule or NoRule()
     lengths = tuple(lengths)
-    check_measurement(run, lengths, samples, rule, seed, shipped, prices)
+    check_measurement(run, lengths, samples, rule, seed, shipped, prices, predict)
     config, model = run.config, run.model
     L = config.task.train_length
     common = dict(run_id=run.run_id, rule=rule.label, lengths=lengths, samples=samples, seed=seed, train_length=L,
@@ -178,25 +186,33 @@ def measure(run: Run, lengths: Sequence[int], samples: int = 256, rule: Inferenc
         reports = tuple(evaluate_sequence(under_rule(model, rule, n), config, [n], samples=samples, seed=seed)[0]
                         for n in lengths)
         return Measurement(**common, reports=reports, predictions=(), train_prediction=None, fit=NOT_APPLICABLE,
-                           measured_horizon=None, predicted_horizon=None, horizon_ceiling=None, horizon_note=None)
+                           measured_horizon=None, predicted_horizon=None, horizon_ceiling=None, horizon_note=None,
+                           single_head=False)
     known_reports = _shipped_reports(shipped, lengths, samples, seed, rule)
-    reports = known_reports or tuple(evaluate(model, config, lengths, samples=samples, seed=seed, rule=rule))
+    reports = known_reports or tuple(evaluate(model, config, lengths, samples=samples, seed=seed, rule=rule,
+                                              progress=progress))
     at = _predicted_lengths(run, lengths)
     known_predictions = _shipped_predictions(shipped, at, rule)
-    found = known_predictions or {p.length: p for p in predict(model, config, at, rule=rule)}
+    found = known_predictions or ({p.length: p for p in predict_at(model, config, at, rule=rule)} if predict else {})
     fit = None
     if known_reports is not None and known_predictions is not None:  # the very numbers it was fitted to
         fit = _shipped_fit(shipped, lengths, samples, L)
+    if fit is None and not found:
+        fit = NOT_ASKED  # the law reads the prediction's weights: another law without them would be another answer
     if fit is None:
         fit = fit_dilution(lengths, [r.target_mass for r in reports], [r.target_mass_sem for r in reports], L,
                            config.task.vocab_size, run.verdict, {n: p.target_mass for n, p in found.items()})
     ceiling = search_ceiling(run, lengths, rule)
-    horizon, note = _predicted_horizon(run, rule, ceiling, shipped, prices)
-    return Measurement(**common, reports=reports, predictions=tuple(found[n] for n in lengths),
-                       train_prediction=found[L], fit=fit,
+    if search or shipped_horizon(shipped, rule, ceiling) is not None:
+        horizon, note = _predicted_horizon(run, rule, ceiling, shipped, prices)
+    else:
+        horizon, note = None, NOT_SEARCHED
+    return Measurement(**common, reports=reports, predictions=tuple(found[n] for n in lengths) if found else (),
+                       train_prediction=found.get(L), fit=fit,
                        measured_horizon=measured_horizon(lengths, [r.accuracy for r in reports], L),
                        predicted_horizon=horizon, horizon_ceiling=ceiling, horizon_note=note,
-                       prediction_status=prediction_status(found, reports, L, run.verdict))
+                       prediction_status=prediction_status(found, reports, L, run.verdict) if found else None,
+                       single_head=True)
 
 
 def _predicted_lengths(run: Run, lengths: Sequence[int]) -> list[int]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -320,12 +321,17 @@ def untrained_metrics(config: RunConfig) -> CarrierMetrics:
     return _metrics(untrained, config, values, positional, amplitudes)[0]
 
 
-def baseline_range(config: RunConfig, seeds: int = BASELINE_SEEDS) -> tuple[CarrierMetrics, BaselineRange]:
+def baseline_range(config: RunConfig, seeds: int = BASELINE_SEEDS,
+                   each: Callable[[], None] | None = None) -> tuple[CarrierMetrics, BaselineRange]:
     """The run's own initialisation's metrics, and each metric's range over `seeds` initialisations of
-    the config (its seed and the next ones; the largest seeds wrap to 0 …)."""
+    the config (its seed and the next ones; the largest seeds wrap to 0 …); `each` is called after each."""
     first = config.train.seed
-    found = [untrained_metrics(dataclasses.replace(config, train=dataclasses.replace(
-        config.train, seed=(first + i) % (MAX_SEED + 1)))) for i in range(seeds)]
+    found = []
+    for i in range(seeds):
+        found.append(untrained_metrics(dataclasses.replace(config, train=dataclasses.replace(
+            config.train, seed=(first + i) % (MAX_SEED + 1)))))
+        if each is not None:
+            each()
 
     def span(name: str):
         values = [getattr(m, name) for m in found]
@@ -339,20 +345,37 @@ def baseline_range(config: RunConfig, seeds: int = BASELINE_SEEDS) -> tuple[Carr
 
 @torch.no_grad()
 def extract_carrier(model: torch.nn.Module, config: RunConfig, search_length: int = 1 << 20,
-                    baseline_seeds: int = BASELINE_SEEDS) -> Carrier:
+                    baseline_seeds: int = BASELINE_SEEDS,
+                    progress: Callable[[int, int], None] | None = None) -> Carrier:
     """The carrier, its spectrum, rank, Toeplitz fraction and near-recurrences (analytic for RoPE),
     each metric beside the same metric of the config's untrained initialisation and its range over
     `baseline_seeds` initialisations (1: the run's own only, no range: a caller that reads no baseline,
-    a sweep's cell, pays for one). Every number is computed from the weights, exactly."""
+    a sweep's cell, pays for one). Every number is computed from the weights, exactly. `progress` hears
+    (parts done, parts): the run's own metrics, each initialisation's, and the near-recurrence search."""
     if isinstance(search_length, bool) or not isinstance(search_length, int) or not 1 <= search_length <= MAX_EVAL_LENGTH:
         raise LengthError(f"search length {search_length!r} is out of range: allowed 1 to {MAX_EVAL_LENGTH}")
+    rotary = getattr(model.encoding, "rotary", False)
+    parts, done = 1 + max(1, baseline_seeds) + int(rotary), [0]
+
+    def advance() -> None:
+        done[0] += 1
+        if progress is not None:
+            progress(done[0], parts)
+
     source, values, positional, (frequencies, amplitudes) = _parts(model, config)
     metrics, singular = _metrics(model, config, values, positional, amplitudes)
-    baseline, spread = baseline_range(config, baseline_seeds) if baseline_seeds > 1 else (untrained_metrics(config), None)
-    rotary = getattr(model.encoding, "rotary", False)
+    advance()
+    if baseline_seeds > 1:
+        baseline, spread = baseline_range(config, baseline_seeds, advance)
+    else:
+        baseline, spread = untrained_metrics(config), None
+        advance()
+    recurrences = find_near_recurrences(model, config, search_length) if rotary else ()
+    if rotary:
+        advance()
     return Carrier(
         source=source, offsets=np.arange(len(values)), values=values, frequencies=frequencies,
         amplitudes=amplitudes, train_length=config.task.train_length, offset=config.task.offset,
         singular_values=singular, metrics=metrics, baseline=baseline, baseline_range=spread,
-        near_recurrences=find_near_recurrences(model, config, search_length) if rotary else (),
+        near_recurrences=recurrences,
     )

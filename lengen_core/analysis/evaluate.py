@@ -29,7 +29,8 @@ import functools
 import math
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
 import torch
@@ -41,11 +42,11 @@ from lengen_core.models.encodings import LengthError
 TOKEN_BLOCK = 4_096
 DOUBLINGS = 21  # a ladder's lengths by default: L … 2^20 L, every doubling up to MAX_EVAL_LENGTH and past it
 EVAL_MEMORY_BYTES = 256 << 20  # the target: estimated memory of one chunk's tensors (`chunk_bytes`)
-CHUNK_ELEMENTS = 1 << 22  # below the target, the largest per-chunk tensor stops growing here (16 MB in float32)
+CHUNK_ELEMENTS = 1 << 17  # the largest per-chunk tensor stops growing here: 1 MB of int64 (the mmap threshold the CLI fixes)
 MIN_KEY_CHUNK = 256  # fewer keys per chunk than this and the samples are cut instead
 FLOAT = 4  # bytes
-KEY_TABLE_COPIES = 3  # (V, c, C) tensors alive at once while the key table is rotated
-SAMPLE_KEY_BYTES = 48  # per sample and key: its logit, weight and temporaries, its token and gather index (int64)
+WIDE_BLOCK_BYTES = 16 << 20  # a block of tokens as int64 up to this size (512 samples)
+SAMPLE_KEY_BYTES = 32  # per sample and key: its token (narrow, int64), its column (int64), its logit then weight
 
 
 def doublings(start: int, count: int = DOUBLINGS) -> tuple[int, ...]:
@@ -137,50 +138,67 @@ class FreedMemory:
 
 
 class _TokenStream:
-    """The evaluation tokens of one length, read left to right a chunk at a time: each block is drawn
-    once on the CPU in `token_dtype` and sent to the device; `take` returns int64 indices there."""
+    """The evaluation tokens of one length, read left to right a chunk at a time, key-major: each block
+    is drawn once on the CPU in `token_dtype`, transposed to (keys, samples) and sent to the device,
+    and made int64 there as a whole where that takes at most WIDE_BLOCK_BYTES (measured: a quarter less
+    time than a chunk at a time, at 256 samples)."""
 
     def __init__(self, seed: int, length: int, samples: int, vocab_size: int, device: torch.device) -> None:
         self.key = (seed, length, samples, vocab_size)
         self.dtype, self.device = token_dtype(vocab_size), device
-        self.blocks: dict[int, torch.Tensor] = {}
+        self.wide = samples * TOKEN_BLOCK * 8 <= WIDE_BLOCK_BYTES  # blocks kept as int64 (else a chunk at a time)
+        self.blocks: dict[int, torch.Tensor] = {}  # (≤ TOKEN_BLOCK, S) each
 
-    def take(self, start: int, stop: int) -> torch.Tensor:
-        """Tokens at positions start … stop-1 of every sample, on the device: (S, stop-start) int64."""
+    def keys(self, start: int, stop: int) -> torch.Tensor:
+        """Tokens at positions start … stop-1 of every sample, on the device: (stop-start, S), narrow."""
         first, last = start // TOKEN_BLOCK, (stop - 1) // TOKEN_BLOCK
         self.blocks = {block: tokens for block, tokens in self.blocks.items() if block >= first}
         for block in range(first, last + 1):
             if block not in self.blocks:
-                self.blocks[block] = to_device(token_block(*self.key, block, self.dtype), self.device)
+                drawn = to_device(token_block(*self.key, block, self.dtype).T.contiguous(), self.device)
+                self.blocks[block] = drawn.long() if self.wide else drawn
         parts = [self.blocks[block] for block in range(first, last + 1)]
-        tokens = parts[0] if len(parts) == 1 else torch.cat(parts, dim=1)
-        return tokens[:, start - first * TOKEN_BLOCK : stop - first * TOKEN_BLOCK].long()
+        tokens = parts[0] if len(parts) == 1 else torch.cat(parts, dim=0)
+        return tokens[start - first * TOKEN_BLOCK : stop - first * TOKEN_BLOCK]
+
+    def take(self, start: int, stop: int) -> torch.Tensor:
+        """The same tokens sample-major, as int64 indices: (S, stop-start)."""
+        return self.keys(start, stop).T.long()
 
 
 def chunk_bytes(vocab_size: int, d_model: int, samples: int, keys: int) -> int:
-    """Estimated memory of one chunk of `keys` keys and `samples` samples: the key table while it is
-    rotated (KEY_TABLE_COPIES × V·c·C), the logit table (min(V, samples)·V·c), the position tables
-    (c·C) and per sample and key SAMPLE_KEY_BYTES."""
+    """Estimated memory of one chunk of `keys` keys and `samples` samples: the logit table
+    (min(V, samples)·V per key), the phases or position table and its product (2·C + V per key), and
+    per sample and key SAMPLE_KEY_BYTES."""
     V, C = vocab_size, d_model
-    per_key = FLOAT * (KEY_TABLE_COPIES * V * C + min(V, samples) * V + 3 * C) + SAMPLE_KEY_BYTES * samples
+    per_key = FLOAT * (min(V, samples) * V + 2 * C + V) + SAMPLE_KEY_BYTES * samples
     return keys * per_key
+
+
+def _aligned(keys: int) -> int:
+    """`keys` rounded down to a power of two below TOKEN_BLOCK or a multiple of it above, so that no
+    chunk spans two token blocks (no copy to join them)."""
+    if keys >= TOKEN_BLOCK:
+        return keys - keys % TOKEN_BLOCK
+    return 1 << (keys.bit_length() - 1)
 
 
 def chunk_sizes(vocab_size: int, d_model: int, samples: int, target: int | None = None) -> tuple[int, int]:
     """(samples per group, keys per chunk) whose `chunk_bytes` stays within `target` (EVAL_MEMORY_BYTES).
 
     Keys are cut first: as many as fit with every sample, at most enough for the largest tensor to
-    reach CHUNK_ELEMENTS (larger chunks are no faster), and at least MIN_KEY_CHUNK. When that many do
-    not fit with every sample, the keys whose shared tables take half the target (at most
-    MIN_KEY_CHUNK): if every sample fits with that many keys, as many keys as fit; if not, that many
-    keys and the samples cut into groups that fit in the rest. Within 1 key and 1 sample nothing is
-    cut further (the limits keep that far below any target of a few MB)."""
+    reach CHUNK_ELEMENTS (larger chunks are slower: they leave the caches), at least MIN_KEY_CHUNK,
+    and aligned to the token blocks (`_aligned`). When that many do not fit with every sample, the
+    keys whose shared tables take half the target (at most MIN_KEY_CHUNK): if every sample fits with
+    that many keys, as many keys as fit; if not, that many keys and the samples cut into groups that
+    fit in the rest. Within 1 key and 1 sample nothing is cut further (the limits keep that far below
+    any target of a few MB)."""
     target = EVAL_MEMORY_BYTES if target is None else target
     V, C = vocab_size, d_model
     fitting = target // chunk_bytes(V, C, samples, 1)
-    preferred = max(MIN_KEY_CHUNK, CHUNK_ELEMENTS // max(samples, V * min(V, samples), V * C))
+    preferred = max(MIN_KEY_CHUNK, CHUNK_ELEMENTS // max(samples, V * min(V, samples), C))
     if fitting >= MIN_KEY_CHUNK:
-        return samples, max(1, min(fitting, preferred))
+        return samples, _aligned(max(1, min(fitting, preferred)))
     shared = chunk_bytes(V, C, V, 1) - SAMPLE_KEY_BYTES * V  # per key, with the largest logit table
     keys = max(1, min(MIN_KEY_CHUNK, target // 2 // shared))
     if fitting >= keys:
@@ -232,52 +250,71 @@ def wilson_interval(successes: int, trials: int, z: float = 1.96) -> tuple[float
 
 
 class SoftmaxAccumulator:
-    """Online softmax over key chunks: rescale everything when the running max grows."""
+    """Online softmax over key chunks: rescale the sums when the running max grows."""
 
-    def __init__(self, samples: int, vocab_size: int, device: torch.device) -> None:
+    def __init__(self, vocab_size: int, samples: int, device: torch.device) -> None:
         self.max = torch.full((samples,), float("-inf"), device=device)
-        self.total = torch.zeros(samples, device=device)
-        self.votes = torch.zeros(samples, vocab_size, device=device)  # attention mass per key token
+        self.mass = torch.zeros(vocab_size, samples, device=device)  # attention mass per (key token, sample)
         self.positional = torch.zeros(samples, vocab_size, device=device)  # Σ w_u · RP[u]
 
-    def add(self, logits: torch.Tensor, tokens: torch.Tensor, positional: torch.Tensor | None) -> None:
-        new_max = torch.maximum(self.max, logits.max(dim=1).values)  # (S,)
-        rescale = torch.exp(self.max - new_max)[:, None]  # (S, 1)
-        weights = torch.exp(logits - new_max[:, None])  # (S, c)
-        self.total = self.total * rescale[:, 0] + weights.sum(dim=1)
-        self.votes = self.votes * rescale
-        self.votes.scatter_add_(1, tokens, weights)
-        self.positional = self.positional * rescale
+    def add(self, logits: torch.Tensor, tokens: torch.Tensor, chunk_max: torch.Tensor,
+            positional: torch.Tensor | None) -> None:
+        """logits (c, s), overwritten by their weights; tokens (c, s) int64."""
+        new_max = torch.maximum(self.max, chunk_max)  # (s,)
+        if bool((new_max > self.max).any()):  # rarely after the first chunks: skip the (V, s) rescale
+            rescale = torch.exp(self.max - new_max)  # (s,)
+            self.mass *= rescale
+            self.positional *= rescale[:, None]
+        weights = logits.sub_(new_max).exp_()  # (c, s)
+        self.mass.scatter_add_(0, tokens, weights)
         if positional is not None:
-            self.positional += weights @ positional  # (S, c) @ (c, V)
+            self.positional.addmm_(weights.T, positional)  # (s, c) @ (c, V)
         self.max = new_max
 
-    def weights_of(self, logits: torch.Tensor) -> torch.Tensor:
-        return torch.exp(logits - self.max) / self.total
+    def merge(self, other: SoftmaxAccumulator) -> None:
+        """Take in the sums of the same samples over other keys."""
+        new_max = torch.maximum(self.max, other.max)
+        mine, theirs = torch.exp(self.max - new_max), torch.exp(other.max - new_max)  # (s,) each
+        self.mass = self.mass * mine + other.mass * theirs
+        self.positional = self.positional * mine[:, None] + other.positional * theirs[:, None]
+        self.max = new_max
 
-    def readout_weights(self) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.votes / self.total[:, None], self.positional / self.total[:, None]
+    def total(self) -> torch.Tensor:
+        return self.mass.sum(dim=0)  # (s,): every weight is in one column
+
+    def weights_of(self, logits: torch.Tensor) -> torch.Tensor:
+        return torch.exp(logits - self.max) / self.total()
+
+    def readout_weights(self, votes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        total = self.total()[:, None]
+        return votes / total, self.positional / total
 
 
 class LinearAccumulator:
     """No normalisation: the weights are the logits; target mass is |w_target| / Σ|w|."""
 
-    def __init__(self, samples: int, vocab_size: int, device: torch.device) -> None:
-        self.total = torch.zeros(samples, device=device)  # Σ |w|
-        self.votes = torch.zeros(samples, vocab_size, device=device)
+    def __init__(self, vocab_size: int, samples: int, device: torch.device) -> None:
+        self.absolute = torch.zeros(samples, device=device)  # Σ |w|
+        self.mass = torch.zeros(vocab_size, samples, device=device)
         self.positional = torch.zeros(samples, vocab_size, device=device)
 
-    def add(self, logits: torch.Tensor, tokens: torch.Tensor, positional: torch.Tensor | None) -> None:
-        self.total += logits.abs().sum(dim=1)
-        self.votes.scatter_add_(1, tokens, logits)
+    def add(self, logits: torch.Tensor, tokens: torch.Tensor, chunk_max: torch.Tensor,
+            positional: torch.Tensor | None) -> None:
+        self.absolute += logits.abs().sum(dim=0)
+        self.mass.scatter_add_(0, tokens, logits)
         if positional is not None:
-            self.positional += logits @ positional
+            self.positional.addmm_(logits.T, positional)
+
+    def merge(self, other: LinearAccumulator) -> None:
+        self.absolute += other.absolute
+        self.mass += other.mass
+        self.positional += other.positional
 
     def weights_of(self, logits: torch.Tensor) -> torch.Tensor:
-        return logits.abs() / self.total
+        return logits.abs() / self.absolute
 
-    def readout_weights(self) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.votes, self.positional
+    def readout_weights(self, votes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return votes, self.positional
 
 
 ACCUMULATORS = {"softmax": SoftmaxAccumulator, "linear": LinearAccumulator}
@@ -294,43 +331,172 @@ class QueryOutputs:
     vote: torch.Tensor  # (S,) the ideal vote readout's answer: the token with the most attention weight
 
 
-def _chunk_logits(query: torch.Tensor, keys: torch.Tensor, query_tokens: torch.Tensor, tokens: torch.Tensor,
-                  table: torch.Tensor | None) -> torch.Tensor:
-    """Logits of each sample's last query against its keys in one chunk: (s, c).
+class _LogitTables:
+    """The last query's logits against every (key token, key position) of a chunk, as a (c, n·V) table:
+    entry [u, i·V + b] is the logit of the query token `present[i]` at the last position against token b
+    at position u. The logit splits by what it depends on, so a chunk costs far less than a key table
+    (V, c, C) and its product with the queries:
 
-    query (V, C), already scaled by 1/√C, and keys (V, c, C) hold every token. `table` is the chunk's
-    V×V×c logit table of every (query token, key token), shared by the groups of samples (a matrix
-    product, then a gather); None when the group has fewer samples than tokens, which then takes an
-    s×V×c table of its own queries."""
-    positions = torch.arange(tokens.shape[1], device=tokens.device)[None, :]
-    if table is not None:
-        return table[query_tokens[:, None], tokens, positions]  # (s, c)
-    own = torch.einsum("sd,bcd->sbc", query[query_tokens], keys)  # (s, V, c)
-    rows = torch.arange(tokens.shape[0], device=tokens.device)[:, None]
-    return own[rows, tokens, positions]
+    - rotary (RoPE's half-split pairs; the query already rotated to its position t): with q = (q1, q2)
+      and the key's unrotated k = (k1, k2) = E_b W_K, q·R_u k = Σ_j cos(ω_j u)·A_j + sin(ω_j u)·B_j with
+      A = q1k1 + q2k2 and B = q2k1 − q1k2, a (C, n·V) table made once. For a chunk u = u0 + δ, the
+      angle sums turn it into (cos ω δ | sin ω δ) @ [A cos ω u0 + B sin ω u0 ; B cos ω u0 − A sin ω u0]:
+      the phases of δ < c are made once, those of u0 once a chunk (both by the encoding's own `rotate`,
+      of the vector (1…1, 0…0), which it turns into (cos | sin)); c·C·n·V multiply-adds a chunk;
+    - otherwise q·(E_b + P_u)W_K + bias_u = q·E_bW_K + (q W_Kᵀ)·P_u + bias_u: an (n, V) table made
+      once, a (c, C) @ (C, n) product and the bias a chunk: c·C·n multiply-adds.
+
+    An encoding that both adds a table and rotates would need the full key table; none does, and one
+    is refused here rather than evaluated wrongly."""
+
+    def __init__(self, model: torch.nn.Module, query: torch.Tensor, present: torch.Tensor, last: int,
+                 factor: torch.Tensor | None) -> None:
+        encoding, C, device = model.encoding, query.shape[1], query.device
+        self.encoding, self.factor, self.n, self.V = encoding, factor, present.shape[0], model.embed.shape[0]
+        self.query_position = torch.tensor([last], device=device)
+        self.readout = model.W_V @ model.W_U  # (C, V): what a key's vector adds to the readout
+        self.token_readout = model.embed @ self.readout  # (V, V)
+        q, k = query[present], model.embed @ model.W_K  # (n, C), (V, C)
+        if encoding.rotary and encoding.embed(self.query_position) is not None:
+            raise NotImplementedError("the O(L) evaluation does not support an encoding that both adds a table "
+                                      "and rotates")
+        self.half = C // 2
+        if encoding.rotary:
+            q1, q2, k1, k2 = q[:, None, :self.half], q[:, None, self.half:], k[None, :, :self.half], k[None, :, self.half:]
+            self.cos_part = (q1 * k1 + q2 * k2).reshape(-1, self.half).T.contiguous()  # A: (C/2, n·V)
+            self.sin_part = (q2 * k1 - q1 * k2).reshape(-1, self.half).T.contiguous()  # B: (C/2, n·V)
+            self.unit = torch.cat((torch.ones(self.half), torch.zeros(C - self.half))).to(device)
+            self.steps: dict[int, torch.Tensor] = {}  # chunk length -> (c, C) phases of δ = 0 … c-1
+        else:
+            self.content = (q @ k.T).reshape(1, -1)  # (1, n·V)
+            self.positional = (q @ model.W_K.T).T.contiguous()  # (C, n)
+
+    def _phases(self, positions: torch.Tensor) -> torch.Tensor:
+        """(cos | sin) of ω·p at each position: (c, C)."""
+        return self.encoding.rotate(self.unit.expand(1, 1, positions.shape[0], -1), positions)[0, 0]
+
+    def __call__(self, start: int, stop: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(c, n·V) logits at positions start … stop-1, bias included, and the encoding's (c, C) table
+        there (or None)."""
+        device, c = self.query_position.device, stop - start
+        positions = torch.arange(start, stop, device=device)
+        embedded = self.encoding.embed(positions)  # (c, C) or None
+        if self.encoding.rotary:
+            if c not in self.steps:
+                self.steps[c] = self._phases(torch.arange(c, device=device))
+            first = self._phases(positions[:1])[0]  # (C,): cos ω u0 | sin ω u0
+            cos, sin = first[: self.half, None], first[self.half :, None]  # (C/2, 1) each
+            turned = torch.cat((self.cos_part * cos + self.sin_part * sin, self.sin_part * cos - self.cos_part * sin))
+            table = self.steps[c] @ turned  # (c, n·V)
+        else:
+            table = self.content.expand(c, -1)
+            if embedded is not None:
+                by_query = embedded @ self.positional  # (c, n)
+                table = (by_query[:, :, None] + self.content.view(1, self.n, self.V)).reshape(c, -1)
+        bias = self.encoding.bias(self.query_position, positions)  # (1, 1, c) or None
+        if bias is not None:
+            bias = bias[0, 0] if self.factor is None else self.factor[0] * bias[0, 0]
+            table = table + bias[:, None]
+        return (table if table.is_contiguous() else table.contiguous()), embedded
 
 
 class _Group:
-    """The running results of one group of samples (rows `rows` of the evaluation)."""
+    """The running results of one group of samples (rows `rows` of the evaluation) over some chunks:
+    `base` is each sample's first column of the logit table (its query token's), + a key token its column."""
 
-    def __init__(self, rows: slice, accumulator, device: torch.device) -> None:
+    def __init__(self, rows: slice, base: torch.Tensor, accumulator, V: int, device: torch.device) -> None:
         samples = rows.stop - rows.start
-        self.rows, self.state = rows, accumulator
+        self.rows, self.base, self.state = rows, base[None, :], accumulator(V, samples, device)
         self.target_logit = torch.zeros(samples, device=device)
         self.best = torch.full((samples,), float("-inf"), device=device)
         self.best_key = torch.zeros(samples, dtype=torch.long, device=device)
+
+    def add(self, table: torch.Tensor, tokens: torch.Tensor, start: int, target: int,
+            positional: torch.Tensor | None) -> None:
+        """One chunk: table (c, columns), tokens (c, s) key-major, int64 (a narrow + int64 addition would
+        cost twice the gather)."""
+        logits = torch.gather(table, 1, tokens + self.base)  # (c, s): each key's column's logit
+        chunk_best, chunk_arg = logits.max(dim=0)  # (s,) each
+        better = chunk_best > self.best
+        self.best = torch.where(better, chunk_best, self.best)
+        self.best_key = torch.where(better, chunk_arg + start, self.best_key)
+        if start <= target < start + logits.shape[0]:
+            self.target_logit = logits[target - start].clone()
+        self.state.add(logits, tokens, chunk_best, positional)
+
+    def merge(self, later: _Group, target_in_later: bool) -> None:
+        """Take in the same samples' results over later chunks (ties of the best logit: the earlier key)."""
+        self.state.merge(later.state)
+        better = later.best > self.best
+        self.best = torch.where(better, later.best, self.best)
+        self.best_key = torch.where(better, later.best_key, self.best_key)
+        if target_in_later:
+            self.target_logit = later.target_logit
+
+    def votes(self) -> torch.Tensor:
+        """(s, V): each sample's attention mass per key token."""
+        return self.state.mass.T
+
+
+Progress = Callable[[int, int], None]  # (done, total): a long analysis's hook; the core never prints
+POLL_SECONDS = 0.1  # how often the calling thread passes the workers' progress on
+
+
+def cpu_workers() -> int:
+    """Threads a CPU evaluation shares its chunks between: the caller's torch threads, where torch runs
+    them with OpenMP, whose thread count is per thread (each worker then runs its operations on one
+    thread, and nothing else changes); else 1."""
+    return max(1, torch.get_num_threads()) if "OpenMP" in torch.__config__.parallel_info() else 1
+
+
+def _workers(device: torch.device, spans: int) -> int:
+    """`cpu_workers` on the CPU, one elsewhere; never more than there are chunks."""
+    return max(1, min(cpu_workers(), spans)) if torch.device(device).type == "cpu" else 1
+
+
+class _Share:
+    """One worker's chunks (`spans`, consecutive) and its own running results for every group."""
+
+    def __init__(self, spans: list[tuple[int, int]], make_groups: Callable[[], list[_Group]]) -> None:
+        self.spans, self.groups, self.keys = spans, make_groups(), 0
+
+    def run(self, tables: _LogitTables, stream: _TokenStream, target: int, threads: int | None,
+            freed: FreedMemory) -> None:
+        """The chunks in turn; on a worker thread (`threads`: the caller's count) with one torch thread."""
+        if threads is None:
+            self._chunks(tables, stream, target, freed)
+            return
+        torch.set_num_threads(1)  # OpenMP's count for this thread; torch also keeps it as new threads' default,
+        try:  # so it is put back as the caller had it
+            with torch.no_grad():
+                self._chunks(tables, stream, target, freed)
+        finally:
+            torch.set_num_threads(threads)
+
+    def _chunks(self, tables: _LogitTables, stream: _TokenStream, target: int, freed: FreedMemory) -> None:
+        for start, stop in self.spans:
+            table, embedded = tables(start, stop)  # (c, columns), (c, C) or None
+            positional = None if embedded is None else embedded @ tables.readout  # (c, V)
+            tokens = stream.keys(start, stop)  # (c, S) narrow, key-major
+            for group in self.groups:
+                group.add(table, tokens[:, group.rows].long(), start, target, positional)
+            del table, tokens
+            freed.check()
+            self.keys += stop - start
 
 
 @torch.no_grad()
 def last_query_outputs(
     model: torch.nn.Module, config: RunConfig, length: int, samples: int, seed: int, chunk: int | None = None,
-    sample_chunk: int | None = None,
+    sample_chunk: int | None = None, progress: Progress | None = None,
 ) -> QueryOutputs:
     """The last query's readout, target mass and argmax key for each of the `samples` sequences.
 
     `chunk` keys and `sample_chunk` samples at a time (default: `chunk_sizes`, within
-    EVAL_MEMORY_BYTES); the results are the same for any chunking, to float rounding. Time: the key
-    table (V·L·C), the logit tables (min(V, S)·V·L·C multiply-adds) and S·L per-sample steps."""
+    EVAL_MEMORY_BYTES); the results are the same for any chunking, to float rounding. On the CPU the
+    chunks are shared between the caller's torch threads (`_workers`), each drawing its own tokens,
+    and the shares' sums merged. `progress` hears (keys done, length), on the calling thread. Time:
+    the logit tables (`_LogitTables`), S·L per-sample steps and drawing the S·L tokens."""
     device = model.embed.device
     V, offset, last = config.task.vocab_size, config.task.offset, length - 1
     group_size, chunk_size = chunk_sizes(V, config.model.d_model, samples)
@@ -339,44 +505,49 @@ def last_query_outputs(
     tail = to_device(sequence_tokens(seed, length, samples, V, last - offset, length, token_dtype(V)), device)
     tail = tail.long()  # (S, offset+1)
     query_tokens, targets = tail[:, -1], tail[:, 0]
-    query_position = torch.tensor([last], device=device)
+    present, which = torch.unique(query_tokens, return_inverse=True)  # the query tokens there are; each sample's
     query = model.query_table(last) / math.sqrt(config.model.d_model)  # (V, C), scaled once
-    factor = model.encoding.logit_scale(query_position)  # an inference rule's (lengen_core.analysis.rules), or None
+    factor = model.encoding.logit_scale(torch.tensor([last], device=device))  # a rule's (analysis.rules), or None
     if factor is not None:
         query = query * factor[0]
+    tables = _LogitTables(model, query, present, last, factor)
+    base = which * V  # (S,): each sample's first column of the logit table
     accumulator = ACCUMULATORS[config.model.attention]
-    groups = [_Group(slice(first, min(first + group_size, samples)), accumulator(min(group_size, samples - first), V,
-                                                                                   device), device)
-              for first in range(0, samples, group_size)]
-    stream = _TokenStream(seed, length, samples, V, device)
-    estimate = chunk_bytes(V, config.model.d_model, min(group_size, samples), chunk)
+
+    def make_groups() -> list[_Group]:
+        return [_Group(slice(first, min(first + group_size, samples)), base[first : first + group_size],
+                       accumulator, V, device) for first in range(0, samples, group_size)]
+
+    spans = [(start, min(start + chunk, length)) for start in range(0, length, chunk)]
+    count = _workers(device, len(spans))
+    shares = [_Share(spans[w * len(spans) // count : (w + 1) * len(spans) // count], make_groups)
+              for w in range(count)]
+    estimate = chunk_bytes(V, config.model.d_model, min(group_size, samples), chunk) * count
     freed = FreedMemory(device, max(EVAL_MEMORY_BYTES // 4, EVAL_MEMORY_BYTES - estimate))
-    for start in range(0, length, chunk):
-        stop = min(start + chunk, length)
-        positions = torch.arange(start, stop, device=device)
-        tokens = stream.take(start, stop)  # (S, c)
-        keys = model.key_table(positions)  # (V, c, C)
-        bias = model.encoding.bias(query_position, positions)  # (1, 1, c) or None
-        _, positional = model.readout_tables(positions)
-        shared = torch.einsum("ad,bcd->abc", query, keys) if group_size >= V else None  # (V, V, c)
-        for group in groups:
-            logits = _chunk_logits(query, keys, query_tokens[group.rows], tokens[group.rows], shared)  # (s, c)
-            if bias is not None:
-                logits = logits + (bias[0] if factor is None else factor[0] * bias[0])
-            group.state.add(logits, tokens[group.rows], positional)
-            chunk_best, chunk_arg = logits.max(dim=1)
-            better = chunk_best > group.best
-            group.best = torch.where(better, chunk_best, group.best)
-            group.best_key = torch.where(better, chunk_arg + start, group.best_key)
-            if start <= last - offset < stop:
-                group.target_logit = logits[:, last - offset - start]
-        del keys, shared, logits, tokens
-        freed.check()
-    token_part, _ = model.readout_tables(positions[:1])
+    streams = [_TokenStream(seed, length, samples, V, device) for _ in shares]
+    if count == 1:
+        shares[0].run(tables, streams[0], last - offset, None, freed)
+    else:
+        with ThreadPoolExecutor(count, thread_name_prefix="lengen-evaluate") as pool:
+            running = [pool.submit(share.run, tables, stream, last - offset, torch.get_num_threads(), freed)
+                       for share, stream in zip(shares, streams, strict=True)]
+            while wait(running, POLL_SECONDS)[1]:
+                if progress is not None:
+                    progress(sum(share.keys for share in shares), length)
+            for future in running:
+                future.result()  # a worker's error, raised here
+    if progress is not None:
+        progress(length, length)
+    groups = shares[0].groups
+    for share in shares[1:]:
+        holds_target = any(start <= last - offset < stop for start, stop in share.spans)
+        for group, later in zip(groups, share.groups, strict=True):
+            group.merge(later, holds_target)
     readouts, masses, choices = [], [], []
     for group in groups:
-        votes, positional_sum = group.state.readout_weights()
-        readouts.append(votes @ token_part + positional_sum)
+        votes = group.votes()
+        token_weights, positional_sum = group.state.readout_weights(votes)
+        readouts.append(token_weights @ tables.token_readout + positional_sum)
         masses.append(group.state.weights_of(group.target_logit))
         choices.append(votes.argmax(dim=1))  # the attention-weighted token counts' largest: no readout at all
     return QueryOutputs(
@@ -386,6 +557,10 @@ def last_query_outputs(
         argmax_key=torch.cat([group.best_key for group in groups]),
         vote=torch.cat(choices),
     )
+
+
+def _shifted(progress: Progress, before: int, total: int, done: int, length: int) -> None:
+    progress(before + done, total)
 
 
 @dataclass(frozen=True)
@@ -414,19 +589,23 @@ def evaluate(
     samples: int = 256,
     seed: int = 12_345,
     rule: InferenceRule | None = None,
+    progress: Progress | None = None,
 ) -> list[LengthReport]:
     """Accuracy, target mass and argmax key of the last query at each length, read under `rule`
     (lengen_core.analysis.rules; None: as trained), and the ideal vote readout's accuracy on the same
-    sequences and attention weights (no pass beyond them: the weighted token counts are the accumulator's)."""
+    sequences and attention weights (no pass beyond them: the weighted token counts are the accumulator's).
+    `progress` hears (keys done, keys in all: the sum of the lengths) as the chunks are done."""
     check_sampling(samples, seed)
     check_lengths(config, model, lengths)
     check_sweep(lengths, samples)
     if rule is not None:
         rule.check(config)
-    reports = []
+    reports, total, before = [], sum(lengths), 0
     for length in lengths:
         start = time.perf_counter()
-        out = last_query_outputs(under_rule(model, rule, length), config, length, samples, seed)
+        heard = None if progress is None else functools.partial(_shifted, progress, before, total)
+        out = last_query_outputs(under_rule(model, rule, length), config, length, samples, seed, progress=heard)
+        before += length
         correct = int((out.readout.argmax(dim=1) == out.targets).sum())
         voted = int((out.vote == out.targets).sum())
         mode = int(out.argmax_key.mode().values)

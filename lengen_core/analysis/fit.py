@@ -77,7 +77,8 @@ import numpy as np
 
 from lengen_core.analysis.verdict import Verdict
 
-FitStatus = Literal["fitted", "no_dilution", "not_learned", "at_chance", "too_few_points", "not_applicable"]
+FitStatus = Literal["fitted", "no_dilution", "not_learned", "at_chance", "too_few_points", "not_applicable",
+                    "not_asked"]
 LAW = "1/p(n) = 1/p(L_train) + (n - L_train) * exp(-m_out)"
 WEIGHTED_LAW = "1/p(n) = 1/p(L_train) + K(n) * exp(-m_out), K(n) = the keys past L_train counted by their weight"
 PLAIN_KEYS = "n - L_train (every far key counted one)"
@@ -198,6 +199,11 @@ NOT_APPLICABLE = FitResult(
     "not_applicable", None,
     "No law: it describes the last query of the single-head retrieval model, whose n keys share one softmax; "
     "a transformer's or a shift run's target mass averages queries at every position.",
+)
+
+NOT_ASKED = FitResult(
+    "not_asked", None,
+    "No law here: it counts the far keys by the prediction's weights, and the prediction was not asked for.",
 )
 
 

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from lengen_core.analysis.argmax_count import GAUSSIAN_DRAWS
 from lengen_core.analysis.carrier import BASELINE_SEEDS
 from lengen_core.analysis.dilution import DOMINANT_KEYS, KEY_CHUNK
-from lengen_core.analysis.evaluate import TOKEN_BLOCK, chunk_bytes, chunk_sizes
+from lengen_core.analysis.evaluate import TOKEN_BLOCK, WIDE_BLOCK_BYTES, chunk_bytes, chunk_sizes, cpu_workers
 from lengen_core.analysis.horizon import NEAR_MULTIPLE
 from lengen_core.analysis.sequence import tokens_per_batch
 from lengen_core.config import ConfigError, RunConfig
@@ -55,6 +55,7 @@ BASE_BYTES = 512 << 20  # python, torch and their libraries (300-420 MB measured
 FLOPS_PER_SECOND = 10e9
 FLOATS_PER_SECOND = 1e9
 FLOAT = 4  # bytes
+SAMPLE_KEY_WORK = 40  # the single-head evaluation's per-sample step for one key, in FLOPS_PER_SECOND's units
 OPTIMIZER_FLOATS = 12  # per parameter and step: Adam reads and writes the weight, its gradient and both moments
 STARTUP_SECONDS = 2.0  # an analysis's first calls and small steps: 3.5 s measured for the smallest carrier, busy machine
 
@@ -183,19 +184,22 @@ def evaluation_cost(config: RunConfig, lengths: Sequence[int], samples: int, tok
 
 def single_head_evaluation_cost(config: RunConfig, lengths: Sequence[int], samples: int) -> Cost:
     """The minimal head's chunked evaluation of its last query (lengen_core.analysis.evaluate): one pass over
-    each sequence's keys, a chunk at a time, so memory is one chunk as `evaluate.chunk_bytes`
-    estimates it for the sizes `evaluate.chunk_sizes` picks (within EVAL_MEMORY_BYTES, 256 MB, at
-    any length), the per-sample sums and a block of tokens; time grows with samples × Σ lengths, plus
-    the logit tables' matrix products, V·min(V, samples)·d_model per key (measured: 256 samples at
-    every doubling to 2^20, 13 s on 2 cores at d_model 64, this estimate gives 17 s; V 64, d_model
-    512, 1 024 samples at 65 536, 36–87 s on 2 busy cores (42–57 CPU s), estimated 27 s)."""
+    each sequence's keys, a chunk at a time, on each of torch's threads (`evaluate._workers`), so memory is
+    one chunk a thread as `evaluate.chunk_bytes` estimates it for the sizes `evaluate.chunk_sizes` picks
+    (within EVAL_MEMORY_BYTES at any length), each thread's sums and its block of tokens; time grows with
+    the logit tables' products, V·min(V, samples)·d_model per key, plus samples × Σ lengths per-sample
+    steps (gather, max, exp, scatter) and token draws, counted as SAMPLE_KEY_WORK each (measured on 2 busy
+    cores: the default run, 256 samples at 2^20, 3–4 s with 6.9 CPU s; this estimate gives 4.5 s)."""
     V, C = config.task.vocab_size, config.model.d_model
     group, keys = chunk_sizes(V, C, samples)
-    # per sample: the token sums, the positional sums and the readout (V each), ten scalars (max, total, target
-    # logit, best logit, best key, target mass, the answer and the ideal vote's answer, int64 each), uint8 blocks
-    state = FLOAT * (3 * samples * V + 10 * samples) + 2 * samples * TOKEN_BLOCK
-    work = sum(lengths) * (samples * C * 4 + V * min(V, samples) * C)
-    return Cost("this evaluation", BASE_BYTES + chunk_bytes(V, C, group, keys) + state + FLOAT * parameter_count(config),
+    threads = cpu_workers()
+    # per sample and thread: the attention mass per key token, the positional sums and the readout (V each),
+    # ten scalars; per thread a block of narrow tokens, its transposed copy and its int64 copy where it is kept
+    wide = 8 * samples * TOKEN_BLOCK if 8 * samples * TOKEN_BLOCK <= WIDE_BLOCK_BYTES else 0
+    state = threads * (FLOAT * samples * (3 * V + 10) + 2 * samples * TOKEN_BLOCK + wide)
+    work = sum(lengths) * (V * min(V, samples) * C + SAMPLE_KEY_WORK * samples)
+    return Cost("this evaluation",
+                BASE_BYTES + threads * chunk_bytes(V, C, group, keys) + state + FLOAT * parameter_count(config),
                 work / FLOPS_PER_SECOND, "fewer samples, or a shorter longest length")
 
 

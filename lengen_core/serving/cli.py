@@ -19,8 +19,9 @@ At a person's own terminal the budgets do not refuse: each command prints its es
 runs, with progress for anything that takes a while (lengen_core.serving.console); `--budget`, or a
 budget variable set in the environment, applies the server's limits. Ctrl-C stops a command with
 status 130: what it finished is kept (a stored run, a sweep's cells), and no `.tmp-*` folder is left.
-`evaluate` takes the predicted horizon a run was stored with (measured once when the app trained it,
-or shipped with a preset) where it answers the same search, instead of searching again.
+`evaluate` computes what was asked: the evaluation at the lengths, and the prediction from the weights
+(`--predict`) and the predicted horizon's search (`--horizon`) only when asked, or where the run was
+stored with them (measured once when the app trained it, or shipped with a preset), read from there.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from typing import Any, TextIO, get_args
 
 from lengen_core.analysis.carrier import ALIGNMENT_MARGIN, extract_carrier
 from lengen_core.analysis.evaluate import LengthReport, doublings
+from lengen_core.analysis.fit import NOT_ASKED
 from lengen_core.analysis.heads import analyse_heads
 from lengen_core.analysis.rules import RULES, make_rule
 from lengen_core.config import (
@@ -45,7 +47,7 @@ from lengen_core.config import (
     Setting,
     with_changes,
 )
-from lengen_core.measure import check_measurement, measure, search_ceiling, shipped_horizon
+from lengen_core.measure import NOT_SEARCHED, check_measurement, measure, search_ceiling, shipped_horizon
 from lengen_core.models.encodings import LengthError
 from lengen_core.serving.budget import BudgetError, duration
 from lengen_core.serving.console import BUDGET_FLAG, Console
@@ -133,7 +135,7 @@ def build_parser() -> Parser:
     _add_device_flag(k, "as for train")
     k.add_argument("--retrain", action="store_true", help="train even if that continuation is stored already")
 
-    e = commands.add_parser("evaluate", parents=[json_flag], help="accuracy, target mass, prediction and fitted law at lengths")
+    e = commands.add_parser("evaluate", parents=[json_flag], help="accuracy, target mass and fitted law at lengths; the prediction and the horizon when asked")
     e.add_argument("run_id")
     e.add_argument("--lengths", type=_lengths, default=None, help="comma separated, default 1×…64× training")
     e.add_argument("--samples", type=int, default=256, help="sequences per length (default 256)")
@@ -144,6 +146,11 @@ def build_parser() -> Parser:
     e.add_argument("--rule-param", type=float, default=None, metavar="X",
                    help="the rule's parameter: ssmax's s (default 1/ln L_train); the scale of yarn, pi and ntk "
                         "(default L/L_train at each length)")
+    e.add_argument("--predict", action="store_true",
+                   help="also predict each length from the weights (and fit the law through it), unless the run "
+                        "was stored with those predictions")
+    e.add_argument("--horizon", action="store_true",
+                   help="also search the predicted horizon, unless the run was stored with it")
     _add_device_flag(e)
 
     c = commands.add_parser("carrier", parents=[json_flag], help="the carrier kernel of a run")
@@ -302,9 +309,10 @@ def command_evaluate(args: argparse.Namespace, store: RunStore) -> dict[str, Any
     lengths = args.lengths or list(doublings(L, 7 if config.single_head else 5))
     console: Console = args.console
     pricer = console.pricer()
-    check_measurement(run, lengths, args.samples, rule, args.seed, prices=pricer)  # refused before any work
     shipped = _stored_measurement(args.run_id, store)
-    if config.single_head:
+    # refused before any work; what is stored or not asked for is not priced
+    check_measurement(run, lengths, args.samples, rule, args.seed, shipped, pricer, args.predict)
+    if config.single_head and args.horizon:
         ceiling = search_ceiling(run, lengths, rule)
         if shipped_horizon(shipped, rule, ceiling) is None:  # priced only where it will be searched
             try:
@@ -312,8 +320,9 @@ def command_evaluate(args: argparse.Namespace, store: RunStore) -> dict[str, Any
             except BudgetError:
                 pass  # measure leaves the search out with a note; the rest is answered
     seconds = console.estimate()
-    with console.estimated("evaluating", seconds):
-        m = measure(run, lengths, args.samples, rule, args.seed, shipped=shipped, prices=pricer)
+    with console.counted("evaluating", seconds, "keys", unit_scale=True) as progress:
+        m = measure(run, lengths, args.samples, rule, args.seed, shipped=shipped, prices=pricer,
+                    predict=args.predict, search=args.horizon, progress=progress)
     predictions = m.predictions or [None] * len(m.lengths)
     rows = [_row(report, prediction, fitted, L, m.rule)
             for report, prediction, fitted in zip(m.reports, predictions, m.fitted_masses, strict=True)]
@@ -322,11 +331,13 @@ def command_evaluate(args: argparse.Namespace, store: RunStore) -> dict[str, Any
     measured, predicted = m.measured_horizon, m.predicted_horizon
     return {"run_id": run.run_id, "rule": m.rule, "task": config.task.task, "chance": 1 / config.task.vocab_size,
             "verdict": run.verdict.to_dict(), "lengths": rows, "fit": fitted, "fit_status": m.fit.status,
-            "fit_reason": m.fit.reason, "horizon_accuracy": ACCURACY_BAR,
+            "fit_reason": f"{m.fit.reason[:-1]}: --predict makes it" if m.fit is NOT_ASKED else m.fit.reason,
+            "horizon_accuracy": ACCURACY_BAR,
             "predicted_horizon": None if predicted is None else predicted.length,
             "predicted_horizon_below": None if predicted is None else predicted.below,
             "predicted_horizon_ceiling": m.horizon_ceiling, "predicted_horizon_note": m.horizon_note,
-            "predicted_horizon_reason": m.horizon_reason,
+            "predicted_horizon_reason": (f"{m.horizon_reason}; --horizon searches it" if m.horizon_note == NOT_SEARCHED
+                                         else m.horizon_reason),
             "prediction_status": None if m.prediction_status is None else m.prediction_status.status,
             "prediction_status_reason": None if m.prediction_status is None else m.prediction_status.reason,
             "measured_horizon": None if measured is None else measured.length,
@@ -364,8 +375,9 @@ def command_carrier(args: argparse.Namespace, store: RunStore) -> dict[str, Any]
     run = _load(args.run_id, store, args.device)
     console: Console = args.console
     console.pricer().check_carrier(run.config, args.search_length)  # said first; refused only under --budget
-    with console.estimated("extracting the carrier", console.estimate()):
-        carrier = extract_carrier(run.model, run.config, search_length=args.search_length)
+    seconds = console.estimate()
+    with console.counted("extracting the carrier", seconds, "parts") as progress:
+        carrier = extract_carrier(run.model, run.config, search_length=args.search_length, progress=progress)
     return {
         "run_id": run.run_id,
         "verdict": run.verdict.to_dict(),

@@ -8,9 +8,10 @@ so what is refused would at least come close). `--budget`, or any
 of the budget variables set in the environment (LENGEN_REQUEST_MEMORY_MB, LENGEN_REQUEST_SECONDS,
 LENGEN_TRAIN_SECONDS), opts in to the server's limits, and a refusal then says how to lift them.
 
-Progress goes to stderr (tqdm): a training's steps and a sweep's cells as they are done; an analysis
-(an evaluation, a carrier extraction, a per-head analysis), which reports no steps of its own, as the
-time it has taken against its estimate, marked "estimated", and closed when the work ends. The estimate
+Progress goes to stderr (tqdm): a training's steps, a sweep's cells and an evaluation's keys as they are
+done, a carrier extraction's parts (the core's `progress` hooks, `counted`); an analysis that reports no
+steps of its own (a per-head analysis) as the time it has taken against its estimate, marked "estimated",
+and closed when the work ends. The estimate
 line is written once the work is under way (or done), so input the work itself refuses at once gives
 its one error line alone. With `--json` and a stderr that is not a terminal (a script reading the
 answer), both stay silent.
@@ -21,7 +22,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TextIO
@@ -115,6 +116,40 @@ class Console:
         if self.quiet:
             return None
         return _bar(total=total, desc=what, unit=f" {unit}", file=self.stderr, leave=True, dynamic_ncols=True)
+
+    @contextmanager
+    def counted(self, what: str, seconds: float, unit: str,
+                unit_scale: bool = False) -> Iterator[Callable[[int, int], None] | None]:
+        """A hook for work that reports its own progress, (done, total) in `unit`s (lengen_core's
+        `progress` callbacks): a bar moved by those reports, made at the first, after the estimate line;
+        None when quiet. Work estimated under QUIET_BELOW_SECONDS shows its estimate line alone."""
+        if self.quiet:
+            yield None
+            return
+        made: list = []
+
+        def heard(done: int, total: int) -> None:
+            if not made:
+                self.say()
+                if seconds < QUIET_BELOW_SECONDS:
+                    made.append(None)
+                    return
+                made.append(_bar(total=total, desc=f"{what} (estimated {duration(seconds)})", unit=f" {unit}",
+                                 unit_scale=unit_scale, file=self.stderr, leave=True, dynamic_ncols=True))
+            bar = made[0]
+            if bar is not None:
+                bar.total = total
+                bar.update(done - bar.n)
+
+        finished = False
+        try:
+            yield heard
+            finished = True
+        finally:
+            if finished:
+                self.say()  # work that reported nothing: its estimate, said as it ends (a refusal comes alone)
+            if made and made[0] is not None:
+                made[0].close()
 
     @contextmanager
     def estimated(self, what: str, seconds: float) -> Iterator[None]:

@@ -95,11 +95,12 @@ def test_the_command_line_refuses_an_over_budget_carrier_before_any_work(stored,
 def test_the_command_line_refuses_an_over_budget_prediction_before_any_work(stored, monkeypatch):
     """One sample per length: the evaluation fits in a second, the prediction to 2^20 does not."""
     monkeypatch.setattr(measure, "evaluate", refuse_work)  # where evaluate's work is done (lengen_core.measure)
-    monkeypatch.setattr(measure, "predict", refuse_work)
+    monkeypatch.setattr(measure, "predict_at", refuse_work)
     monkeypatch.setenv(SECONDS_ENV, "1")
     out, err = io.StringIO(), io.StringIO()
     lengths = ",".join(map(str, DOUBLINGS))
-    assert cli.main(["evaluate", stored, "--lengths", lengths, "--samples", "1"], stdout=out, stderr=err) == 2
+    assert cli.main(["evaluate", stored, "--lengths", lengths, "--samples", "1", "--predict"], stdout=out,
+                    stderr=err) == 2
     assert "this prediction would take" in err.getvalue() and SECONDS_ENV in err.getvalue()
     assert "fewer lengths" in err.getvalue() and out.getvalue() == ""
 

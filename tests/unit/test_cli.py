@@ -169,7 +169,7 @@ def test_readable_train_output_names_the_run() -> None:
 
 def test_evaluate_json_reports_each_length_in_order() -> None:
     run_id = train_quick()["run_id"]
-    outcome = run_cli("evaluate", run_id, "--lengths", "16,64,1024", "--samples", "64", "--json")
+    outcome = run_cli("evaluate", run_id, "--lengths", "16,64,1024", "--samples", "64", "--predict", "--json")
     assert outcome.code == 0, outcome.stderr
     report = strict_json(outcome.stdout)
 
@@ -192,6 +192,28 @@ def test_evaluate_json_reports_each_length_in_order() -> None:
     assert report["verdict"] == run.verdict.to_dict() and report["verdict"]["learned"] is False
     assert (report["fit"], report["fit_status"]) == (None, "not_learned")
     assert all(row["fitted_target_mass"] is None for row in rows)
+
+
+def test_evaluate_computes_what_was_asked_and_no_more(monkeypatch) -> None:
+    """Without --predict and --horizon a fresh run is evaluated only: no prediction from the weights, no
+    horizon search (the reason says which flag asks for it); with them, both."""
+    import lengen_core.measure as measure_module
+
+    run_id = train_quick()["run_id"]
+    calls, originals = [], (measure_module.predict_at, measure_module.predicted_horizon)
+    monkeypatch.setattr(measure_module, "predict_at", lambda *a, **k: calls.append("predict") or [])
+    monkeypatch.setattr(measure_module, "predicted_horizon", lambda *a, **k: calls.append("search"))
+    report = ok_json("evaluate", run_id, "--lengths", "16,64", "--samples", "16", "--json")
+    assert calls == []
+    assert all(row["predicted_accuracy"] is None and row["accuracy"] is not None for row in report["lengths"])
+    assert report["predicted_horizon"] is None and "--horizon" in report["predicted_horizon_reason"]
+    assert report["prediction_status"] is None
+    monkeypatch.setattr(measure_module, "predict_at", originals[0])
+    monkeypatch.setattr(measure_module, "predicted_horizon", originals[1])
+    asked = ok_json("evaluate", run_id, "--lengths", "16,64", "--samples", "16", "--predict", "--horizon", "--json")
+    assert all(row["predicted_accuracy"] is not None for row in asked["lengths"])
+    assert asked["predicted_horizon_reason"] is None or "--horizon" not in asked["predicted_horizon_reason"]
+    assert [row["accuracy"] for row in asked["lengths"]] == [row["accuracy"] for row in report["lengths"]]
 
 
 def test_evaluate_is_deterministic_and_keeps_an_unsorted_order() -> None:

@@ -55,7 +55,8 @@ def test_evaluate_reports_a_fit_with_an_interval_for_rope(trained_ids, monkeypat
     # The horizon search of a d_model 128 head is priced at about 2 min (lengen_core.serving.budget), over the
     # default request budget: this test is about the answer, not the budget, so it is given 5 min.
     monkeypatch.setenv("LENGEN_REQUEST_SECONDS", "300")
-    result = ok_json("evaluate", trained_ids["rope"]["run_id"], "--lengths", "4,16,64,256,1024,4096", "--json")
+    result = ok_json("evaluate", trained_ids["rope"]["run_id"], "--lengths", "4,16,64,256,1024,4096", "--predict",
+                     "--horizon", "--json")
     assert result["fit_status"] == "fitted" and result["verdict"]["learned"]
     fit = result["fit"]
     assert fit["law"] == WEIGHTED_LAW and fit["weighted"]  # far keys counted by their weight: p̂ at 16 is computed
@@ -85,7 +86,8 @@ def test_evaluate_reports_a_fit_with_an_interval_for_rope(trained_ids, monkeypat
 
 
 def test_evaluate_fits_no_law_to_a_run_at_chance_beyond(trained_ids):
-    result = ok_json("evaluate", trained_ids["learned"]["run_id"], "--lengths", "16,32,64,128", "--json")
+    result = ok_json("evaluate", trained_ids["learned"]["run_id"], "--lengths", "16,32,64,128", "--predict", "--horizon",
+                     "--json")
     assert result["fit"] is None and result["fit_status"] == "at_chance"
     assert all(row["fitted_target_mass"] is None for row in result["lengths"])
     assert result["fit_reason"].startswith("No law")

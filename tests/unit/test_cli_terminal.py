@@ -123,3 +123,27 @@ def test_ctrl_c_while_a_run_is_written_leaves_no_tmp_folder(monkeypatch) -> None
     assert outcome.code == 130
     runs = RunStore().runs_dir
     assert not [p for p in runs.iterdir() if p.name.startswith(TEMP_PREFIX)] if runs.exists() else True
+
+
+def test_a_carrier_extraction_the_server_refuses_runs_at_a_terminal_with_real_progress(monkeypatch) -> None:
+    """Honest rates: a RoPE search to 2^19 is priced at about 3 s (V² × d_model × offsets), over a server
+    limit of 2 s. The server's pricer refuses it, naming the variable and who lifts it; the terminal says
+    the same estimate, runs it and shows a bar counting the extraction's own parts (not time)."""
+    trained = run_cli("train", *QUICK)
+    assert trained.code == 0, trained.stderr
+    run_id = RunStore().list_runs()[0].run_id
+    search = 1 << 19
+    seconds = budget.carrier_cost(SMALL, search).seconds
+    assert 2.0 < seconds < 10.0
+    monkeypatch.setenv(SECONDS_ENV, "2")
+    with pytest.raises(BudgetError, match=SECONDS_ENV) as refused:
+        budget.SERVER.check_carrier(SMALL, search)
+    assert f"the operator raises {SECONDS_ENV}" in str(refused.value)
+    monkeypatch.delenv(SECONDS_ENV)
+    stderr = Terminal()
+    assert cli.main(["carrier", run_id, "--search-length", str(search)], stdout=io.StringIO(), stderr=stderr) == 0
+    text = stderr.getvalue()
+    assert text.startswith("lengen: estimate: this carrier extraction: about") and "no limit at a terminal" in text
+    assert "extracting the carrier (estimated" in text
+    parts = 1 + budget.BASELINE_SEEDS + 1  # the run, its initialisations, the near-recurrence search
+    assert f"{parts}/{parts}" in text.rsplit("\r", 1)[-1]

@@ -77,7 +77,8 @@ def test_tokens_travel_in_the_narrowest_type_and_are_never_pinned_for_the_cpu(mo
     stream = _TokenStream(7, 9_000, 3, 64, torch.device("cpu"))
     tokens = stream.take(4_000, 4_200)  # two blocks, each drawn once
     assert tokens.dtype == torch.long and tokens.shape == (3, 200)
-    assert all(block.dtype == torch.uint8 for block in stream.blocks.values())
+    assert stream.wide and all(block.dtype == torch.long for block in stream.blocks.values())  # int64 on the device
+    assert not _TokenStream(7, 9_000, MAX_EVAL_SAMPLES, 64, torch.device("cpu")).wide  # kept narrow where large
     assert sorted(stream.blocks) == [0, 1]
     stream.take(4_200, 9_000)
     assert sorted(stream.blocks) == [1, 2]  # blocks behind the chunk are let go

@@ -62,7 +62,7 @@ def app_on_the_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
 def from_cli(run_id: str, lengths: tuple[int, ...]) -> dict[str, Any]:
     out, err = io.StringIO(), io.StringIO()
     status = cli.main(["evaluate", run_id, "--lengths", ",".join(map(str, lengths)), "--samples", str(SAMPLES),
-                       "--device", "cpu", "--json"], out, err)
+                       "--device", "cpu", "--predict", "--horizon", "--json"], out, err)
     assert status == 0, err.getvalue()
     answer = json.loads(out.getvalue())
     fit = answer["fit"] or {}

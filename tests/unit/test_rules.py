@@ -91,7 +91,7 @@ def test_the_command_line_refuses_an_undefined_pair_in_one_line_with_status_2() 
 def test_the_command_line_prints_the_rows_with_the_rule() -> None:
     out = io.StringIO()
     status = cli.main(["evaluate", ROPE, "--rule", "ntk", "--rule-param", "4", "--lengths", "16,64", "--samples", "64",
-                       "--json"], out, io.StringIO())
+                       "--horizon", "--json"], out, io.StringIO())
     assert status == 0
     result = json.loads(out.getvalue())
     assert result["rule"] == "ntk:4"
