@@ -31,8 +31,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import minimize_scalar
-from scipy.special import ndtr
 
 HERMITE_NODES, HERMITE_WEIGHTS = np.polynomial.hermite.hermgauss(64)
 COLLAPSE_VARIABLE = "(n − 1)·e^(−2·m_out)/V"
@@ -41,6 +39,8 @@ SCALE_BOUNDS = (-12.0, 24.0)  # ln s: from e^−12 to e^24 times the far keys
 
 def vote_accuracy(x: np.ndarray, vocab_size: int) -> np.ndarray:
     """A_V(x) = ∫ φ(z) Φ(z + 1/√x)^{V−1} dz (Gauss–Hermite), for scaled lengths x > 0."""
+    from scipy.special import ndtr  # here, not at the top: scipy is half a second of every command's start
+
     c = 1.0 / np.sqrt(np.asarray(x, dtype=np.float64))
     z = HERMITE_NODES * math.sqrt(2.0)  # ∫ φ(z) f(z) dz = Σ w_i f(√2 t_i) / √π
     values = ndtr(z[None, :] + c[..., None]) ** (vocab_size - 1)
@@ -106,6 +106,8 @@ def collapse(length: np.ndarray, accuracy: np.ndarray, m_out: np.ndarray, vocab_
 
     def rms(log_scale: float) -> float:
         return float(np.sqrt(np.mean((a - theory_at(math.exp(log_scale))) ** 2)))
+
+    from scipy.optimize import minimize_scalar  # here: see vote_accuracy
 
     fitted = minimize_scalar(rms, bounds=SCALE_BOUNDS, method="bounded", options={"xatol": 1e-4})
     scale = math.exp(fitted.x)
