@@ -111,22 +111,27 @@ class _ScaledMass:
         return cls(torch.full((V,), -math.inf, dtype=torch.float64), zeros, zeros.clone(), zeros.clone())
 
     def add(self, logits: torch.Tensor, excluded: Sequence[int]) -> None:
-        """Add a block of logits − shift_a (V_a, V_b, c), leaving out the key indices `excluded`."""
-        keep = torch.ones(logits.shape[-1], dtype=torch.bool)
-        keep[list(excluded)] = False
-        logits = logits[..., keep].double()
-        if not logits.shape[-1]:
+        """Add a block of logits − shift_a (V_a, V_b, c), leaving out the key indices `excluded`.
+
+        The block's exponentials are float32, as its logits are: each is e^(logit − top) ≤ 1, exact to
+        float32's relative 1e-7 (the running top is one of the block's float32 logits or an earlier
+        one, so the difference is formed exactly); a term below e^−103 underflows to 0 beside a sum
+        of at least 1. Each block's sums are then added in float64, where the rescaling happens."""
+        if len(excluded) == logits.shape[-1]:
             return
-        top = torch.maximum(self.top, logits.amax(dim=(1, 2)))
+        if excluded:  # the fixed keys: −inf, so their exponentials are 0 (a copy: the caller's block stays)
+            logits = logits.clone()
+            logits[..., list(excluded)] = -math.inf
+        top = torch.maximum(self.top, logits.amax(dim=(1, 2)).double())
         rescale = torch.exp(self.top - top)  # 0 before any key (−inf − finite)
         self.mean.mul_(rescale)
         self.mean_square.mul_(rescale**2)
         self.square_mean.mul_(rescale**2)
-        g = torch.exp(logits - top[:, None, None])  # (V_a, V_b, c), each ≤ 1 with some = 1
+        g = torch.exp(logits - top.to(logits.dtype)[:, None, None])  # (V_a, V_b, c), each ≤ 1 with some = 1
         g_mean = g.mean(1)  # (V_a, c)
-        self.mean.add_(g_mean.sum(-1))
-        self.mean_square.add_((g_mean * g_mean).sum(-1))
-        self.square_mean.add_((g * g).mean(1).sum(-1))
+        self.mean.add_(g_mean.sum(-1, dtype=torch.float64))
+        self.mean_square.add_((g_mean * g_mean).sum(-1, dtype=torch.float64))
+        self.square_mean.add_(g.square_().mean(1).sum(-1, dtype=torch.float64))
         self.top = top
 
     def copy(self) -> _ScaledMass:
