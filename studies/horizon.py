@@ -88,11 +88,11 @@ class HorizonHead(MinimalHead):
         out = super()._projection(tokens, weight, table)
         return out * self.logit_scale if weight is self.W_Q else out
 
-    def query_table(self, position: int) -> torch.Tensor:
-        return super().query_table(position) * self.logit_scale
+    def query_table(self, position: int, rows: torch.Tensor | None = None) -> torch.Tensor:
+        return super().query_table(position, rows) * self.logit_scale
 
     def forward(self, tokens: torch.Tensor, query_start: int = 0, observe=None) -> torch.Tensor:
-        logits = self._run(tokens, query_start, observe)  # (B, Tq, V)
+        logits = super().forward(tokens, query_start, observe)  # (B, Tq, V): the tables or the blocks, as lengen
         return logits + self.direct_readout()[tokens[:, query_start:]] if self.residual else logits
 
     def direct_readout(self) -> torch.Tensor:
@@ -123,7 +123,7 @@ def _optimizer(variant: Variant, model: torch.nn.Module, config: RunConfig) -> t
         return torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=decay)
     if variant.optimizer == "sgd":
         return torch.optim.SGD(model.parameters(), lr=lr, momentum=variant.momentum, weight_decay=decay)
-    return torch.optim.Adam(model.parameters(), lr=lr, weight_decay=decay)
+    return torch.optim.Adam(model.parameters(), lr=lr, weight_decay=decay, fused=True)  # as lengen_core.training (CPU)
 
 
 @dataclass

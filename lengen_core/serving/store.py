@@ -33,7 +33,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import tempfile
 import time
 import uuid
@@ -417,7 +416,7 @@ def _megabytes(size: float) -> str:
 
 def _host() -> str:
     """This machine (or container) as it names itself, in characters safe in a file name."""
-    return re.sub(r"[^A-Za-z0-9.-]", "_", socket.gethostname())[:64] or "unknown"
+    return re.sub(r"[^A-Za-z0-9.-]", "_", os.uname().nodename)[:64] or "unknown"  # the host name, without a socket
 
 
 def _temp_prefix() -> str:

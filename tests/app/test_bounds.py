@@ -84,7 +84,8 @@ def test_the_train_form_shows_the_estimate_against_the_budgets(monkeypatch):
 def test_a_dilution_view_over_budget_is_a_warning(monkeypatch):
     monkeypatch.setenv("LENGEN_REQUEST_SECONDS", "1")
     app = AppTest.from_file(APP, default_timeout=300).run()
-    app.session_state["dilution-samples"] = 1024  # 4 × the default work: about 3.6 s estimated
+    app.session_state["dilution-samples"] = 1024  # 4 × the default samples,
+    app.session_state["dilution-longest"] = 1 << 20  # to 2^20: several seconds estimated, over the 1 s limit
     app.switch_page("pages/dilution.py").run()
     assert not app.exception, [e.value for e in app.exception]
     assert any(shown(w.value).startswith("Not evaluated here") and "LENGEN_REQUEST_SECONDS" in shown(w.value)

@@ -49,7 +49,7 @@ def computed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
             return original(*args, **kwargs)
         return counted
 
-    for name in ("evaluate", "predict", "predicted_horizon", "fit_dilution"):
+    for name in ("evaluate", "predict_at", "predicted_horizon", "fit_dilution"):
         monkeypatch.setattr(measure_module, name, counting(name, getattr(measure_module, name)))
     monkeypatch.setattr(ui_runs, "evaluate", counting("evaluate", ui_runs.evaluate))
     monkeypatch.setattr(ui_runs, "extract_carrier", counting("extract_carrier", ui_runs.extract_carrier))
@@ -105,7 +105,7 @@ def test_a_preset_with_a_law_shows_one_m_out_on_dilution_and_compare(computed):
 def test_a_run_stored_without_them_is_measured_on_its_first_visit(runs, computed):
     app = open_page("pages/dilution.py", {"run": runs["bare"]})
     assert not app.exception, [e.value for e in app.exception]
-    assert "evaluate" in computed and "predict" in computed  # the count sees the work when there is some
+    assert "evaluate" in computed and "predict_at" in computed  # the count sees the work when there is some
     open_page("pages/carrier.py", {"run": runs["bare"]})
     assert "extract_carrier" in computed
     assert "the default request" in captions(app) and "measured once" not in captions(app)

@@ -114,7 +114,7 @@ def test_measure_reads_the_stored_numbers_and_computes_none_of_them(trained, mon
     def refuse(*args, **kwargs):
         raise AssertionError("computed again what was stored")
 
-    for name in ("evaluate", "predict", "predicted_horizon", "fit_dilution"):
+    for name in ("evaluate", "predict_at", "predicted_horizon", "fit_dilution"):
         monkeypatch.setattr(measure_module, name, refuse)
     read = measure(run, request_lengths(run), FIRST_VISIT_SAMPLES, shipped=stored)
     assert all(same(a, b) for a, b in zip(read.reports, fresh.reports, strict=True))
