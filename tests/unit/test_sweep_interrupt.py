@@ -54,7 +54,10 @@ def group_alive(group: int, wait: float = 5.0) -> bool:
 @pytest.mark.serial  # times the stop after Ctrl-C
 def test_ctrl_c_stops_the_sweep_keeps_its_cells_and_the_same_command_resumes(tmp_path):
     cells = sweep_dir(tmp_path, GRID.sweep_id()) / "cells"
-    process = sweep(tmp_path, start_new_session=True)  # its own process group, as a terminal's job
+    # Its own process group, as a terminal's foreground job, where Ctrl-C is not ignored: a shell without job
+    # control starts its background jobs (say `bash scripts/test.sh --all &`) with SIGINT ignored, an ignored
+    # signal stays ignored across exec, and Python then installs no KeyboardInterrupt handler at all.
+    process = sweep(tmp_path, start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 240
     while not list(cells.glob("*.json")):
         assert process.poll() is None, process.communicate()
