@@ -54,7 +54,9 @@ def test_learned_preset_pins(page) -> None:
 def test_train_a_small_run_from_the_browser(page) -> None:
     open_page(page, "Train")
     steps = page.get_by_role("spinbutton", name="Steps", exact=True)
-    steps.fill("250")  # long enough for live probes within their share of the steps' time (lengen_core.training)
+    # Room for live probes: one runs once a quarter of the steps' time covers it (lengen_core.training), about
+    # 0.2 s here, so a fast CPU that stops early may train this run with none (asserted below as the page says it)
+    steps.fill("600")
     steps.press("Tab")
     page.get_by_role("button", name="Train", exact=True).click()
     page.get_by_text(re.compile("steps/s|saved and selected")).first.wait_for(timeout=60_000)  # live progress
@@ -65,11 +67,15 @@ def test_train_a_small_run_from_the_browser(page) -> None:
     settle(page)
     page.screenshot(path=SHOTS / "train-done.png", full_page=True)
     main = page.locator('[data-testid="stMain"]')
-    assert main.locator(CHART).count() >= 2  # loss and accuracy; the horizon and m_out probed while it trained
-    assert "the weights predict how far the run reaches" in main.inner_text()
-    assert re.search(r"at step \d+ (none|(≥ )?[\d,]+ tokens)", main.inner_text())  # the caption reads the last probe
-    assert re.search(r"The \d+ probes? took [\d.]+ s, \d+% of the steps'", main.inner_text())  # and their cost
+    text = main.inner_text()
+    if "was not probed while it trained" in text:  # no probe fitted its cost rule (a fast CPU): the page says so
+        assert main.locator(CHART).count() >= 1 and "The Dilution page predicts and measures its horizon" in text
+    else:  # loss and accuracy; the horizon and m_out probed while it trained
+        assert main.locator(CHART).count() >= 2
+        assert "the weights predict how far the run reaches" in text
+        assert re.search(r"at step \d+ (none|(≥ )?[\d,]+ tokens)", text)  # the caption reads the last probe
+        assert re.search(r"The \d+ probes? took [\d.]+ s, \d+% of the steps'", text)  # and their cost
     open_page(page, "Carrier")
     page.wait_for_selector(CHART, timeout=180_000)
-    assert re.search(r"\b(250|2\d\d) steps", page.locator('[data-testid="stMain"]').inner_text())  # or stopped early
+    assert re.search(r"\b(600|[1-5]\d\d) steps", page.locator('[data-testid="stMain"]').inner_text())  # or stopped early
     page.screenshot(path=SHOTS / "carrier-trained.png", full_page=True)

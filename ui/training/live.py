@@ -255,10 +255,12 @@ def probe_caption(probes: pd.DataFrame, train_length: int, ceiling: int) -> str:
 
 
 def probe_cost(probe_seconds: list[float], train_seconds: float) -> str:
-    """'The 4 probes took 0.3 s, 9% of the steps' 3.4 s.' (the cost rule of lengen_core.training)."""
+    """'The 4 probes took 0.3 s, 9% of the steps' 3.4 s (...)': the cost rule of lengen_core.training, which
+    admits a probe on its expected time, so the share spent can pass the rule's."""
     spent, count = sum(probe_seconds), len(probe_seconds)
     return (f"The {count} probe{'s' * (count != 1)} took {spent:.1f} s, {spent / max(train_seconds, 1e-9):.0%} of "
-            f"the steps' {train_seconds:.1f} s (at most {PROBE_SHARE:.0%}: a probe waits until it fits).")
+            f"the steps' {train_seconds:.1f} s (a probe runs only once its expected time fits in {PROBE_SHARE:.0%} of the "
+            "steps' time; the time it then takes may run over).")
 
 
 def live_curve(history: dict[str, list[float]], steps_done: int) -> go.Figure:
