@@ -4,8 +4,9 @@ MAX_SEQUENCE_LENGTH tokens (8 192) a batch. Measured as the growth of peak resid
 over the loaded model, in a fresh process (docs/evaluation-memory.md).
 
 A layer's activations are let go before the next layer's are made, so the peak does not grow with
-the number of layers: 2 layers and all MAX_LAYERS (8), both `slow` (the quick memory bound is
-tests/unit/test_evaluation_memory.py)."""
+the number of layers: 2 and 3 layers peak alike, and within the target, so every depth up to
+MAX_LAYERS does (measured directly, 8 layers peaked as 2 did: docs/evaluation-memory.md, at four
+times the CPU minutes). `slow`; the quick memory bound is tests/unit/test_evaluation_memory.py."""
 
 from __future__ import annotations
 
@@ -55,10 +56,12 @@ def measure(layers: int) -> dict:
 @pytest.mark.serial  # its peak is its own process's, but minutes of CPU beside the two workers slowed the pass more
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="peak memory is read from /proc")
 @pytest.mark.slow  # the 2-layer pass too: most of a minute alone; tests/unit/test_evaluation_memory.py measures quickly
-@pytest.mark.parametrize("layers", [2, MAX_LAYERS])
-def test_the_largest_forward_pass_evaluation_stays_within_the_target(layers: int):
-    """Before the spans and the observer's views: +300 MB at 2 layers (docs/evaluation-memory.md)."""
-    figures = measure(layers)
-    growth = figures["growth"]
-    assert 0 < growth <= EVAL_MEMORY_BYTES + SLACK_BYTES, f"{growth / 2**20:.0f} MB"
-    assert 0 <= figures["accuracy"] <= 1
+def test_the_largest_forward_pass_evaluation_stays_within_the_target_at_any_depth():
+    """Before the spans and the observer's views: +300 MB at 2 layers (docs/evaluation-memory.md). A layer
+    that kept its activations would add about 100 MB at these sizes: the third layer may add 16 MB at most."""
+    two, three = measure(2), measure(3)
+    for figures in (two, three):
+        assert 0 < figures["growth"] <= EVAL_MEMORY_BYTES + SLACK_BYTES, f"{figures['growth'] / 2**20:.0f} MB"
+        assert 0 <= figures["accuracy"] <= 1
+    assert three["growth"] <= two["growth"] + (16 << 20), (two["growth"] >> 20, three["growth"] >> 20)
+    assert 3 <= MAX_LAYERS
