@@ -307,7 +307,8 @@ def check(cost: Cost, budgets: Budgets | None = None, lift: str = SERVER_LIFT) -
                           f"server's budget of {megabytes(budgets.memory_bytes)} per request ({MEMORY_ENV}): "
                           f"choose {cost.knobs}, or {lift.format(env=MEMORY_ENV)}")
     if cost.seconds > limit:
-        raise BudgetError(f"{cost.what} would take about {duration(cost.seconds)}, over this server's limit of "
+        said = f"{duration(cost.seconds)} ({cost.bound})" if cost.bound else duration(cost.seconds)
+        raise BudgetError(f"{cost.what} would take about {said}, over this server's limit of "
                           f"{duration(limit)} ({knob}): choose {cost.knobs}, or {lift.format(env=knob)}")
     return cost
 
