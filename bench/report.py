@@ -161,7 +161,8 @@ def render(results: dict) -> str:
         pred = results["prediction"]
         out += ["## Prediction (carrier law, 20 geometric lengths up to the longest)", "",
                 (f"{len(pred['lengths'])} lengths {pred['lengths'][0]}…{pred['lengths'][-1]}: "
-                f"{_f(pred['seconds'], 3)} s (median of {len(pred['runs'])})."), ""]
+                f"{_f(pred['seconds'], 3)} s (median of {len(pred['runs'])})"
+                 + (f"; CPU time {_f(pred['cpu_seconds'], 3)} s." if pred.get("cpu_seconds") is not None else ".")), ""]
 
     if results.get("app"):
         app = results["app"]

@@ -218,9 +218,10 @@ def argmax_hits(centre: torch.Tensor, noise: torch.Tensor, pairs: torch.Tensor |
     others = ~torch.eye(V, dtype=torch.bool)
     rival_centre = centre[:, (torch.arange(V) + 1) % V, torch.arange(V)]  # (V_a, V_y): token y against c = y+1
     shared = torch.equal(centre[:, others], rival_centre[:, None, :].expand(-1, V, -1)[:, others])  # e.g. ideal readout
-    centre32 = centre.float()
-    row_scale = centre.abs().amax(dim=(1, 2)) + noise.abs().amax(dim=(1, 2))  # (V_a,)
-    slack = (ROUNDING_SLACK * row_scale).float()[:, None, None]  # (V_a, 1, 1)
+    if not shared:  # the float32 rival search's rounding bound (the shared path is float64 throughout)
+        centre32 = centre.float()
+        row_scale = centre.abs().amax(dim=(1, 2)) + noise.abs().amax(dim=(1, 2))  # (V_a,)
+        slack = (ROUNDING_SLACK * row_scale).float()[:, None, None]  # (V_a, 1, 1)
     counted = None if pairs is None else pairs[:, :, None]
     hits = 0
     for begin in range(0, noise.shape[-1], DRAW_BLOCK):

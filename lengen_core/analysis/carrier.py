@@ -237,20 +237,27 @@ def mean_logit_matrix(model: torch.nn.Module, config: RunConfig, length: int, sa
 
 
 RECURRENCE_LIMIT = 50  # near-recurrences listed at most (the first ones, by offset)
+SEARCH_CHUNK = 1 << 14  # offsets the near-recurrence search takes at a time
+
+
+def search_chunks(config: RunConfig, search_length: int) -> int:
+    """The near-recurrence search's chunks of offsets, L_train … search_length − 1, when it runs to its end."""
+    return -(-max(0, search_length - config.task.train_length) // SEARCH_CHUNK)
 
 
 def find_near_recurrences(
     model: torch.nn.Module, config: RunConfig, search_length: int, gap: float = RECURRENCE_GAP,
-    limit: int = RECURRENCE_LIMIT,
+    limit: int = RECURRENCE_LIMIT, each: Callable[[], None] | None = None,
 ) -> tuple[NearRecurrence, ...]:
     """Offsets past the training range where some s_ab(Δ) comes within `gap` of s_a(k), the query's
-    mean target logit; the earliest `limit` of them, at most one per offset."""
+    mean target logit; the earliest `limit` of them, at most one per offset. `each` is called after each
+    chunk of offsets searched (the search ends at the chunk where the `limit`-th is found)."""
     coefficients = token_coefficients(model).cpu()
     frequencies = model.encoding.frequencies.cpu()
     k, start = config.task.offset, config.task.train_length
     target = carrier_values(coefficients, frequencies, torch.tensor([k]))[..., 0].mean(dim=1)  # (V,)
     found: list[NearRecurrence] = []
-    chunk = 1 << 14
+    chunk = SEARCH_CHUNK
     for begin in range(start, search_length, chunk):
         offsets = torch.arange(begin, min(begin + chunk, search_length))
         values = carrier_values(coefficients, frequencies, offsets)  # (V, V, c)
@@ -260,6 +267,8 @@ def find_near_recurrences(
         for i in torch.nonzero(closest <= gap).flatten()[: limit - len(found)].tolist():
             a = int(query_token[i])
             found.append(NearRecurrence(int(offsets[i]), a, int(key_token[a, i]), float(closest[i])))
+        if each is not None:
+            each()
         if len(found) >= limit:
             break
     return tuple(found)
@@ -351,11 +360,12 @@ def extract_carrier(model: torch.nn.Module, config: RunConfig, search_length: in
     each metric beside the same metric of the config's untrained initialisation and its range over
     `baseline_seeds` initialisations (1: the run's own only, no range: a caller that reads no baseline,
     a sweep's cell, pays for one). Every number is computed from the weights, exactly. `progress` hears
-    (parts done, parts): the run's own metrics, each initialisation's, and the near-recurrence search."""
+    (parts done, parts): the run's own metrics, each initialisation's, and each chunk of the near-recurrence
+    search's offsets (a search that ends early, at its last near-recurrence, jumps to the end)."""
     if isinstance(search_length, bool) or not isinstance(search_length, int) or not 1 <= search_length <= MAX_EVAL_LENGTH:
         raise LengthError(f"search length {search_length!r} is out of range: allowed 1 to {MAX_EVAL_LENGTH}")
     rotary = getattr(model.encoding, "rotary", False)
-    parts, done = 1 + max(1, baseline_seeds) + int(rotary), [0]
+    parts, done = 1 + max(1, baseline_seeds) + (max(1, search_chunks(config, search_length)) if rotary else 0), [0]
 
     def advance() -> None:
         done[0] += 1
@@ -370,8 +380,9 @@ def extract_carrier(model: torch.nn.Module, config: RunConfig, search_length: in
     else:
         baseline, spread = untrained_metrics(config), None
         advance()
-    recurrences = find_near_recurrences(model, config, search_length) if rotary else ()
-    if rotary:
+    recurrences = find_near_recurrences(model, config, search_length, each=advance) if rotary else ()
+    if done[0] < parts:  # a search that ended at its last near-recurrence (or had no offset to search)
+        done[0] = parts - 1
         advance()
     return Carrier(
         source=source, offsets=np.arange(len(values)), values=values, frequencies=frequencies,

@@ -37,7 +37,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from lengen_core.analysis.argmax_count import GAUSSIAN_DRAWS
-from lengen_core.analysis.carrier import BASELINE_SEEDS
+from lengen_core.analysis.carrier import BASELINE_SEEDS, RECURRENCE_LIMIT, SEARCH_CHUNK
 from lengen_core.analysis.dilution import DOMINANT_KEYS, KEY_CHUNK
 from lengen_core.analysis.evaluate import TOKEN_BLOCK, WIDE_BLOCK_BYTES, chunk_bytes, chunk_sizes, cpu_workers
 from lengen_core.analysis.horizon import NEAR_MULTIPLE
@@ -58,6 +58,11 @@ FLOAT = 4  # bytes
 SAMPLE_KEY_WORK = 40  # the single-head evaluation's per-sample step for one key, in FLOPS_PER_SECOND's units
 OPTIMIZER_FLOATS = 12  # per parameter and step: Adam reads and writes the weight, its gradient and both moments
 STARTUP_SECONDS = 2.0  # an analysis's first calls and small steps: 3.5 s measured for the smallest carrier, busy machine
+# The carrier extraction on one busy core (measured 2026-12-03, docs/serving.md; each about half the rate measured):
+CARRIER_STARTUP_SECONDS = 0.5  # its first calls in a fresh process: 0.1-0.3 s measured
+CARRIER_SVD_WORK = 6  # singular values of an n × n matrix: 6·n³ flops at FLOPS_PER_SECOND (0.31 s measured at n = 1,024)
+SEARCH_FLOPS_PER_SECOND = 15e9  # the near-recurrence search's float64 product: 28-34 GFLOP/s measured
+SEARCH_VALUES_PER_SECOND = 0.1e9  # s_ab(Δ) values reduced to the best key token, with its index: 0.19-0.23e9 measured
 
 
 class BudgetError(ConfigError):
@@ -70,9 +75,11 @@ class Cost:
     memory_bytes: float  # estimated peak
     seconds: float  # estimated on this machine class
     knobs: str  # what makes it cheaper, in the form's words
+    bound: str = ""  # where `seconds` is the most the work can take, why (said after the estimate)
 
     def __str__(self) -> str:
-        return f"{self.what}: about {megabytes(self.memory_bytes)} of memory and {duration(self.seconds)}"
+        said = f"{self.what}: about {megabytes(self.memory_bytes)} of memory and {duration(self.seconds)}"
+        return f"{said} ({self.bound})" if self.bound else said
 
 
 @dataclass(frozen=True)
@@ -227,29 +234,37 @@ def _expected_matrix(config: RunConfig, length: int) -> tuple[float, float]:
 
 def carrier_cost(config: RunConfig, search_length: int, baseline_seeds: int = BASELINE_SEEDS) -> Cost:
     """`lengen_core.analysis.carrier.extract_carrier`, for the run and the `baseline_seeds` untrained
-    initialisations of its baseline range (the same argument as the extraction's): each model's expected logit matrix at L_train (and, for a
-    measured carrier, at the offsets shown) and an SVD, all from the weights; and for RoPE the
-    near-recurrence search, s_ab(Δ) for every token pair, Δ = L_train … search_length, a chunk of
-    offsets at a time: V² × d_model × offsets multiply-adds."""
+    initialisations of its baseline range (the same argument as the extraction's), as one thread does it.
+
+    Each model: the expected logit matrix at L_train for the Toeplitz fraction, the positional matrix at the
+    offsets shown (`_carrier_size`: RoPE's from s(Δ), an expected logit matrix otherwise) and its singular
+    values (`CARRIER_SVD_WORK` × size³). For RoPE, then, the near-recurrence search: s_ab(Δ) for every
+    token pair at Δ = L_train … search_length, a chunk of offsets at a time, one float64 product of
+    V² × d_model × offsets multiply-adds (`SEARCH_FLOPS_PER_SECOND`) and a max over the key tokens of its
+    V² × offsets values (`SEARCH_VALUES_PER_SECOND`). The search ends at its `RECURRENCE_LIMIT`-th
+    near-recurrence, which the weights decide, not the config: the estimate is for a search that runs
+    to its end, the most it can take (an untrained head's ends in its first chunk; docs/serving.md)."""
     V, C, L = config.task.vocab_size, config.model.d_model, config.task.train_length
     encoding = _encoding_traits(config)
     size = L if encoding.trained_positions else max(128, 2 * L)
-    kept, seconds = _expected_matrix(config, L)
-    seconds += 10 * size**3 / FLOPS_PER_SECOND  # the SVD
+    kept, seconds = _expected_matrix(config, L)  # the Toeplitz fraction's matrix
+    seconds += CARRIER_SVD_WORK * size**3 / FLOPS_PER_SECOND
     if not encoding.rotary:  # measured: the expected logit matrix at the offsets shown
         measured, more = _expected_matrix(config, size)
         kept, seconds = max(kept, measured), seconds + more
     seconds += _seconds(0, parameter_count(config))  # drawing an initialisation's weights
-    seconds *= 1 + baseline_seeds  # the trained model and the untrained initialisations
+    seconds *= 1 + max(1, baseline_seeds)  # the trained model and the untrained initialisations
+    bound = ""
     if encoding.rotary:
         offsets = max(0, search_length - L)
-        chunk = min(1 << 14, offsets)
+        chunk = min(SEARCH_CHUNK, offsets)
         kept = max(kept, 2 * (2 * V * V * chunk + 3 * chunk * C + V * V * C))  # float64
-        seconds += _seconds(2 * V * V * C * offsets, 3 * V * V * offsets)
+        seconds += offsets * (2 * V * V * C / SEARCH_FLOPS_PER_SECOND + (V * V + C) / SEARCH_VALUES_PER_SECOND)
+        bound = f"at most: the search ends at its {RECURRENCE_LIMIT}th near-recurrence" if offsets > chunk else ""
     memory = BASE_BYTES + FLOAT * (kept + 2 * parameter_count(config) + 2 * size * size * 3)
     knobs = "a shorter near-recurrence search" if encoding.rotary else \
         "a run with a shorter training length or a smaller d_model (every metric is computed for the run and its untrained initialisations)"
-    return Cost("this carrier extraction", memory, STARTUP_SECONDS + seconds, knobs)
+    return Cost("this carrier extraction", memory, CARRIER_STARTUP_SECONDS + seconds, knobs, bound)
 
 
 def _ruled(rule) -> bool:
@@ -292,7 +307,8 @@ def check(cost: Cost, budgets: Budgets | None = None, lift: str = SERVER_LIFT) -
                           f"server's budget of {megabytes(budgets.memory_bytes)} per request ({MEMORY_ENV}): "
                           f"choose {cost.knobs}, or {lift.format(env=MEMORY_ENV)}")
     if cost.seconds > limit:
-        raise BudgetError(f"{cost.what} would take about {duration(cost.seconds)}, over this server's limit of "
+        said = f"{duration(cost.seconds)} ({cost.bound})" if cost.bound else duration(cost.seconds)
+        raise BudgetError(f"{cost.what} would take about {said}, over this server's limit of "
                           f"{duration(limit)} ({knob}): choose {cost.knobs}, or {lift.format(env=knob)}")
     return cost
 

@@ -67,6 +67,8 @@ def test_the_widest_head_searched_to_the_end_is_refused_naming_the_knob():
     with pytest.raises(BudgetError) as refused:
         check(carrier_cost(WIDEST, MAX_EVAL_LENGTH), DEFAULT_BUDGETS)
     assert SECONDS_ENV in str(refused.value) and "shorter near-recurrence search" in str(refused.value)
+    # the price is the search run to its end, and the refusal says so: the weights may end it sooner
+    assert "would take about 5.7 min (at most: the search ends at its 50th near-recurrence)" in str(refused.value)
     check(carrier_cost(WIDEST, 1 << 16), DEFAULT_BUDGETS)  # the page's default search fits
     with pytest.raises(BudgetError) as refused:
         check(prediction_cost(WIDEST, DOUBLINGS), DEFAULT_BUDGETS)

@@ -8,6 +8,7 @@ it, which is the policy under test (the estimates themselves are tested in tests
 from __future__ import annotations
 
 import io
+import re
 import time
 
 import pytest
@@ -125,25 +126,50 @@ def test_ctrl_c_while_a_run_is_written_leaves_no_tmp_folder(monkeypatch) -> None
     assert not [p for p in runs.iterdir() if p.name.startswith(TEMP_PREFIX)] if runs.exists() else True
 
 
+@pytest.mark.slow  # a 4 s search on one thread
 def test_a_carrier_extraction_the_server_refuses_runs_at_a_terminal_with_real_progress(monkeypatch) -> None:
-    """Honest rates: a RoPE search to 2^19 is priced at about 3 s (V² × d_model × offsets), over a server
-    limit of 2 s. The server's pricer refuses it, naming the variable and who lifts it; the terminal says
-    the same estimate, runs it and shows a bar counting the extraction's own parts (not time)."""
+    """Honest rates: a RoPE search to 2^20 is priced at about 9 s (V² × d_model × offsets, one thread), over a
+    server limit of 1 s, and it really takes longer than that: its search is made to run to its end (no
+    offset near enough), the most the weights can make it take. The server's pricer refuses it, naming the
+    variable and who lifts it; the terminal says the same estimate, runs it and shows a bar counting the
+    extraction's own parts (not time): the run, its initialisations and each chunk of searched offsets."""
+    import math
+
+    from lengen_core.analysis import carrier
+
     trained = run_cli("train", *QUICK)
     assert trained.code == 0, trained.stderr
     run_id = RunStore().list_runs()[0].run_id
-    search = 1 << 19
+    search, limit = 1 << 20, 1
     seconds = budget.carrier_cost(SMALL, search).seconds
-    assert 2.0 < seconds < 10.0
-    monkeypatch.setenv(SECONDS_ENV, "2")
+    assert 4 * limit < seconds < 20.0
+    monkeypatch.setenv(SECONDS_ENV, str(limit))
     with pytest.raises(BudgetError, match=SECONDS_ENV) as refused:
         budget.SERVER.check_carrier(SMALL, search)
     assert f"the operator raises {SECONDS_ENV}" in str(refused.value)
     monkeypatch.delenv(SECONDS_ENV)
+    found = carrier.find_near_recurrences
+    monkeypatch.setattr(carrier, "find_near_recurrences", lambda *args, **kwargs: found(*args, **{**kwargs, "gap": -math.inf}))
     stderr = Terminal()
+    started = time.process_time()
     assert cli.main(["carrier", run_id, "--search-length", str(search)], stdout=io.StringIO(), stderr=stderr) == 0
+    assert time.process_time() - started > limit  # really over the server's limit, not only priced over it
     text = stderr.getvalue()
     assert text.startswith("lengen: estimate: this carrier extraction: about") and "no limit at a terminal" in text
     assert "extracting the carrier (estimated" in text
-    parts = 1 + budget.BASELINE_SEEDS + 1  # the run, its initialisations, the near-recurrence search
-    assert f"{parts}/{parts}" in text.rsplit("\r", 1)[-1]
+    parts = 1 + budget.BASELINE_SEEDS + carrier.search_chunks(SMALL, search)  # the run, its initialisations, 64 chunks
+    assert parts == 73 and f"{parts}/{parts}" in text.rsplit("\r", 1)[-1]
+    shown = {int(n) for n in re.findall(r"(\d+)/73", text)}
+    assert len({n for n in shown if 10 < n < 73}) >= 5  # the bar moves with the search, chunk by chunk
+
+
+def test_a_search_that_ends_early_fills_the_bar(monkeypatch) -> None:
+    """An untrained-like run ends its search at the 50th near-recurrence, in its first chunk: the bar ends full."""
+    trained = run_cli("train", *QUICK)
+    assert trained.code == 0, trained.stderr
+    run_id = RunStore().list_runs()[0].run_id
+    stderr = Terminal()
+    assert cli.main(["carrier", run_id, "--search-length", str(1 << 18)], stdout=io.StringIO(), stderr=stderr) == 0
+    assert "(at most: the search ends at its 50th near-recurrence)" in stderr.getvalue().splitlines()[0]
+    parts = 1 + budget.BASELINE_SEEDS + 16
+    assert f"{parts}/{parts}" in stderr.getvalue().rsplit("\r", 1)[-1]
