@@ -14,14 +14,25 @@
   moves to offset k·s.
 - `ntk`: NTK-aware base scaling, RoPE's base × α^{D/(D−2)} with α = L / L_train (or the α chosen),
   D the head width: the fastest frequency stays, the slowest is slowed by α.
+- `dynamic`: dynamic NTK (the transformers library's `dynamic` rope type): the base grows with the
+  test length, base × (f·L/L_train − (f − 1))^{D/(D−2)} beyond L_train, f the factor (default 2); 1
+  within L_train. At f = 1 it is `ntk`'s default.
+- `ntk-by-parts`: YaRN's frequencies (transformers' `yarn` rope type without its attention factor,
+  which is `yarn`'s temperature): pairs that turn more than β_fast = 32 times over L_train stay, pairs
+  that turn less than β_slow = 1 time are divided by s, and a linear ramp over the pair index blends
+  the two between (the index bounds rounded outward, as YaRN's code does).
+- `longrope`: LongRoPE's per-frequency rescale: ω_j / λ_j beyond L_train with a table λ of D/2
+  factors, each 1 or more, written `1x32/2/4x31` (factors joined by '/'; 4x31 is 4, 31 times); the
+  default table keeps the fast half and divides the slow half by s = L / L_train.
 
-The scale of `yarn`, `pi` and `ntk` is L / L_train by default, never below 1, so within the
+The scale of `yarn`, `pi`, `ntk` and `ntk-by-parts` is L / L_train by default, never below 1, so within the
 training length every rule but `ssmax` is the model as trained; a chosen value fixes it for every L.
 
 Where a rule is defined: the logit rules (`log-n`, `ssmax`, `yarn`) for softmax attention (linear
 attention has no softmax: a factor on its logits only scales the output and moves no mass); `pi` for
-the encodings whose positions are continuous (RoPE, sinusoidal, ALiBi); `ntk` for RoPE. Anything
-else raises `RuleError`, one line saying what is allowed.
+the encodings whose positions are continuous (RoPE, sinusoidal, ALiBi); the frequency rules (`ntk`,
+`dynamic`, `ntk-by-parts`, `longrope`) for RoPE. Anything else raises `RuleError`, one line saying
+what is allowed.
 
 A rule acts through the encoding: `under_rule(model, rule, length)` returns a view of the model
 whose encoding maps positions, changes RoPE's frequencies and sets a logit factor
@@ -61,7 +72,7 @@ class RuleError(ConfigError):
 class InferenceRule:
     """A rule and its parameter (None: the rule's default). Subclasses say what they change."""
 
-    param: float | None = None
+    param: float | tuple[float, ...] | None = None
 
     name: ClassVar[str] = ""
     changes: ClassVar[str] = "nothing"  # "logits" or "carrier"
@@ -91,9 +102,26 @@ class InferenceRule:
         return f"{_number(cls.param_low)} to {_number(cls.param_high)}"
 
     @property
+    def param_text(self) -> str:
+        """The parameter as links and the command line write it ('4'), '' for the default."""
+        return "" if self.param is None else f"{self.param:g}"
+
+    @classmethod
+    def parse_param(cls, text: str) -> float | tuple[float, ...]:
+        """The parameter written as `text` (not blank); RuleError where it is not a number."""
+        try:
+            return float(text)
+        except ValueError:
+            raise RuleError(f"{cls.name}'s {cls.param_name or 'parameter'} {text[:40]!r} is not a number") from None
+
+    @property
     def label(self) -> str:
         """How links and the command line write it: `ntk` or `ntk:4`."""
-        return self.name if self.param is None else f"{self.name}:{self.param:g}"
+        return self.name if self.param is None else f"{self.name}:{self.param_text}"
+
+    def setting_at(self, length: int, train_length: int) -> str:
+        """The rule's setting at test length `length`, for captions: 's = 8'."""
+        return f"s = {self.scale(length, train_length):g}"
 
     @property
     def trivial(self) -> bool:
@@ -133,6 +161,13 @@ class InferenceRule:
 
     def rope_base(self, base: float, d_head: int, length: int, train_length: int) -> float:
         return base
+
+    def rope_frequencies(self, frequencies: torch.Tensor, base: float, d_head: int, length: int,
+                         train_length: int) -> torch.Tensor:
+        """RoPE's ω_j under the rule (float64, (D/2,)), from the run's `frequencies` at `base`: the
+        frequencies of `rope_base` where a rule moves the base, else the run's own."""
+        ruled = self.rope_base(base, d_head, length, train_length)
+        return frequencies if ruled == base else rope_frequencies(d_head, ruled)
 
 
 def _softmax_only(rule: InferenceRule, config: RunConfig) -> None:
@@ -239,6 +274,14 @@ class PositionInterpolation(InferenceRule):
         return 1.0 / self.scale(length, train_length)
 
 
+def _rope_only(rule: InferenceRule, config: RunConfig, what: str, exponent: bool = False) -> None:
+    if config.model.encoding != "rope":
+        raise RuleError(f"{rule.name} {what} and is not defined for {config.model.encoding}; it is defined for rope")
+    if exponent and config.model.d_model // config.model.n_heads <= 2:
+        raise RuleError(f"{rule.name} needs a head width above 2 (its exponent is D/(D−2)); this run's heads are "
+                        "2 wide")
+
+
 @dataclass(frozen=True)
 class NTKScaling(InferenceRule):
     """Changes the carrier: RoPE's base × α^{D/(D−2)}, α = L / L_train. RoPE only."""
@@ -252,18 +295,185 @@ class NTKScaling(InferenceRule):
         return self._scale_is_one(length, train_length)
 
     def check(self, config: RunConfig) -> None:
-        if config.model.encoding != "rope":
-            raise RuleError(f"ntk rescales RoPE's base and is not defined for {config.model.encoding}; it is defined "
-                            "for rope")
-        if config.model.d_model // config.model.n_heads <= 2:
-            raise RuleError("ntk needs a head width above 2 (its exponent is D/(D−2)); this run's heads are 2 wide")
+        _rope_only(self, config, "rescales RoPE's base", exponent=True)
+
+    def setting_at(self, length: int, train_length: int) -> str:
+        return f"α = {self.scale(length, train_length):g}"
 
     def rope_base(self, base: float, d_head: int, length: int, train_length: int) -> float:
         return base * self.scale(length, train_length) ** (d_head / (d_head - 2))
 
 
+@dataclass(frozen=True)
+class DynamicNTK(InferenceRule):
+    """Changes the carrier: RoPE's base × α^{D/(D−2)} with α = f·L/L_train − (f − 1) beyond L_train, the
+    transformers library's `dynamic` rope type at its current length L. RoPE only."""
+
+    name: ClassVar[str] = "dynamic"
+    changes: ClassVar[str] = "carrier"
+    param_name: ClassVar[str | None] = "factor f"
+    summary: ClassVar[str] = "dynamic NTK: RoPE base × α^(D/(D−2)), α = f·L/L_train − (f − 1), f = 2"
+    default_factor: ClassVar[float] = 2.0
+
+    def identity_at(self, length: int, train_length: int) -> bool:
+        return length <= train_length
+
+    def check(self, config: RunConfig) -> None:
+        _rope_only(self, config, "rescales RoPE's base", exponent=True)
+
+    def scale(self, length: int, train_length: int) -> float:
+        """α at this length: f·L/L_train − (f − 1), 1 within the training length."""
+        f = self.default_factor if self.param is None else float(self.param)
+        return max(1.0, f * length / train_length - (f - 1.0))
+
+    def setting_at(self, length: int, train_length: int) -> str:
+        f = self.default_factor if self.param is None else float(self.param)
+        return f"f = {f:g}, α = {self.scale(length, train_length):g}"
+
+    def rope_base(self, base: float, d_head: int, length: int, train_length: int) -> float:
+        return base * self.scale(length, train_length) ** (d_head / (d_head - 2))
+
+
+YARN_BETA_FAST = 32.0  # pairs turning more often than this over L_train keep their frequency (YaRN's default)
+YARN_BETA_SLOW = 1.0  # pairs turning less often than this are interpolated by s (YaRN's default)
+
+
+def yarn_ramp(d_head: int, base: float, train_length: int) -> torch.Tensor:
+    """YaRN's blend per pair j (float64, (D/2,)): 0 keeps ω_j, 1 divides it by s. The pair that turns r
+    times over L_train sits at j(r) = D·ln(L_train / (2π·r)) / (2·ln base); the ramp is linear in j from
+    ⌊j(β_fast)⌋ to ⌈j(β_slow)⌉, both clamped to [0, D − 1] (YaRN's code, and transformers')."""
+    def index(rotations: float) -> float:
+        return d_head * math.log(train_length / (rotations * 2 * math.pi)) / (2 * math.log(base))
+
+    low = max(math.floor(index(YARN_BETA_FAST)), 0)
+    high = min(math.ceil(index(YARN_BETA_SLOW)), d_head - 1)
+    if low == high:
+        high += 0.001  # as YaRN's code: no division by zero, a step at `low`
+    j = torch.arange(d_head // 2, dtype=torch.float64)
+    return ((j - low) / (high - low)).clamp(0.0, 1.0)
+
+
+@dataclass(frozen=True)
+class NTKByParts(InferenceRule):
+    """Changes the carrier: YaRN's frequencies, ω_j·(1 − γ_j) + (ω_j / s)·γ_j with γ YaRN's ramp
+    (`yarn_ramp`): the fast pairs stay, the slow ones are interpolated by s. RoPE only."""
+
+    name: ClassVar[str] = "ntk-by-parts"
+    changes: ClassVar[str] = "carrier"
+    param_name: ClassVar[str | None] = "scale s"
+    summary: ClassVar[str] = "YaRN's frequencies: fast pairs kept, slow ones ÷ s, a ramp between, s = L / L_train"
+
+    def identity_at(self, length: int, train_length: int) -> bool:
+        return self._scale_is_one(length, train_length)
+
+    def check(self, config: RunConfig) -> None:
+        _rope_only(self, config, "interpolates RoPE's frequencies")
+
+    def rope_frequencies(self, frequencies: torch.Tensor, base: float, d_head: int, length: int,
+                         train_length: int) -> torch.Tensor:
+        ramp = yarn_ramp(d_head, base, train_length)
+        s = self.scale(length, train_length)
+        return frequencies / s * ramp + frequencies * (1.0 - ramp)
+
+
+MAX_TABLE_ENTRIES = 256  # D/2 at the widest head (d_model 512, one head)
+MAX_TABLE_CHARACTERS = 600  # a table written longer than this is refused before it is parsed
+
+
+def table_text(table: tuple[float, ...]) -> str:
+    """(1, 1, 2, 4, 4) → '1x2/2/4x2': each run of equal factors as factorxcount."""
+    parts, start = [], 0
+    for i in range(1, len(table) + 1):
+        if i == len(table) or table[i] != table[start]:
+            count = i - start
+            parts.append(f"{table[start]:g}" if count == 1 else f"{table[start]:g}x{count}")
+            start = i
+    return "/".join(parts)
+
+
+@dataclass(frozen=True)
+class LongRoPE(InferenceRule):
+    """Changes the carrier: ω_j / λ_j beyond L_train, λ a table of D/2 factors (LongRoPE's long factors;
+    its short factors are ones, so nothing moves within L_train). RoPE only."""
+
+    name: ClassVar[str] = "longrope"
+    changes: ClassVar[str] = "carrier"
+    param_name: ClassVar[str | None] = "table λ"
+    summary: ClassVar[str] = "ω_j ÷ λ_j from a table of D/2 factors (default: fast half 1, slow half L / L_train)"
+
+    def __post_init__(self) -> None:
+        if self.param is None:
+            return
+        table = self.param
+        if not isinstance(table, tuple) or not table:
+            raise RuleError(f"longrope's table must be a list of factors such as 1x32/4x32, got {table!r}")
+        if len(table) > MAX_TABLE_ENTRIES:
+            raise RuleError(f"longrope's table has {len(table):,} factors: at most {MAX_TABLE_ENTRIES}, one per "
+                            "frequency pair (D/2)")
+        for value in table:
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) \
+                    or not 1.0 <= value <= MAX_RULE_SCALE:
+                raise RuleError(f"longrope's factor {value!r} is out of range: allowed {self.allowed()} (a factor "
+                                "divides a frequency; below 1 it would speed a wave up)")
+
+    @property
+    def param_text(self) -> str:
+        return "" if self.param is None else table_text(self.param)
+
+    @classmethod
+    def parse_param(cls, text: str) -> tuple[float, ...]:
+        """'1x32/4x32' → (1.0,) * 32 + (4.0,) * 32; RuleError naming the part at fault and the form allowed."""
+        form = "factors joined by '/', such as 1x32/2/4x31 (4x31 is the factor 4, 31 times)"
+        if len(text) > MAX_TABLE_CHARACTERS:
+            raise RuleError(f"longrope's table is {len(text):,} characters long: at most {MAX_TABLE_CHARACTERS}")
+        table: list[float] = []
+        for part in text.split("/"):
+            value, times_sign, count = part.strip().partition("x")
+            try:
+                number = float(value)
+                times = int(count) if times_sign else 1
+            except ValueError:
+                raise RuleError(f"longrope's table has {part[:40]!r}, not a factor: write {form}") from None
+            if times < 1:
+                raise RuleError(f"longrope's table has {part[:40]!r}: a count must be 1 or more")
+            if len(table) + times > MAX_TABLE_ENTRIES:
+                raise RuleError(f"longrope's table has {part[:40]!r}: a table holds at most {MAX_TABLE_ENTRIES} "
+                                "factors, one per frequency pair (D/2)")
+            table.extend([number] * times)
+        return tuple(table)
+
+    def identity_at(self, length: int, train_length: int) -> bool:
+        return length <= train_length
+
+    def check(self, config: RunConfig) -> None:
+        _rope_only(self, config, "rescales RoPE's frequencies")
+        pairs = config.model.d_model // config.model.n_heads // 2
+        if self.param is not None and len(self.param) != pairs:
+            raise RuleError(f"longrope's table has {len(self.param)} factors; this run's heads are {2 * pairs} wide, "
+                            f"so it needs {pairs}, one per frequency pair (for example 1x{pairs // 2}/4x"
+                            f"{pairs - pairs // 2})")
+
+    def table(self, pairs: int, length: int, train_length: int) -> torch.Tensor:
+        """λ_j at this length (float64, (D/2,)): the chosen table, or 1 for the fast half and L / L_train
+        for the slow half."""
+        if self.param is not None:
+            return torch.tensor(self.param, dtype=torch.float64)
+        s = max(1.0, length / train_length)
+        return torch.tensor([1.0] * (pairs // 2) + [s] * (pairs - pairs // 2), dtype=torch.float64)
+
+    def setting_at(self, length: int, train_length: int) -> str:
+        if self.param is None:
+            return f"λ = 1 then {max(1.0, length / train_length):g}"
+        return f"λ = {min(self.param):g} to {max(self.param):g}"
+
+    def rope_frequencies(self, frequencies: torch.Tensor, base: float, d_head: int, length: int,
+                         train_length: int) -> torch.Tensor:
+        return frequencies / self.table(d_head // 2, length, train_length)
+
+
 RULES: dict[str, type[InferenceRule]] = {
-    rule.name: rule for rule in (NoRule, LogN, ScalableSoftmax, YarnTemperature, PositionInterpolation, NTKScaling)
+    rule.name: rule for rule in (NoRule, LogN, ScalableSoftmax, YarnTemperature, PositionInterpolation, NTKScaling,
+                                 DynamicNTK, NTKByParts, LongRoPE)
 }
 CARRIER_RULES = tuple(name for name, rule in RULES.items() if rule.changes == "carrier")
 
@@ -281,12 +491,9 @@ def rule_with_parameter(name: str, text: str) -> InferenceRule:
     text = text.strip()
     if not text:
         return make_rule(name)
-    try:
-        value = float(text)
-    except ValueError:
-        what = RULES[name].param_name if name in RULES and RULES[name].param_name else "parameter"
-        raise RuleError(f"{name}'s {what} {text[:40]!r} is not a number") from None
-    return make_rule(name, value)
+    if name not in RULES:
+        return make_rule(name)  # the unknown name's message
+    return make_rule(name, RULES[name].parse_param(text))
 
 
 def parse_rule(text: str) -> InferenceRule:
@@ -309,8 +516,8 @@ class RuledEncoding(PositionalEncoding):
         self.position_factor = rule.position_factor(length, self.train_length)
         if self.rotary:  # the rotation at position p by ω'·p·f: PI's map folded into the frequencies
             d_head = config.model.d_model // config.model.n_heads
-            base = rule.rope_base(config.model.rope_base, d_head, length, self.train_length)
-            frequencies = inner.frequencies if base == config.model.rope_base else rope_frequencies(d_head, base)
+            frequencies = rule.rope_frequencies(inner.frequencies, config.model.rope_base, d_head, length,
+                                                self.train_length)
             self.frequencies = frequencies if self.position_factor == 1.0 else frequencies * self.position_factor
         table = getattr(inner, "table", None)
         if table is not None:
