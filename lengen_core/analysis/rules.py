@@ -461,6 +461,10 @@ class LongRoPE(InferenceRule):
         s = max(1.0, length / train_length)
         return torch.tensor([1.0] * (pairs // 2) + [s] * (pairs - pairs // 2), dtype=torch.float64)
 
+    def scale(self, length: int, train_length: int) -> float:
+        """The largest factor of the table at this length."""
+        return max(1.0, length / train_length) if self.param is None else max(self.param)
+
     def setting_at(self, length: int, train_length: int) -> str:
         if self.param is None:
             return f"λ = 1 then {max(1.0, length / train_length):g}"

@@ -60,7 +60,7 @@ def test_log_n_on_dilution_draws_its_curves_beside_the_unmodified_run(server, br
 def test_pi_and_ntk_on_carrier_reshape_the_carrier(server, browser) -> None:
     tab = browser.new_page(viewport={"width": WIDTH, "height": 5000})
     tab.goto(f"{server}/carrier")
-    tab.get_by_role("heading", name="PI and NTK: the carrier read at a longer length").wait_for(timeout=300_000)
+    tab.get_by_role("heading", name="Carrier rules: s(Δ) read at a longer length").wait_for(timeout=300_000)
     settle(tab)
     pick(tab, "Carrier rules", "pi", "ntk")
     tab.get_by_role("textbox", name="ntk scale α").fill("4")
@@ -73,7 +73,7 @@ def test_pi_and_ntk_on_carrier_reshape_the_carrier(server, browser) -> None:
     assert f"pi (s = 8 at L = {length:,}): the peak moves from Δ = {TASK.offset} to Δ = {8 * TASK.offset}" in text, text
     assert f"ntk:4 (α = 4 at L = {length:,})" in text
     assert query(tab)["rules"] == ["pi,ntk:4"]
-    shoot(tab, "PI and NTK: the carrier read at a longer length", "rules-carrier", 1300)
+    shoot(tab, "Carrier rules: s(Δ) read at a longer length", "rules-carrier", 1300)
     tab.close()
 
 

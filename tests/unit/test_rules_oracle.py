@@ -20,9 +20,9 @@ from lengen_core.frequencies import rope_frequencies
 from lengen_core.models.encodings import rope_rotate
 
 transformers = pytest.importorskip("transformers", reason="the oracle is the transformers library (requirements-dev.txt)")
-from transformers import LlamaConfig  # noqa: E402
-from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS  # noqa: E402
-from transformers.models.llama.modeling_llama import apply_rotary_pos_emb  # noqa: E402
+from transformers import LlamaConfig
+from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
 FLOAT32 = 2.5e-7  # relative: transformers' frequencies are float32
 HEADS = ((16, 500.0, 12), (64, 1e6, 32), (128, 10_000.0, 16))  # (D, base, L_train)

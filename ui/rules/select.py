@@ -51,8 +51,8 @@ EXPLANATIONS = {
     "dynamic": "Raises RoPE's base as the sequence grows, by α = f·L/L_train − (f − 1) where ntk uses L/L_train, "
                "and leaves the training length alone: it helps a run that must read far offsets, as ntk does, and "
                "stretches the slow waves further at each length.",
-    "ntk-by-parts": "YaRN's frequencies: keeps the pairs that turn many times within the training length, squeezes "
-                    "the slow ones by s as pi does, and blends between: it helps a model fine-tuned after it; "
+    "ntk-by-parts": "Keeps the pairs that turn many times within the training length, squeezes the slow ones by s "
+                    "as pi does, and blends between: it helps a model fine-tuned after it; "
                     "without that, on a short training length most pairs are slow, so it moves this task's target "
                     "much as pi does.",
     "longrope": "Divides each frequency pair by its own factor from a table you edit (D/2 factors, such as 1x32/4x32 "
@@ -76,8 +76,13 @@ def explain(name: str) -> str:
 
 def why_undefined(name: str, config: RunConfig) -> str | None:
     """The core's one-line reason `name` is not defined for the run `config`, or None where it is."""
+    return why_rule_undefined(make_rule(name), config)
+
+
+def why_rule_undefined(rule: InferenceRule, config: RunConfig) -> str | None:
+    """The same for a rule with its parameter (a longrope table must have one factor per pair of the run)."""
     try:
-        make_rule(name).check(config)
+        rule.check(config)
     except RuleError as error:
         return str(error)
     return None
@@ -184,7 +189,11 @@ def rule_selector(key: str, configs: dict[str, RunConfig], names: Sequence[str] 
         text = column.text_input(f"{name} {RULES[name].param_name}", key=f"{key}-{name}", placeholder="blank: default",
                                  help=_parameter_help(name))
         try:
-            parsed[name] = rule_with_parameter(name, text)
+            rule = rule_with_parameter(name, text)
+            reasons = [why_rule_undefined(rule, config) for config in configs.values()]
+            if all(reasons):  # defined for none of the runs with this parameter
+                raise RuleError(reasons[0])
+            parsed[name] = rule
         except RuleError as error:
             column.warning(plain(f"{error}. {name} is left out until this is fixed (blank: its default)."),
                            icon=":material/error:")

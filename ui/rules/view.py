@@ -23,7 +23,7 @@ from ui.rules import captions as rule_captions
 from ui.rules import charts as rule_charts
 from ui.rules import runs as rule_runs
 from ui.rules.captions import BELOW, UP_TO, RuleCurve
-from ui.rules.select import rule_selector, why_undefined
+from ui.rules.select import rule_selector, why_rule_undefined
 from ui.runs import Progress, measurement
 from ui.state import plain
 
@@ -153,7 +153,7 @@ def compare_rules(labels: dict[str, str], runs: dict[str, Run], lengths: dict[st
     for run_id, run in runs.items():
         plan[run_id] = ["none"]
         for rule in rules:
-            why = why_undefined(rule.name, run.config)
+            why = why_rule_undefined(rule, run.config)
             if why is None:
                 plan[run_id].append(rule.label)
             else:
