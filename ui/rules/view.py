@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import pandas as pd
 import streamlit as st
 
-from lengen_core.analysis.rules import parse_rule
+from lengen_core.analysis.rules import CARRIER_RULES, RULES, parse_rule
 from lengen_core.config import ConfigError, RunConfig
 from lengen_core.measure import Measurement
 from lengen_core.thresholds import ACCURACY_BAR
@@ -28,8 +28,9 @@ from ui.runs import Progress, measurement
 from ui.state import plain
 
 INTRO = ("Length-aware inference rules change how the trained weights are read at a longer length, with no "
-         "retraining: the logits (log-n, ssmax, yarn) or the carrier (pi, ntk). Each is drawn beside the "
-         "unmodified run (none), measured (solid, with its 95% band) and predicted from the weights (dashed).")
+         f"retraining: the logits ({', '.join(n for n, r in RULES.items() if r.changes == 'logits')}) or the "
+         f"carrier ({', '.join(CARRIER_RULES)}). Each is drawn beside the unmodified run (none), measured (solid, "
+         "with its 95% band) and predicted from the weights (dashed).")
 
 
 def _measure(run_id: str, label: str, lengths: tuple[int, ...], samples: int,
