@@ -126,7 +126,8 @@ def test_a_rule_undefined_for_the_run_is_explained_not_hidden() -> None:
     assert "'log-n': log-n scales the logits before the softmax, and linear attention has none" in warnings(app)
     selector = app.multiselect(key="dilution-rules")
     assert selector.value == ["pi"]
-    assert {option.split(":")[0] for option in selector.options} == {"pi", "ntk"}  # shown as "pi: positions × …"
+    assert {option.split(":")[0] for option in selector.options} == {"pi", "ntk", "dynamic", "ntk-by-parts",
+                                                                     "longrope"}  # shown as "pi: positions × …"
     captions = plain(" ".join(c.value for c in app.caption))
     for rule in ("log-n", "ssmax", "yarn"):
         assert f"**{rule}**: {rule} scales the logits before the softmax" in captions
