@@ -114,7 +114,8 @@ NEW_RULES = "dynamic,ntk-by-parts,longrope:8x8/1x56"  # issue 30: the frequency 
 @pytest.mark.slow
 def test_the_frequency_rules_on_dilution_carrier_and_compare(server, browser) -> None:
     """dynamic NTK, NTK-by-parts and a LongRoPE table from one link on each page that draws rules: each
-    drawn beside the unmodified run, the table kept in the box and the address bar."""
+    drawn beside the unmodified run, the table kept in the box and the address bar; the table's attention
+    map on Attention."""
     tab = browser.new_page(viewport={"width": WIDTH, "height": 6000})
     tab.goto(f"{server}/dilution?longest=1024&samples=256&rules={NEW_RULES}")
     tab.get_by_text("Accuracy under each rule").first.wait_for(timeout=300_000)
@@ -145,4 +146,12 @@ def test_the_frequency_rules_on_dilution_carrier_and_compare(server, browser) ->
     text = tab.locator(MAIN).inner_text()
     assert "Learned (APE): longrope:8x8/1x56 skipped: longrope rescales RoPE's frequencies" in text, text
     shoot(tab, "Inference rules on each run", "rules-frequency-compare", 1700)
+
+    tab.goto(f"{server}/attention?rules=longrope:8x8/1x56&rule-length={length}")
+    tab.get_by_text(f"longrope:8x8/1x56 · L = {length}").first.wait_for(timeout=300_000)
+    settle(tab, 600_000)
+    assert not tab.locator('[data-testid="stException"]').count()
+    text = tab.locator(MAIN).inner_text()
+    assert re.search(rf"longrope:8x8/1x56 at L = {length}: the last query attends most to key \d+", text), text
+    shoot(tab, "The map under an inference rule", "rules-frequency-attention", 1900)
     tab.close()
