@@ -8,7 +8,7 @@
 - `ssmax`: Scalable-Softmax, logits × s·ln n at every n, with s chosen (default 1 / ln L_train:
   then the last query of a training-length sequence keeps its logits).
 - `yarn`: YaRN's temperature alone, logits × (0.1·ln s + 1)², s = L / L_train (or the s chosen), 1
-  within the training length. YaRN's frequency interpolation is not part of it (that is `ntk`'s kind).
+  within the training length. YaRN's frequencies are not part of it (they are `ntk-by-parts`).
 - `pi`: Position Interpolation, positions × 1/s with s = L / L_train (or the s chosen), so the
   positions 0 … L−1 of a length-L sequence fall in [0, L_train). The carrier's peak at offset k
   moves to offset k·s.
