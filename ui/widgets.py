@@ -63,10 +63,14 @@ def present_figure(figure: go.Figure, height: int) -> str:
     title inside it. Returns the title, for the caller to draw above the chart."""
     title = figure.layout.title.text or ""
     panel_titles = any((note.y or 0) >= 0.99 for note in figure.layout.annotations)  # subplots' titles, over the top
+    # a label outside the plot's right edge (the chance line's) keeps the margin the figure gave it
+    outside = any((note.x or 0) >= 1 and note.xanchor == "left" and str(note.xref).endswith("domain")
+                  for note in figure.layout.annotations)
     figure.update_layout(title=None, height=height, font=dict(size=PRESENT_FONT),
                          legend=dict(orientation="h", x=0, xanchor="left", y=1.0, yanchor="bottom",
                                      font_size=PRESENT_FONT - 1, traceorder="normal"),
-                         margin=dict(l=55, r=10, t=30 if panel_titles else 10, b=45))
+                         margin=dict(l=55, r=max(10, figure.layout.margin.r or 0) if outside else 10,
+                                     t=30 if panel_titles else 10, b=45))
     figure.update_xaxes(tickfont_size=PRESENT_FONT - 1, title_font_size=PRESENT_FONT, title_standoff=4)
     figure.update_yaxes(tickfont_size=PRESENT_FONT - 1, title_font_size=PRESENT_FONT, title_standoff=4,
                         automargin=True)  # the margin grows to hold wide ticks (10²) and the axis title

@@ -521,7 +521,7 @@ def predict(model: torch.nn.Module, config: RunConfig, lengths: Sequence[int], d
     Under an inference `rule` (lengen_core.analysis.rules) the carrier and the normaliser change with the
     length, so each length gets its own sweep over its keys through the model read under the rule
     (`rules.under_rule`): the logit factor enters the carrier's coefficients (or the logit table),
-    PI and NTK the frequencies; nothing is measured."""
+    the carrier rules the frequencies; nothing is measured."""
     check_lengths(config, model, lengths)
     check_sweep(lengths)
     if rule is not None:

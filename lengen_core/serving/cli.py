@@ -38,7 +38,7 @@ from lengen_core.analysis.carrier import ALIGNMENT_MARGIN, extract_carrier
 from lengen_core.analysis.evaluate import LengthReport, doublings
 from lengen_core.analysis.fit import NOT_ASKED
 from lengen_core.analysis.heads import analyse_heads
-from lengen_core.analysis.rules import RULES, make_rule
+from lengen_core.analysis.rules import RULES, rule_with_parameter
 from lengen_core.config import (
     SETTINGS,
     ConfigError,
@@ -143,9 +143,10 @@ def build_parser() -> Parser:
     e.add_argument("--rule", choices=tuple(RULES), default="none",
                    help="the inference rule to read the run under, no retraining: " + "; ".join(
                        f"{name}: {rule.summary}" for name, rule in RULES.items()) + " (default none)")
-    e.add_argument("--rule-param", type=float, default=None, metavar="X",
-                   help="the rule's parameter: ssmax's s (default 1/ln L_train); the scale of yarn, pi and ntk "
-                        "(default L/L_train at each length)")
+    e.add_argument("--rule-param", default="", metavar="X",
+                   help="the rule's parameter: ssmax's s (default 1/ln L_train); the scale of yarn, pi, ntk and "
+                        "ntk-by-parts (default L/L_train at each length); dynamic's factor f (default 2); longrope's "
+                        "table of D/2 factors, as '1x32/2/4x31' (factors joined by '/'; 4x31 is the factor 4, 31 times)")
     e.add_argument("--predict", action="store_true",
                    help="also predict each length from the weights (and fit the law through it), unless the run "
                         "was stored with those predictions")
@@ -302,7 +303,7 @@ def _row(report, prediction, fitted: float | None, train_length: int, rule: str)
 def command_evaluate(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
     """The run measured (lengen_core.measure) at the lengths asked, default 1×…64× training (1×…16× by
     forward passes), written out as it is."""
-    rule = make_rule(args.rule, args.rule_param)
+    rule = rule_with_parameter(args.rule, args.rule_param)
     run = _load(args.run_id, store, args.device)
     config = run.config
     L = config.task.train_length

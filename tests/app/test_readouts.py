@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import plotly.graph_objects as go
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -203,6 +204,13 @@ def test_the_chance_line_is_labelled_outside_the_plot() -> None:
     label = next(a for a in figure.layout.annotations if a.text.startswith("chance"))
     assert (label.xref, label.x, label.xanchor) == ("x domain", 1, "left")  # right of the plot, over no data
     assert figure.layout.margin.r >= 90
+    from ui.widgets import present_figure
+
+    present_figure(figure, 480)  # a lesson on a projector: tight margins, but the label keeps its own
+    assert figure.layout.margin.r >= 90
+    unlabelled = go.Figure(go.Scatter(x=[1, 2], y=[1, 0]), layout=dict(margin=dict(r=96)))
+    present_figure(unlabelled, 480)
+    assert unlabelled.layout.margin.r == 10
 
 
 @pytest.mark.slow

@@ -126,7 +126,8 @@ def test_a_rule_undefined_for_the_run_is_explained_not_hidden() -> None:
     assert "'log-n': log-n scales the logits before the softmax, and linear attention has none" in warnings(app)
     selector = app.multiselect(key="dilution-rules")
     assert selector.value == ["pi"]
-    assert {option.split(":")[0] for option in selector.options} == {"pi", "ntk"}  # shown as "pi: positions × …"
+    assert {option.split(":")[0] for option in selector.options} == {"pi", "ntk", "dynamic", "ntk-by-parts",
+                                                                     "longrope"}  # shown as "pi: positions × …"
     captions = plain(" ".join(c.value for c in app.caption))
     for rule in ("log-n", "ssmax", "yarn"):
         assert f"**{rule}**: {rule} scales the logits before the softmax" in captions
@@ -184,3 +185,22 @@ def test_attention_map_under_a_rule_sits_beside_the_unmodified_one() -> None:
     assert ruled >= unmodified  # log-n keeps the last query's weight on its target at 8×
     assert f"attends most to key {length - 1 - TASK.offset} = t − k" in caption
     assert app.query_params["rules"] == "log-n" and app.query_params["rule-length"] == str(length)
+
+
+def test_a_carrier_link_with_the_frequency_rules_draws_each_and_a_table_that_does_not_fit_is_a_message() -> None:
+    length = 8 * TASK.train_length
+    link = "dynamic:3,ntk-by-parts,longrope:8x8/1x56"
+    app = open_link({"rules": link, "at": str(length), "search": "4096"}, "pages/carrier.py")
+    assert not app.warning
+    assert app.multiselect(key="carrier-rules").value == ["dynamic", "ntk-by-parts", "longrope"]
+    assert app.text_input(key="carrier-rules-longrope").value == "8x8/1x56"  # the table, as the link wrote it
+    assert {"s(Δ) none", "s(Δ) dynamic:3", "s(Δ) ntk-by-parts", "s(Δ) longrope:8x8/1x56"} \
+        <= set(traces(app, "Carrier s(Δ) read at"))
+    captions = plain(" ".join(c.value for c in app.caption))
+    assert f"**longrope:8x8/1x56** (λ = 1 to 8 at L = {length:,})" in captions
+    assert f"**dynamic:3** (f = 3, α = {3 * 8 - 2} at L = {length:,})" in captions
+    assert app.query_params["rules"] == link
+    app.text_input(key="carrier-rules-longrope").set_value("1x8").run()
+    assert "longrope's table has 8 factors; this run's heads are 128 wide, so it needs 64" in warnings(app)
+    assert app.multiselect(key="carrier-rules").value == ["dynamic", "ntk-by-parts", "longrope"]  # kept, left out
+    assert app.query_params["rules"] == "dynamic:3,ntk-by-parts"

@@ -60,7 +60,7 @@ def test_log_n_on_dilution_draws_its_curves_beside_the_unmodified_run(server, br
 def test_pi_and_ntk_on_carrier_reshape_the_carrier(server, browser) -> None:
     tab = browser.new_page(viewport={"width": WIDTH, "height": 5000})
     tab.goto(f"{server}/carrier")
-    tab.get_by_role("heading", name="PI and NTK: the carrier read at a longer length").wait_for(timeout=300_000)
+    tab.get_by_role("heading", name="Carrier rules: s(Δ) read at a longer length").wait_for(timeout=300_000)
     settle(tab)
     pick(tab, "Carrier rules", "pi", "ntk")
     tab.get_by_role("textbox", name="ntk scale α").fill("4")
@@ -73,7 +73,7 @@ def test_pi_and_ntk_on_carrier_reshape_the_carrier(server, browser) -> None:
     assert f"pi (s = 8 at L = {length:,}): the peak moves from Δ = {TASK.offset} to Δ = {8 * TASK.offset}" in text, text
     assert f"ntk:4 (α = 4 at L = {length:,})" in text
     assert query(tab)["rules"] == ["pi,ntk:4"]
-    shoot(tab, "PI and NTK: the carrier read at a longer length", "rules-carrier", 1300)
+    shoot(tab, "Carrier rules: s(Δ) read at a longer length", "rules-carrier", 1300)
     tab.close()
 
 
@@ -105,4 +105,53 @@ def test_an_attention_link_with_a_rule_draws_its_map_beside_the_unmodified_one(s
     assert re.search(rf"log-n at L = {length}: the last query attends most to key {length - 1 - TASK.offset} = t − k", text)
     assert re.search(r"The last query's weight on its target goes from 0\.\d\d to 0\.\d\d under log-n", text)
     shoot(tab, "The map under an inference rule", "rules-attention", 1900)
+    tab.close()
+
+
+NEW_RULES = "dynamic,ntk-by-parts,longrope:8x8/1x56"  # issue 30: the frequency rules, one with a table
+
+
+@pytest.mark.slow
+def test_the_frequency_rules_on_dilution_carrier_and_compare(server, browser) -> None:
+    """dynamic NTK, NTK-by-parts and a LongRoPE table from one link on each page that draws rules: each
+    drawn beside the unmodified run, the table kept in the box and the address bar; the table's attention
+    map on Attention."""
+    tab = browser.new_page(viewport={"width": WIDTH, "height": 6000})
+    tab.goto(f"{server}/dilution?longest=1024&samples=256&rules={NEW_RULES}")
+    tab.get_by_text("Accuracy under each rule").first.wait_for(timeout=300_000)
+    settle(tab, 600_000)
+    assert not tab.locator('[data-testid="stException"]').count()
+    assert tab.get_by_role("textbox", name="longrope table λ").input_value() == "8x8/1x56"
+    text = tab.locator(MAIN).inner_text()
+    for label in ("dynamic", "ntk-by-parts", "longrope:8x8/1x56"):
+        assert label in text
+    assert query(tab)["rules"] == [NEW_RULES]
+    shoot(tab, "Inference rules: the same weights read another way", "rules-frequency-dilution", 1900)
+
+    length = 8 * TASK.train_length
+    tab.goto(f"{server}/carrier?rules={NEW_RULES}&at={length}&search=4096")
+    tab.get_by_text(f"longrope:8x8/1x56 (λ = 1 to 8 at L = {length:,})").first.wait_for(timeout=300_000)
+    settle(tab, 600_000)
+    assert not tab.locator('[data-testid="stException"]').count()
+    text = tab.locator(MAIN).inner_text()
+    assert f"dynamic (f = 2, α = {2 * 8 - 1} at L = {length:,})" in text, text
+    assert f"ntk-by-parts (s = 8 at L = {length:,})" in text
+    shoot(tab, "Carrier rules: s(Δ) read at a longer length", "rules-frequency-carrier", 1400)
+
+    runs = [preset_ids()[name] for name in ("RoPE", "Learned (APE)")]
+    tab.goto(f"{server}/compare?{'&'.join(f'compare={r}' for r in runs)}&rules={NEW_RULES}&longest=1024&samples=128")
+    tab.get_by_text("Accuracy under each rule, per run").first.wait_for(timeout=600_000)
+    settle(tab, 600_000)
+    assert not tab.locator('[data-testid="stException"]').count()
+    text = tab.locator(MAIN).inner_text()
+    assert "Learned (APE): longrope:8x8/1x56 skipped: longrope rescales RoPE's frequencies" in text, text
+    shoot(tab, "Inference rules on each run", "rules-frequency-compare", 1700)
+
+    tab.goto(f"{server}/attention?rules=longrope:8x8/1x56&rule-length={length}")
+    tab.get_by_text(f"longrope:8x8/1x56 · L = {length}").first.wait_for(timeout=300_000)
+    settle(tab, 600_000)
+    assert not tab.locator('[data-testid="stException"]').count()
+    text = tab.locator(MAIN).inner_text()
+    assert re.search(rf"longrope:8x8/1x56 at L = {length}: the last query attends most to key \d+", text), text
+    shoot(tab, "The map under an inference rule", "rules-frequency-attention", 1900)
     tab.close()

@@ -45,10 +45,13 @@ def presets():
 
 
 def test_names_labels_and_parameters_parse_back() -> None:
-    assert tuple(RULES) == ("none", "log-n", "ssmax", "yarn", "pi", "ntk")
-    for text in ("none", "log-n", "ssmax:0.4", "yarn", "yarn:8", "pi:2.5", "ntk:4"):
+    assert tuple(RULES) == ("none", "log-n", "ssmax", "yarn", "pi", "ntk", "dynamic", "ntk-by-parts", "longrope")
+    for text in ("none", "log-n", "ssmax:0.4", "yarn", "yarn:8", "pi:2.5", "ntk:4", "dynamic", "dynamic:3",
+                 "ntk-by-parts:2", "longrope", "longrope:1x32/4x32", "longrope:1x2/2/4x2/1.5"):
         assert parse_rule(text).label == text
     assert parse_rule("ntk:4") == make_rule("ntk", 4.0)
+    assert parse_rule("longrope:1/1/2/4x2").param == (1.0, 1.0, 2.0, 4.0, 4.0)
+    assert parse_rule("longrope:1/1/2/4x2").label == "longrope:1x2/2/4x2"  # written back compactly
 
 
 @pytest.mark.parametrize(("text", "fragments"), [
@@ -58,6 +61,13 @@ def test_names_labels_and_parameters_parse_back() -> None:
     ("pi:nan", ("out of range",)),
     ("ssmax:0", ("ssmax's s must be above 0",)),
     ("yarn:x", ("not a number",)),
+    ("dynamic:0.5", ("dynamic's factor f 0.5 is out of range", "allowed 1 to")),
+    ("ntk-by-parts:x", ("ntk-by-parts's scale s 'x' is not a number",)),
+    ("longrope:1x32/0.5x32", ("longrope's factor 0.5 is out of range", "allowed 1 to", "below 1")),
+    ("longrope:1x32/abc", ("longrope's table has 'abc', not a factor", "joined by '/'", "1x32/2/4x31")),
+    ("longrope:1x0", ("a count must be 1 or more",)),
+    ("longrope:1x300", ("at most 256 factors",)),
+    ("longrope:" + "1/" * 400 + "1", ("characters long: at most 600",)),
 ])
 def test_a_bad_rule_is_one_clear_message(text: str, fragments: tuple[str, ...]) -> None:
     with pytest.raises(RuleError) as error:
@@ -70,14 +80,19 @@ def test_a_bad_rule_is_one_clear_message(text: str, fragments: tuple[str, ...]) 
     ("ntk", LEARNED, ("ntk rescales RoPE's base", "defined for rope")),
     ("log-n", LINEAR, ("linear attention has none", "softmax")),
     ("yarn", LINEAR, ("linear attention",)),
+    ("dynamic", LEARNED, ("dynamic rescales RoPE's base", "defined for rope")),
+    ("ntk-by-parts", LEARNED, ("ntk-by-parts interpolates RoPE's frequencies", "defined for rope")),
+    ("longrope", LEARNED, ("longrope rescales RoPE's frequencies", "defined for rope")),
+    ("longrope:1x32/4x31", ROPE, ("longrope's table has 63 factors", "heads are 128 wide, so it needs 64",
+                                  "1x32/4x32")),
 ])
 def test_an_undefined_pair_is_refused_before_any_work(presets, rule: str, run_id: str, fragments) -> None:
     run = presets[run_id]
     with pytest.raises(RuleError) as error:
-        evaluate(run.model, run.config, [run.config.task.train_length], samples=8, rule=make_rule(rule))
+        evaluate(run.model, run.config, [run.config.task.train_length], samples=8, rule=parse_rule(rule))
     assert all(fragment in str(error.value) for fragment in fragments), str(error.value)
     with pytest.raises(RuleError):
-        predict(run.model, run.config, [run.config.task.train_length], rule=make_rule(rule))
+        predict(run.model, run.config, [run.config.task.train_length], rule=parse_rule(rule))
 
 
 def test_the_command_line_refuses_an_undefined_pair_in_one_line_with_status_2() -> None:
@@ -100,6 +115,37 @@ def test_the_command_line_prints_the_rows_with_the_rule() -> None:
     # under a rule the predicted horizon is looked for up to the longest length evaluated, and says so
     assert result["predicted_horizon_note"] == "under ntk:4, looked for up to the longest length evaluated, 64"
     assert result["predicted_horizon"] <= 64
+
+
+def test_the_command_line_reads_a_longrope_table_and_a_dynamic_factor() -> None:
+    out = io.StringIO()
+    status = cli.main(["evaluate", ROPE, "--rule", "longrope", "--rule-param", "1/1x31/4x32", "--lengths", "16,64",
+                       "--samples", "32", "--json"], out, io.StringIO())
+    assert status == 0 and json.loads(out.getvalue())["rule"] == "longrope:1x32/4x32"
+    out, err = io.StringIO(), io.StringIO()
+    status = cli.main(["evaluate", ROPE, "--rule", "longrope", "--rule-param", "1x8", "--lengths", "16"], out, err)
+    assert status == 2 and "longrope's table has 8 factors" in err.getvalue(), err.getvalue()
+    out = io.StringIO()
+    assert cli.main(["evaluate", ROPE, "--rule", "dynamic", "--rule-param", "3", "--lengths", "16",
+                     "--samples", "32", "--json"], out, io.StringIO()) == 0
+    assert json.loads(out.getvalue())["rule"] == "dynamic:3"
+
+
+def test_the_new_frequency_rules_change_nothing_within_the_training_length_and_act_beyond(presets) -> None:
+    """dynamic and longrope are not applied up to L_train (transformers' dynamic and longrope read the
+    original frequencies there), ntk-by-parts not at s = 1; beyond, each is a view with new frequencies."""
+    run = presets[ROPE]
+    L = run.config.task.train_length
+    for label in ("dynamic", "dynamic:3", "longrope", "longrope:2x64", "ntk-by-parts", "ntk-by-parts:1"):
+        assert under_rule(run.model, parse_rule(label), L) is run.model, label
+    assert under_rule(run.model, make_rule("ntk-by-parts", 1.0), 8 * L) is run.model
+    plain = run.model.encoding.frequencies
+    for label in ("dynamic", "ntk-by-parts", "longrope", "longrope:2x64"):
+        ruled = under_rule(run.model, parse_rule(label), 8 * L).encoding.frequencies
+        assert ruled[0] == plain[0] or label == "longrope:2x64"  # the fastest pair stays unless the table moves it
+        assert bool((ruled <= plain).all()) and bool(ruled[-1] < plain[-1])  # the slowest pair is slowed
+    doubled = under_rule(run.model, parse_rule("longrope:2x64"), 8 * L).encoding.frequencies
+    assert torch.allclose(doubled, plain / 2, rtol=1e-15, atol=0)  # a flat table is PI's frequencies
 
 
 def test_pi_maps_every_position_of_a_longer_sequence_into_the_trained_range() -> None:
@@ -186,7 +232,7 @@ def _agreement(run, rules) -> dict[str, float]:
     lengths = [L * m for m in MULTIPLES]
     gaps = {}
     for name in rules:
-        rule = make_rule(name)
+        rule = parse_rule(name)
         measured = evaluate(run.model, config, lengths, samples=SAMPLES, rule=rule)
         predicted = predict(run.model, config, lengths, rule=rule)
         gaps[name] = max(abs(m.accuracy - p.accuracy) for m, p in zip(measured, predicted))
@@ -220,6 +266,21 @@ def test_each_rule_is_predicted_within_the_bound_on_other_configs(changes, train
     gaps = _agreement(run, _defined(run.config))
     assert max(gaps.values()) <= BOUND, gaps
     assert not math.isnan(max(gaps.values()))
+
+
+NEW_SETTINGS = ("dynamic:3", "ntk-by-parts:2", "longrope:1x16/1.5x16/3x16/6x16", "longrope:8x8/1x56")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("changes", [None, *with_trained_once(OTHER_CONFIGS)],
+                         ids=lambda c: "default" if c is None else f"k{c['offset']}-V{c['vocab_size']}-L{c['train_length']}")
+def test_the_new_rules_at_chosen_settings_are_predicted_within_the_bound(changes, trained, presets) -> None:
+    """dynamic, ntk-by-parts and longrope away from their defaults (which the tests above cover): a factor
+    3, a fixed s = 2 (so it acts within L_train too), a rising table and a table that slows the fastest
+    pairs, on the default preset and the two other configs."""
+    run = presets[ROPE] if changes is None else trained(**changes)
+    gaps = _agreement(run, NEW_SETTINGS)
+    assert max(gaps.values()) <= BOUND, gaps
 
 
 @pytest.mark.parametrize("encoding", ["sinusoidal", "alibi"])

@@ -20,6 +20,7 @@ import plotly.graph_objects as go
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
+from lengen_core.analysis.rules import parse_rule
 from lengen_core.config import ConfigError
 from ui.analyses import CARRIER_SEARCH, dilution_look_for, head_attention, heads, length_multiples, sequence_evaluation
 from ui.captions import accuracy as accuracy_captions
@@ -40,6 +41,7 @@ from ui.presets import (
     dilution_lengths,
 )
 from ui.reach import show_horizon
+from ui.rules import view as rules_view
 from ui.runs import allowed_lengths, carrier, dilution_data, evaluation, heatmap, load_run, measurement
 from ui.training.form import request, show_message, train_form
 from ui.training.live import live_training, open_trained_run
@@ -247,11 +249,25 @@ def train(step: Step, presenting: Projector | None, locked: bool = False) -> Non
     live_training(pool, PRESENT_LIVE_HEIGHT if presenting else None)
 
 
+def rules_chart(step: Step, presenting: Projector | None) -> None:
+    """Accuracy under the step's inference rules beside the unmodified run (the Dilution page's rules chart)."""
+    run = _run(step)
+    labels = ["none", *(parse_rule(part).label for part in step.option("rules").split(","))]
+    lengths = tuple(allowed_lengths(run.run_id, list(dilution_lengths(run.config, step.option("longest")))))
+    try:
+        _, table, effects = rules_view.under_rules(run, labels, lengths, DILUTION_SAMPLES)
+    except ConfigError as error:  # over this server's budget
+        refusal("The rules are not evaluated here", error)
+        return
+    _draw(rules_view.accuracy_chart(table, 1 / run.config.task.vocab_size), effects, table, "rules-accuracy",
+          run.run_id, presenting)
+
+
 RENDERERS: dict[str, Callable[..., None]] = {
     "accuracy-overlay": accuracy_overlay, "heatmap": attention_heatmap, "argmax-trace": argmax_trace,
     "carrier-chart": carrier_chart, "dilution-chart": dilution_chart, "inverse-mass-chart": inverse_mass_chart,
     "horizon": horizon, "head-carriers": head_carriers, "head-attention": head_attention_map,
-    "accuracy-by-position": accuracy_by_position, "train-form": train,
+    "accuracy-by-position": accuracy_by_position, "train-form": train, "rules-chart": rules_chart,
 }
 
 

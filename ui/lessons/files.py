@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from lengen_core.analysis.rules import RuleError, parse_rule
 from lengen_core.config import SETTINGS, ConfigError, RunConfig, with_changes
 from lengen_core.serving.lineage import continuation
 from lengen_core.serving.stepping import UNPACED, Pace, PaceError
@@ -60,6 +61,25 @@ class Element:
         return given.get(name, next(default for option, _, default in self.options if option == name))
 
 
+class RuleLabels:
+    """The values a `rules` option allows: inference rules as links write them, comma separated
+    (`log-n,longrope:1x32/4x32`), each one the core parses (lengen_core.analysis.rules), none twice and none
+    `none` (the unmodified run is always drawn)."""
+
+    def __contains__(self, value: object) -> bool:
+        if not isinstance(value, str) or not value.strip():
+            return False
+        try:
+            rules = [parse_rule(part) for part in value.split(",")]
+        except RuleError:
+            return False
+        labels = [rule.label for rule in rules]
+        return not any(rule.trivial for rule in rules) and len(set(labels)) == len(labels)
+
+    def __iter__(self):
+        yield "rules as a link writes them, comma separated, each once, without none (such as log-n,ntk:4)"
+
+
 # The registry: element name -> what it needs. The renderers are `ui.lessons.elements.RENDERERS` (same keys).
 ELEMENTS: dict[str, Element] = {
     "accuracy-overlay": Element("several", "accuracy against length of several presets (the Start page's picture)",
@@ -83,6 +103,9 @@ ELEMENTS: dict[str, Element] = {
     "accuracy-by-position": Element("one", "a transformer's accuracy by position at 4× (Transformer page)",
                                     single_head=False),
     "train-form": Element("config", "the Train form, prefilled, with the live training view (Train page)"),
+    "rules-chart": Element("one", "accuracy under inference rules beside the unmodified run, measured and predicted "
+                           "(Dilution page)", single_head=True,
+                           options=(("rules", RuleLabels(), "log-n"), ("longest", LONGEST_CHOICES, 1 << 10))),
 }
 
 

@@ -160,13 +160,12 @@ def carrier_peak(offsets: Sequence[int], values: Sequence[float], rule: str, len
 def carrier_caption(rule: str, scale: float, offsets: Sequence[int], values: Sequence[float],
                     base_values: Sequence[float], length: int, train_length: int, offset: int) -> str:
     """'**pi** (s = 8 at L = 128): the peak moves from Δ = 3 to Δ = 24 (k·s = 24); s(k) …'."""
-    name, parsed = parse_rule(rule).name, parse_rule(rule)
-    symbol = "α" if name == "ntk" else "s"
+    parsed = parse_rule(rule)
     base_peak = carrier_peak(offsets, base_values, "none", length, train_length)
     peak = carrier_peak(offsets, values, rule, length, train_length)
     moved = f"stays at Δ = {peak:,}" if peak == base_peak else f"moves from Δ = {base_peak:,} to Δ = {peak:,}"
     expected = f" (k·s = {offset * scale:g})" if parsed.position_factor(length, train_length) != 1.0 else ""
-    return (f"**{rule}** ({symbol} = {scale:g} at L = {length:,}): the peak {moved}{expected}; at Δ = k = {offset} "
+    return (f"**{rule}** ({parsed.setting_at(length, train_length)} at L = {length:,}): the peak {moved}{expected}; at Δ = k = {offset} "
             f"s is {values[offset]:.2f} nats against {base_values[offset]:.2f} unmodified, "
             f"{values[peak] - values[offset]:.2f} below its peak.")
 

@@ -1,4 +1,4 @@
-"""Inference rules on the Carrier and Attention pages (issue 17): how PI and NTK reshape s(Δ) and move
+"""Inference rules on the Carrier and Attention pages (issue 17): how the carrier rules reshape s(Δ) and move
 its near-recurrences at a chosen test length, and the attention map at a length under a chosen rule
 beside the unmodified one. Every number in a caption is read from the run drawn.
 """
@@ -36,11 +36,14 @@ def _length_picker(key: str, name: str, lengths: Sequence[int], train_length: in
 
 
 def carrier_rules(run: Run, search: int) -> None:
-    """PI and NTK at a chosen test length: s(Δ) under each over the unmodified one, peaks and near-recurrences."""
-    st.subheader("PI and NTK: the carrier read at a longer length")
-    st.markdown("Position Interpolation divides every position by s = L / L_train; NTK-aware scaling raises RoPE's "
-                "base so its slow frequencies slow down. Both reshape the carrier s(Δ) the head reads, with the same "
-                "weights. Blank scale: L / L_train at the length chosen here.")
+    """The carrier rules at a chosen test length: s(Δ) under each over the unmodified one, peaks and
+    near-recurrences."""
+    st.subheader("Carrier rules: s(Δ) read at a longer length")
+    st.markdown("Position Interpolation divides every position by s = L / L_train; NTK-aware scaling (and dynamic NTK) "
+                "raises RoPE's base so its slow frequencies slow down; NTK-by-parts (YaRN's frequencies) divides "
+                "only the slow pairs by s; LongRoPE divides each pair by its own factor from a table. Each reshapes "
+                "the carrier s(Δ) the head reads, with the same weights. Blank parameter: its default at the "
+                "length chosen here.")
     rules = rule_selector("carrier-rules", {"this run": run.config}, names=CARRIER_RULES, label="Carrier rules")
     L, k = run.config.task.train_length, run.config.task.offset
     if not rules:

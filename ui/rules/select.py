@@ -1,7 +1,8 @@
 """The inference-rule selector shared by Dilution, Compare, Carrier and Attention, and its link.
 
 A rule (lengen_core.analysis.rules) is chosen by name; a rule with a parameter (ssmax's s, the scale of yarn,
-pi and ntk) gets a box beside it, blank meaning its default (L / L_train for a scale). Only the rules
+pi, ntk and ntk-by-parts, dynamic's factor, longrope's table) gets a box beside it, blank meaning its default
+(L / L_train for a scale). Only the rules
 defined for the run are offered; each one that is not is named with the core's one-line reason, so
 nothing is hidden without a word. The link writes the choice as `rules=log-n,ntk:4`; a link value
 that is not a rule, has a bad parameter or is not defined here is a warning of its own and is dropped,
@@ -15,12 +16,21 @@ from pathlib import Path
 
 import streamlit as st
 
-from lengen_core.analysis.rules import RULES, InferenceRule, RuleError, make_rule, parse_rule, rule_with_parameter
+from lengen_core.analysis.rules import (
+    MAX_TABLE_CHARACTERS,
+    RULES,
+    InferenceRule,
+    RuleError,
+    make_rule,
+    parse_rule,
+    rule_with_parameter,
+)
 from lengen_core.config import RunConfig
 from ui.state import new_link_values, plain, show_view
 
 LINK_NAME = "rules"
-MAX_LINK_CHARACTERS = 200  # far more than every rule with a parameter; keeps hostile input out of messages
+MAX_LINK_CHARACTERS = 200 + MAX_TABLE_CHARACTERS  # every rule with a parameter and a longrope table written out
+# in full; keeps hostile input out of messages
 OFFERED = tuple(name for name in RULES if name != "none")  # none is the unmodified run, always drawn
 RULES_DOCUMENT = Path(__file__).resolve().parents[2] / "docs" / "rules.md"
 # What each rule does and when it helps, in one sentence a student reads; docs/rules.md's table "In a
@@ -38,6 +48,16 @@ EXPLANATIONS = {
           "fails here.",
     "ntk": "Raises RoPE's base so its slow waves stretch over the test length while the fast ones stay: it helps "
            "a run that must read far offsets, and costs a little margin on a near offset like this task's k.",
+    "dynamic": "Raises RoPE's base as the sequence grows, by α = f·L/L_train − (f − 1) where ntk uses L/L_train, "
+               "and leaves the training length alone: it helps a run that must read far offsets, as ntk does, and "
+               "stretches the slow waves further at each length.",
+    "ntk-by-parts": "Keeps the pairs that turn many times within the training length, squeezes the slow ones by s "
+                    "as pi does, and blends between: it helps a model fine-tuned after it; "
+                    "without that, on a short training length most pairs are slow, so it moves this task's target "
+                    "much as pi does.",
+    "longrope": "Divides each frequency pair by its own factor from a table you edit (D/2 factors, such as 1x32/4x32 "
+                "for a 128-wide head), beyond the training length only: it helps where the table stretches only "
+                "the slow waves that far offsets need and keeps the fast ones that place a near offset.",
 }
 
 
@@ -56,8 +76,13 @@ def explain(name: str) -> str:
 
 def why_undefined(name: str, config: RunConfig) -> str | None:
     """The core's one-line reason `name` is not defined for the run `config`, or None where it is."""
+    return why_rule_undefined(make_rule(name), config)
+
+
+def why_rule_undefined(rule: InferenceRule, config: RunConfig) -> str | None:
+    """The same for a rule with its parameter (a longrope table must have one factor per pair of the run)."""
     try:
-        make_rule(name).check(config)
+        rule.check(config)
     except RuleError as error:
         return str(error)
     return None
@@ -101,13 +126,24 @@ def _from_link(key: str, names: Sequence[str], offered: Sequence[str], first: Ru
     if kept or all(p.strip() in ("", "none") for p in text.split(",")):  # a link of only bad values changes nothing
         st.session_state[key] = list(kept)
         for name, rule in kept.items():
-            st.session_state[f"{key}-{name}"] = "" if rule.param is None else f"{rule.param:g}"
+            st.session_state[f"{key}-{name}"] = rule.param_text
+
+
+PARAMETER_DEFAULTS = {  # what a blank box means, where it is not the scale L / L_train
+    "ssmax": "1 / ln L_train",
+    "dynamic": "f = 2; the base still grows with each test length",
+    "longrope": "factor 1 for the fast half of the pairs, L / L_train for the slow half",
+}
 
 
 def _parameter_help(name: str) -> str:
     rule = RULES[name]
-    default = "1 / ln L_train" if name == "ssmax" else "L / L_train at each test length L"
-    return f"{rule.summary}. Blank: {default}. A number ({rule.allowed()}) fixes it at every length."
+    default = PARAMETER_DEFAULTS.get(name, "L / L_train at each test length L")
+    if name == "longrope":
+        return (f"{rule.summary}. Blank: {default}. A table of D/2 factors ({rule.allowed()} each) joined by '/', "
+                "such as 1x32/2/4x31 (4x31: the factor 4, 31 times); used beyond the training length.")
+    fixed = "sets f at every length" if name == "dynamic" else "fixes it at every length"
+    return f"{rule.summary}. Blank: {default}. A number ({rule.allowed()}) {fixed}."
 
 
 def _explain_undefined(undefined: list[str], configs: dict[str, RunConfig], offered: list[str]) -> None:
@@ -153,7 +189,11 @@ def rule_selector(key: str, configs: dict[str, RunConfig], names: Sequence[str] 
         text = column.text_input(f"{name} {RULES[name].param_name}", key=f"{key}-{name}", placeholder="blank: default",
                                  help=_parameter_help(name))
         try:
-            parsed[name] = rule_with_parameter(name, text)
+            rule = rule_with_parameter(name, text)
+            reasons = [why_rule_undefined(rule, config) for config in configs.values()]
+            if all(reasons):  # defined for none of the runs with this parameter
+                raise RuleError(reasons[0])
+            parsed[name] = rule
         except RuleError as error:
             column.warning(plain(f"{error}. {name} is left out until this is fixed (blank: its default)."),
                            icon=":material/error:")

@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 
-from lengen_core.analysis.rules import parse_rule
+from lengen_core.analysis.rules import CARRIER_RULES, RULES, parse_rule
 from lengen_core.config import ConfigError, RunConfig
 from lengen_core.measure import Measurement
 from lengen_core.thresholds import ACCURACY_BAR
@@ -23,13 +24,14 @@ from ui.rules import captions as rule_captions
 from ui.rules import charts as rule_charts
 from ui.rules import runs as rule_runs
 from ui.rules.captions import BELOW, UP_TO, RuleCurve
-from ui.rules.select import rule_selector, why_undefined
+from ui.rules.select import rule_selector, why_rule_undefined
 from ui.runs import Progress, measurement
 from ui.state import plain
 
 INTRO = ("Length-aware inference rules change how the trained weights are read at a longer length, with no "
-         "retraining: the logits (log-n, ssmax, yarn) or the carrier (pi, ntk). Each is drawn beside the "
-         "unmodified run (none), measured (solid, with its 95% band) and predicted from the weights (dashed).")
+         f"retraining: the logits ({', '.join(n for n, r in RULES.items() if r.changes == 'logits')}) or the "
+         f"carrier ({', '.join(CARRIER_RULES)}). Each is drawn beside the unmodified run (none), measured (solid, "
+         "with its 95% band) and predicted from the weights (dashed).")
 
 
 def _measure(run_id: str, label: str, lengths: tuple[int, ...], samples: int,
@@ -106,6 +108,28 @@ def _numbers(rows: list[dict], laws: list[str], one_run: bool) -> None:
         st.caption(" ".join(laws))
 
 
+def under_rules(run: Run, labels: Sequence[str], lengths: Sequence[int], samples: int):
+    """One run measured under each rule of `labels` (the first none), priced first (ConfigError if over):
+    each rule's measurement, the rules' table, and the sentence saying what each rule did to accuracy."""
+    lengths, task = tuple(lengths), run.config.task
+    rule_runs.price(run.run_id, labels[1:], lengths, samples)
+    with Progress("Reading under the rules", runs=len(labels), unit="rule") as progress:
+        measured = {}
+        for label in labels:
+            measured[label] = _measure(run.run_id, label, lengths, samples, progress)
+            progress.next_run()
+    curves = [curve for curve, _ in measured.values()]
+    learned = None if run.verdict is None else run.verdict.learned
+    effects = " ".join(rule_captions.effect(c, curves[0], task.train_length, 1 / task.vocab_size, task.offset,
+                                            learned) for c in curves[1:])
+    return measured, _table("this run", curves, samples), effects
+
+
+def accuracy_chart(table: pd.DataFrame, chance: float) -> go.Figure:
+    """Accuracy under each rule of `under_rules`' table, measured and predicted, chance dotted."""
+    return rule_charts.by_rule(table, "accuracy", "predicted_accuracy", "Accuracy under each rule", "accuracy", chance)
+
+
 def dilution_rules(run: Run, lengths: Sequence[int], samples: int) -> None:
     """The Dilution page's rules: a selector, two charts and a table, for the selected run."""
     st.subheader("Inference rules: the same weights read another way")
@@ -113,27 +137,14 @@ def dilution_rules(run: Run, lengths: Sequence[int], samples: int) -> None:
     rules = rule_selector("dilution-rules", {"this run": run.config})
     if not rules:
         return
-    lengths, task = tuple(lengths), run.config.task
-    labels = ["none", *(r.label for r in rules)]
     try:
-        rule_runs.price(run.run_id, labels[1:], lengths, samples)
+        measured, table, effects = under_rules(run, ["none", *(r.label for r in rules)], lengths, samples)
     except ConfigError as error:
         widgets.refusal("The rules are not evaluated here", error)
         return
-    with Progress("Reading under the rules", runs=len(labels), unit="rule") as progress:
-        measured = {}
-        for label in labels:
-            measured[label] = _measure(run.run_id, label, lengths, samples, progress)
-            progress.next_run()
-    curves = [curve for curve, _ in measured.values()]
-    table = _table("this run", curves, samples)
-    chance = 1 / task.vocab_size
-    learned = None if run.verdict is None else run.verdict.learned
-    effects = " ".join(rule_captions.effect(c, curves[0], task.train_length, chance, task.offset, learned)
-                       for c in curves[1:])
-    widgets.chart(rule_charts.by_rule(table, "accuracy", "predicted_accuracy", "Accuracy under each rule",
-                                      "accuracy", chance), effects, table, "rules-accuracy", run.run_id)
-    tracked = "; ".join(filter(None, map(rule_captions.tracking, curves)))
+    widgets.chart(accuracy_chart(table, 1 / run.config.task.vocab_size), effects, table, "rules-accuracy",
+                  run.run_id)
+    tracked = "; ".join(filter(None, (rule_captions.tracking(curve) for curve, _ in measured.values())))
     widgets.chart(rule_charts.by_rule(table, "target_mass", "predicted_mass", "Target mass p under each rule",
                                       "target mass p"),
                   f"measured (solid) against predicted from the weights before any measurement (dashed): {tracked}.",
@@ -153,7 +164,7 @@ def compare_rules(labels: dict[str, str], runs: dict[str, Run], lengths: dict[st
     for run_id, run in runs.items():
         plan[run_id] = ["none"]
         for rule in rules:
-            why = why_undefined(rule.name, run.config)
+            why = why_rule_undefined(rule, run.config)
             if why is None:
                 plan[run_id].append(rule.label)
             else:
