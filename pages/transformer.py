@@ -5,6 +5,7 @@ import pandas as pd
 import streamlit as st
 
 from lengen_core.config import ConfigError
+from ui.absolute import section as absolute_section
 from ui.analyses import head_attention, heads, length_multiples, sequence_evaluation
 from ui.captions import accuracy as accuracy_captions
 from ui.captions import attention as attention_captions
@@ -15,8 +16,8 @@ from ui.charts import transformer as transformer_charts
 from ui.glossary import lead
 from ui.presets import POSITION_MULTIPLES, TRANSFORMER_MULTIPLES, transformer_presets
 from ui.runs import load_run
-from ui.state import select_run, show_view, view_number
-from ui.widgets import chart, head_picker, refusal, run_summary, selected_run
+from ui.state import show_view, view_number
+from ui.widgets import chart, head_picker, refusal, run_summary, selected_run, transformer_preset_buttons
 
 MULTIPLES = TRANSFORMER_MULTIPLES  # test lengths, × the training length (ui.presets)
 SAMPLES = [16, 32, 64, 128, 256]
@@ -28,24 +29,15 @@ st.markdown("A 2-layer, 2-head transformer trained on the **shift** task (every 
             "over to longer inputs?")
 
 
-def preset_buttons(where) -> None:
-    for column, (label, run_id) in zip(where.columns(len(transformer_presets())), transformer_presets().items(),
-                                       strict=True):
-        if column.button(f"Open {label}", key=f"open-{label}", width="stretch",
-                         help="Select this shipped 2-layer, 2-head run (shift task, seed 0)."):
-            select_run(run_id)
-            st.rerun()
-
-
 run = selected_run()
 if run is None:
-    preset_buttons(st)
+    transformer_preset_buttons()
     st.stop()
 if run.config.single_head:
     st.info("The selected run is the minimal single head on the retrieval task: its pages are Attention, Carrier "
             "and Dilution. This page reads runs that answer at every position: open a transformer preset, or train "
             "one with Layers ≥ 1 (or the shift task) on the Train page.")
-    preset_buttons(st)
+    transformer_preset_buttons()
     st.stop()
 run_summary(run)
 task, model = run.config.task, run.config.model
@@ -135,6 +127,8 @@ with right:
                                           past["accuracy"], past["accuracy_low"]),
               multiples=(2, 4, 16)), by_length, "accuracy-by-length", run.run_id)
 
+absolute_section(run)
+
 st.subheader("RoPE against learned positions")
 stories = {label: load_run(run_id) for label, run_id in transformer_presets().items()}
 story = pd.concat([  # the selected run's evaluation is cached: only the other preset's is computed
@@ -150,4 +144,4 @@ chart(beyond,
                                        rows["accuracy"], rows["accuracy_low"])
            for label, rows in story.groupby("run", sort=False)],
           multiples=(2, 4, 16), note="Bands: 95% Wilson intervals."), story, "transformer-story")
-preset_buttons(st)
+transformer_preset_buttons()

@@ -1,0 +1,75 @@
+"""The Transformer page's section on where absolute position comes from (issue 30 §2): cached analyses,
+priced first (lengen_core.serving.budget), drawn with their captions. Logic lives here; the page calls
+`section(run)`."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from lengen_core.analysis.absolute import (
+    PROBE_BASELINE_SEEDS,
+    PROBE_SAMPLES,
+    AbsolutePosition,
+    analyse_absolute_position,
+)
+from lengen_core.config import ConfigError
+from lengen_core.serving.budget import check_absolute_position
+from lengen_core.training import Run
+from ui.captions import absolute as captions
+from ui.charts import absolute as charts
+from ui.runs import load_run
+from ui.widgets import chart, refusal
+
+PROBE_MULTIPLES = (1, 4)  # the probe's lengths, × the training length
+
+
+@st.cache_data(show_spinner="Probing absolute position…", max_entries=32)
+def absolute_position(run_id: str, length: int, samples: int = PROBE_SAMPLES) -> AbsolutePosition:
+    run = load_run(run_id)
+    check_absolute_position(run.config, length, samples)
+    return analyse_absolute_position(run.model, run.config, samples, length)
+
+
+def _interventions(found: AbsolutePosition) -> pd.DataFrame:
+    return pd.DataFrame([{"intervention": v.name, "length": found.length,
+                          "accuracy": v.accuracy, **{f"R² layer {i}": r for i, r in enumerate(v.r2)},
+                          "note": v.reason} for v in found.variants])
+
+
+def section(run: Run) -> None:
+    """The sink, the probe against untrained seeds, the interventions and the mask's share."""
+    st.subheader("Where absolute position comes from")
+    st.markdown("RoPE makes every logit depend on t − u alone, yet a transformer can still tell positions apart: "
+                "through **position 0** (no keys before it, so a head can use it as an anchor) and through the "
+                "**causal mask** (a later query normalises over more keys). A linear **probe** asks how much "
+                f"position each layer's residual stream holds, against {PROBE_BASELINE_SEEDS} untrained "
+                "initialisations of the same config.")
+    L = run.config.task.train_length
+    found: dict[int, AbsolutePosition] = {}
+    for multiple in PROBE_MULTIPLES:
+        try:
+            found[multiple * L] = absolute_position(run.run_id, multiple * L)
+        except ConfigError as error:
+            refusal(f"Not computed at L = {multiple * L}", error)
+    if not found:
+        return
+    first = found[min(found)]
+    sink = charts.sink_table(first.sink, first.uniform_sink)
+    chart(charts.sink_grid(sink, L), captions.sink_caption(first, L), sink, "absolute-sink", run.run_id)
+    probes = charts.probe_table({length: result.probe for length, result in found.items()})
+    chart(charts.probe_chart(probes, PROBE_BASELINE_SEEDS), captions.probe_caption(found), probes, "absolute-probe",
+          run.run_id)
+    st.markdown("**The interventions**: the same sequences with the first token's embedding replaced by the mean "
+                "embedding, and with every position shifted by a constant.")
+    table = pd.concat([_interventions(result) for result in found.values()], ignore_index=True)
+    st.dataframe(table, hide_index=True, column_config={
+        column: st.column_config.NumberColumn(format="%.3f") for column in table.columns if column.startswith(("R²", "acc"))})
+    for result in found.values():
+        st.caption(f"**What changed:** {captions.intervention_caption(result)}")
+    denominators = charts.denominator_table(first.log_denominator, first.exact_log_denominator)
+    if first.log_denominator is not None:
+        chart(charts.denominator_chart(denominators, L), captions.denominator_caption(first, L), denominators,
+              "absolute-denominator", run.run_id)
+    else:
+        st.caption(captions.denominator_caption(first, L))
