@@ -224,30 +224,37 @@ class Probe:
 
     @property
     def beats(self) -> tuple[bool, ...]:
-        """Per layer: R² above the untrained seeds' largest by at least `margin`."""
-        return tuple(r > high + self.margin for r, high in zip(self.r2, self.baseline_high, strict=True))
+        """Per layer after a block (1 … L): R² above the untrained seeds' largest by at least `margin`. The
+        embeddings (layer 0) are a control, not part of the claim: a token's embedding has no position in it
+        unless the encoding adds a table, trained or not."""
+        return tuple(r > high + self.margin for r, high in zip(self.r2[1:], self.baseline_high[1:], strict=True))
+
+    @property
+    def gaps(self) -> tuple[float, ...]:
+        """Per layer after a block: trained R² minus the untrained seeds' largest."""
+        return tuple(r - high for r, high in zip(self.r2[1:], self.baseline_high[1:], strict=True))
 
     @property
     def best_layer(self) -> int:
-        gaps = np.array(self.r2) - np.array(self.baseline_high)
-        return int(np.argmax(gaps))
+        """The layer (1 … L) whose R² is furthest above (or least below) the untrained seeds' largest."""
+        return 1 + int(np.argmax(self.gaps))
 
 
 def probe_finding(probe: Probe) -> str:
-    """What the probe shows for this run, in one sentence, from its own numbers."""
-    gaps = [r - high for r, high in zip(probe.r2, probe.baseline_high, strict=True)]
+    """What the probe shows for this run, in one sentence, from its own numbers (the claim: some layer
+    after a block beats its untrained baseline by `margin`)."""
     best = probe.best_layer
-    numbers = (f"layer {best}: R² {probe.r2[best]:.2f} against {probe.baseline_low[best]:.2f}–"
-               f"{probe.baseline_high[best]:.2f} untrained ({len(probe.seeds)} seeds)")
+    numbers = (f"layer {best}: R² {probe.r2[best]:.2f} against {probe.baseline_low[best]:.2f} to "
+               f"{probe.baseline_high[best]:.2f} untrained, {len(probe.seeds)} seeds")
     if any(probe.beats):
-        layers = ", ".join(str(i) for i, beat in enumerate(probe.beats) if beat)
-        return (f"The probe beats its untrained baseline by more than {probe.margin:g} at layer(s) {layers}; best "
-                f"{numbers}: training put absolute position into the residual stream.")
-    if max(gaps) < -probe.margin:
-        return (f"The probe does not beat its untrained baseline: the trained model holds less linearly readable "
-                f"position than its initialisations (best {numbers}). This run contradicts the claim.")
-    return (f"The probe does not beat its untrained baseline by {probe.margin:g} (best {numbers}): what a linear "
-            "read finds, the causal mask gives an untrained model too. This run does not support the claim.")
+        layers = ", ".join(str(i + 1) for i, beat in enumerate(probe.beats) if beat)
+        return (f"the probe beats its untrained baseline by more than {probe.margin:g} after block(s) {layers} (best "
+                f"{numbers}): training put readable absolute position into the residual stream.")
+    if max(probe.gaps) < -probe.margin:
+        return (f"the probe falls short of its untrained baseline at every layer (best {numbers}): the trained model "
+                "holds less linearly readable position than its initialisations. This contradicts the claim.")
+    return (f"the probe does not beat its untrained baseline by {probe.margin:g} (best {numbers}): what a linear "
+            "read finds, the causal mask gives an untrained model too. This does not support the claim.")
 
 
 def _with_seed(config: RunConfig, seed: int) -> RunConfig:

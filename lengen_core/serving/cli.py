@@ -413,7 +413,7 @@ def _absolute(found: AbsolutePosition) -> dict[str, Any]:
     return {"length": found.length, "samples": found.samples, "sink_length": found.sink_length,
             "probe": {"r2": list(probe.r2), "untrained_low": list(probe.baseline_low),
                       "untrained_high": list(probe.baseline_high), "untrained_seeds": list(probe.seeds),
-                      "margin": probe.margin, "beats": list(probe.beats), "finding": probe_finding(probe)},
+                      "margin": probe.margin, "beats": [None, *probe.beats], "finding": probe_finding(probe)},
             "interventions": [{"name": v.name, "accuracy": v.accuracy, "r2": list(v.r2), "reason": v.reason}
                               for v in found.variants],
             "heads": heads}
@@ -423,7 +423,8 @@ def _absolute_lines(result: dict[str, Any]) -> str:
     probe = result["probe"]
     lines = [(f"position probe at length {result['length']} ({result['samples']} sequences), held-out R² by layer "
               "(0: embeddings), untrained range in brackets:")]
-    lines += [f"  layer {i}: {r:.3f} [{low:.3f} to {high:.3f}]{'  beats' if beat else ''}"
+    lines += [f"  layer {i}: {r:.3f} [{low:.3f} to {high:.3f}]"
+              + ("  (the embeddings: a control)" if beat is None else "  beats" if beat else "")
               for i, (r, low, high, beat) in enumerate(zip(probe["r2"], probe["untrained_low"],
                                                             probe["untrained_high"], probe["beats"], strict=True))]
     lines.append(probe["finding"])

@@ -52,8 +52,10 @@ def intervention_caption(found: AbsolutePosition) -> str:
     gain = trained.r2[best] - found.probe.baseline_high[best]
     if gain > 0:
         removed = trained.r2[best] - replaced.r2[best]
-        out.append(f"({removed / gain:.0%} of the {gain:.2f} the probe gained over the untrained seeds: "
-                   + ("the sink carries that much of it)" if removed > 0 else "the sink carries none of it)"))
+        out.append(f"(the probe had gained {gain:.2f} over the untrained seeds' highest; replacing position 0's "
+                   f"content took away {max(removed, 0) / gain:.0%} of that gain)")
+    else:
+        out.append("(the probe had gained nothing over the untrained seeds, so there is no gain for position 0 to carry)")
     if moved.accuracy is None:
         out.append(f"shifting positions: {moved.reason}")
     else:
@@ -74,10 +76,10 @@ def denominator_caption(found: AbsolutePosition, train_length: int) -> str:
     rises = [float(measured[layer, head, last] - measured[layer, head, 0])
              for layer in range(measured.shape[0]) for head in range(measured.shape[1])]
     text = (f"from t = 0 to t = {last}, ln Z_t rises by {min(rises):.1f} to {max(rises):.1f} nats across the heads: "
-            "the causal mask lets a later query see more keys, so its softmax normalises over more, and that "
-            "difference is position the logits alone do not carry")
+            "the causal mask lets a later query see more keys, so its softmax normalises over more")
     if found.exact_log_denominator is not None:
         gap = float(np.max(np.abs(found.exact_log_denominator - measured[0])))
-        text += (f". Layer 0's exact sums from the weights (lines; relative logits, so all of it is the mask's) sit "
-                 f"within {gap:.2f} nats of the measured means ({max(4, found.samples // 4)} sequences)")
+        text += (f". Layer 0's logits are relative, so its rise is all the mask's: its exact sums from the weights "
+                 f"(lines) sit within {gap:.2f} nats of the measured means ({max(4, found.samples // 4)} sequences). "
+                 "Past layer 0 a head's logits may carry position themselves, so its rise is the mask's and theirs")
     return text + "."

@@ -51,7 +51,7 @@ def probe_table(probes: dict[int, object]) -> pd.DataFrame:
                           "beats": beat}
                          for length, probe in probes.items()
                          for layer, (r2, low, high, beat) in enumerate(zip(probe.r2, probe.baseline_low,
-                                                                            probe.baseline_high, probe.beats,
+                                                                            probe.baseline_high, (None, *probe.beats),
                                                                             strict=True))])
 
 
@@ -85,17 +85,26 @@ def denominator_table(measured: np.ndarray | None, exact: np.ndarray | None) -> 
 
 
 def denominator_chart(table: pd.DataFrame, train_length: int) -> go.Figure:
-    """ln E[Z_t] against t: each head measured (markers), layer 0's exact sums from the weights (lines)."""
-    figure = go.Figure()
+    """ln E[Z_t] against t, one panel per layer (its own scale): each head measured (markers), layer 0's
+    exact sums from the weights (lines)."""
+    layers = int(table["layer"].max()) + 1
+    figure = make_subplots(rows=layers, cols=1, shared_xaxes=True, vertical_spacing=0.12,
+                           subplot_titles=[f"layer {layer}" + (": exact (lines) and measured" if layer == 0 else
+                                                               ": measured") for layer in range(layers)])
     palette = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf")
-    for i, ((layer, head), part) in enumerate(table.groupby(["layer", "head"])):
-        colour = palette[i % len(palette)]
+    for (layer, head), part in table.groupby(["layer", "head"]):
+        colour, where = palette[head % len(palette)], dict(row=layer + 1, col=1)
         figure.add_scatter(x=part["query"], y=part["measured"], mode="markers", marker=dict(size=5, color=colour),
-                           name=f"L{layer} H{head} measured",
-                           hovertemplate=hover("t = %{x:,}", "ln mean Z_t %{y:.2f}"))
+                           name=f"H{head} measured", legendgroup=f"H{head}", showlegend=layer == 0,
+                           hovertemplate=hover(f"L{layer} H{head}, t = %{{x:,}}", "ln mean Z_t %{y:.2f}"), **where)
         if part["exact"].notna().any():
             figure.add_scatter(x=part["query"], y=part["exact"], mode="lines", line=dict(color=colour, width=2),
-                               name=f"L{layer} H{head} exact", hovertemplate=hover("t = %{x:,}", "ln E[Z_t] %{y:.2f}"))
-    figure.add_vline(x=train_length - 0.5, line=dict(color=REFERENCE, dash="dot", width=1))
-    return _layout(figure, "The mask's share: the softmax denominator against the query position",
-                   "query position t", "ln Z_t (nats)", height=420)
+                               name=f"H{head} exact", legendgroup=f"H{head}",
+                               hovertemplate=hover(f"L{layer} H{head}, t = %{{x:,}}", "ln E[Z_t] %{y:.2f}"), **where)
+        figure.add_vline(x=train_length - 0.5, line=dict(color=REFERENCE, dash="dot", width=1), **where)
+    figure.update_xaxes(title_text="query position t", row=layers)
+    figure.update_yaxes(title_text="ln Z_t (nats)")
+    figure.update_layout(height=max(340, 260 * layers), margin=dict(l=60, r=20, t=60, b=70),
+                         legend=dict(orientation="h", yanchor="top", y=-0.1, x=0),
+                         title=f"The mask's share: each head's softmax denominator (dotted: L_train = {train_length})")
+    return figure
