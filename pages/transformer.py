@@ -127,8 +127,6 @@ with right:
                                           past["accuracy"], past["accuracy_low"]),
               multiples=(2, 4, 16)), by_length, "accuracy-by-length", run.run_id)
 
-absolute_section(run)
-
 st.subheader("RoPE against learned positions")
 stories = {label: load_run(run_id) for label, run_id in transformer_presets().items()}
 story = pd.concat([  # the selected run's evaluation is cached: only the other preset's is computed
@@ -144,4 +142,5 @@ chart(beyond,
                                        rows["accuracy"], rows["accuracy_low"])
            for label, rows in story.groupby("run", sort=False)],
           multiples=(2, 4, 16), note="Bands: 95% Wilson intervals."), story, "transformer-story")
+absolute_section(run)  # last: the page above is drawn while its probes run
 transformer_preset_buttons()

@@ -170,3 +170,14 @@ def test_a_narrow_transformer_does_not_support_the_claim(trained, seed: int) -> 
     for length in (run.config.task.train_length, 4 * run.config.task.train_length):
         probe = analyse_absolute_position(run.model, run.config, samples=128, length=length).probe
         assert not any(probe.beats), (length, probe.r2, probe.baseline_high)
+
+
+def test_the_captions_read_this_runs_numbers(past_training, transformer_rope) -> None:
+    from ui.captions import absolute as captions
+
+    L = transformer_rope.config.task.train_length
+    assert "at L = 64: the probe beats its untrained baseline" in captions.probe_caption({4 * L: past_training})
+    assert "nothing, as relative logits must" in captions.intervention_caption(past_training)
+    assert "took away" in captions.intervention_caption(past_training)
+    assert "No head reads the sink" in captions.sink_caption(past_training, L)
+    assert "exact sums" in captions.denominator_caption(past_training, L)
