@@ -31,6 +31,23 @@ def absolute_position(run_id: str, length: int, samples: int = PROBE_SAMPLES) ->
     return analyse_absolute_position(run.model, run.config, samples, length)
 
 
+def probes(run: Run) -> tuple[dict[int, AbsolutePosition], list[ConfigError]]:
+    """The analysis at each probe length (`PROBE_MULTIPLES` × L_train), and what this server refused."""
+    L, found, refused = run.config.task.train_length, {}, []
+    for multiple in PROBE_MULTIPLES:
+        try:
+            found[multiple * L] = absolute_position(run.run_id, multiple * L)
+        except ConfigError as error:
+            refused.append(error)
+    return found, refused
+
+
+def probe_chart(found: dict[int, AbsolutePosition]) -> tuple:
+    """(figure, caption, data) of the probe against its untrained seeds at each length."""
+    table = charts.probe_table({length: result.probe for length, result in found.items()})
+    return charts.probe_chart(table, PROBE_BASELINE_SEEDS), captions.probe_caption(found), table
+
+
 def _interventions(found: AbsolutePosition) -> pd.DataFrame:
     return pd.DataFrame([{"intervention": v.name, "length": found.length,
                           "accuracy": v.accuracy, **{f"R² layer {i}": r for i, r in enumerate(v.r2)},
@@ -46,20 +63,15 @@ def section(run: Run) -> None:
                 f"position each layer's residual stream holds, against {PROBE_BASELINE_SEEDS} untrained "
                 "initialisations of the same config.")
     L = run.config.task.train_length
-    found: dict[int, AbsolutePosition] = {}
-    for multiple in PROBE_MULTIPLES:
-        try:
-            found[multiple * L] = absolute_position(run.run_id, multiple * L)
-        except ConfigError as error:
-            refusal(f"Not computed at L = {multiple * L}", error)
+    found, refused = probes(run)
+    for error in refused:
+        refusal("Not computed", error)
     if not found:
         return
     first = found[min(found)]
     sink = charts.sink_table(first.sink, first.uniform_sink)
     chart(charts.sink_grid(sink, L), captions.sink_caption(first, L), sink, "absolute-sink", run.run_id)
-    probes = charts.probe_table({length: result.probe for length, result in found.items()})
-    chart(charts.probe_chart(probes, PROBE_BASELINE_SEEDS), captions.probe_caption(found), probes, "absolute-probe",
-          run.run_id)
+    chart(*probe_chart(found), "absolute-probe", run.run_id)
     st.markdown("**The interventions**: the same sequences with the first token's embedding replaced by the mean "
                 "embedding, and with every position shifted by a constant.")
     table = pd.concat([_interventions(result) for result in found.values()], ignore_index=True)

@@ -21,6 +21,7 @@ import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
 from lengen_core.config import ConfigError
+from ui import absolute
 from ui.analyses import CARRIER_SEARCH, dilution_look_for, head_attention, heads, length_multiples, sequence_evaluation
 from ui.captions import accuracy as accuracy_captions
 from ui.captions import attention as attention_captions
@@ -233,6 +234,15 @@ def accuracy_by_position(step: Step, presenting: Projector | None) -> None:
           table, "accuracy-by-position", run.run_id, presenting)
 
 
+def position_probe(step: Step, presenting: Projector | None) -> None:
+    """The position probe of each layer against its untrained seeds, at 1× and 4× L_train (the Transformer page's)."""
+    run = _run(step)
+    found, refused = absolute.probes(run)
+    if refused:
+        raise refused[0]
+    _draw(*absolute.probe_chart(found), "absolute-probe", run.run_id, presenting)
+
+
 def train(step: Step, presenting: Projector | None, locked: bool = False) -> None:
     """The Train form holding the lesson's run (in presenter mode only the settings the lesson sets, beside the
     live view), the live view of a training started here, and the message it leaves."""
@@ -251,7 +261,7 @@ RENDERERS: dict[str, Callable[..., None]] = {
     "accuracy-overlay": accuracy_overlay, "heatmap": attention_heatmap, "argmax-trace": argmax_trace,
     "carrier-chart": carrier_chart, "dilution-chart": dilution_chart, "inverse-mass-chart": inverse_mass_chart,
     "horizon": horizon, "head-carriers": head_carriers, "head-attention": head_attention_map,
-    "accuracy-by-position": accuracy_by_position, "train-form": train,
+    "accuracy-by-position": accuracy_by_position, "position-probe": position_probe, "train-form": train,
 }
 
 
