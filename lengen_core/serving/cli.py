@@ -424,10 +424,10 @@ def _absolute_lines(result: dict[str, Any]) -> str:
     lines = [(f"position probe at length {result['length']} ({result['samples']} sequences), held-out R² by layer "
               "(0: embeddings), untrained range in brackets:")]
     lines += [f"  layer {i}: {r:.3f} [{low:.3f} to {high:.3f}]"
-              + ("  (the embeddings: a control)" if beat is None else "  beats" if beat else "")
+              + ("  (the embeddings, not part of the claim)" if beat is None else "  beats" if beat else "")
               for i, (r, low, high, beat) in enumerate(zip(probe["r2"], probe["untrained_low"],
                                                             probe["untrained_high"], probe["beats"], strict=True))]
-    lines.append(probe["finding"])
+    lines.append(probe["finding"][:1].upper() + probe["finding"][1:])
     for v in result["interventions"]:
         lines.append(f"{v['name']}: " + (v["reason"] if v["accuracy"] is None else
                                          f"accuracy {v['accuracy']:.3f}, R² " + ", ".join(f"{r:.3f}" for r in v["r2"])))

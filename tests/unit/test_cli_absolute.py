@@ -36,7 +36,7 @@ def test_absolute_json_has_the_probe_the_interventions_and_every_head(answer: di
 def test_absolute_readable_output_lists_layers_and_heads() -> None:
     outcome = run_cli("absolute", preset_ids()["Transformer RoPE"], "--samples", "8", "--device", "cpu")
     assert outcome.code == 0, outcome.stderr
-    assert "position probe at length 16" in outcome.stdout and "(the embeddings: a control)" in outcome.stdout
+    assert "position probe at length 16" in outcome.stdout and "(the embeddings, not part of the claim)" in outcome.stdout
     assert "layer 1 head 1: weight on key 0" in outcome.stdout
 
 
