@@ -75,6 +75,8 @@ def section(run: Run) -> None:
     st.markdown("**The interventions**: the same sequences with the first token's embedding replaced by the mean "
                 "embedding, and with every position shifted by a constant.")
     table = pd.concat([_interventions(result) for result in found.values()], ignore_index=True)
+    if not table["note"].any():
+        table = table.drop(columns="note")
     st.dataframe(table, hide_index=True, column_config={
         column: st.column_config.NumberColumn(format="%.3f") for column in table.columns if column.startswith(("R²", "acc"))})
     for result in found.values():

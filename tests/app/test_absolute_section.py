@@ -30,8 +30,8 @@ def test_the_section_draws_the_sink_the_probe_and_the_denominators(rope_page) ->
 
 def test_the_captions_say_where_the_claim_holds_and_where_it_does_not(rope_page) -> None:
     text = captions(rope_page)
-    assert "at L = 64: the probe beats its untrained baseline" in text
-    assert "at L = 16: the probe falls short of its untrained baseline" in text
+    assert "At L = 64, the probe beats its untrained baseline" in text
+    assert "At L = 16, the probe falls short of its untrained baseline" in text
     assert "This contradicts the claim" in text and "The lengths disagree" in text
     assert "nothing, as relative logits must" in text  # RoPE: the shift changes nothing
     assert "No head reads the sink" in text
