@@ -5,6 +5,7 @@ import pandas as pd
 import streamlit as st
 
 from lengen_core.config import ConfigError
+from ui.absolute import minimal_section
 from ui.absolute import section as absolute_section
 from ui.analyses import head_attention, heads, length_multiples, sequence_evaluation
 from ui.captions import accuracy as accuracy_captions
@@ -38,6 +39,7 @@ if run.config.single_head:
             "and Dilution. This page reads runs that answer at every position: open a transformer preset, or train "
             "one with Layers ≥ 1 (or the shift task) on the Train page.")
     transformer_preset_buttons()
+    minimal_section(run)
     st.stop()
 run_summary(run)
 task, model = run.config.task, run.config.model

@@ -11,10 +11,13 @@ from lengen_core.analysis.absolute import (
     PROBE_BASELINE_SEEDS,
     PROBE_SAMPLES,
     AbsolutePosition,
+    MaskShare,
     analyse_absolute_position,
+    mask_share,
+    sink_length_of,
 )
 from lengen_core.config import ConfigError
-from lengen_core.serving.budget import check_absolute_position
+from lengen_core.serving.budget import check_absolute_position, check_mask_share
 from lengen_core.training import Run
 from ui.captions import absolute as captions
 from ui.charts import absolute as charts
@@ -81,9 +84,35 @@ def section(run: Run) -> None:
         column: st.column_config.NumberColumn(format="%.3f") for column in table.columns if column.startswith(("R²", "acc"))})
     for result in found.values():
         st.caption(f"**What changed:** {captions.intervention_caption(result)}")
-    denominators = charts.denominator_table(first.log_denominator, first.exact_log_denominator)
-    if first.log_denominator is not None:
-        chart(charts.denominator_chart(denominators, L), captions.denominator_caption(first, L), denominators,
-              "absolute-denominator", run.run_id)
-    else:
-        st.caption(captions.denominator_caption(first, L))
+    _denominators(first.log_denominator, first.exact_log_denominator, L, max(4, first.samples // 4), run.run_id)
+
+
+def _denominators(measured, exact, train_length: int, samples: int, run_id: str) -> None:
+    look_for = captions.denominator_caption(measured, exact, train_length, samples)
+    if measured is None:
+        st.caption(look_for)
+        return
+    table = charts.denominator_table(measured, exact)
+    chart(charts.denominator_chart(table, train_length), look_for, table, "absolute-denominator", run_id)
+
+
+@st.cache_data(show_spinner="Reading the denominators…", max_entries=32)
+def _mask_share(run_id: str, length: int) -> MaskShare:
+    run = load_run(run_id)
+    check_mask_share(run.config, length)
+    return mask_share(run.model, run.config, length)
+
+
+def minimal_section(run: Run) -> None:
+    """For the minimal head: the mask's share alone (no residual stream to probe), exact under RoPE."""
+    if run.config.model.attention != "softmax":
+        return
+    st.subheader("The mask's share in this single head")
+    st.markdown("RoPE's logits see only t − u, but a query at t normalises over the t + 1 keys the causal mask "
+                "shows it. For the minimal RoPE head the expected denominator is an exact sum from the weights.")
+    try:
+        share = _mask_share(run.run_id, sink_length_of(run.config))
+    except ConfigError as error:
+        refusal("Not computed for this run", error)
+        return
+    _denominators(share.measured, share.exact, run.config.task.train_length, share.samples, run.run_id)

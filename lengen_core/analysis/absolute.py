@@ -67,7 +67,7 @@ def check_transformer(config: RunConfig) -> None:
     if config.model.minimal:
         raise ConfigError("the position probe, the sink and the interventions read a transformer's residual stream; "
                           "the minimal head has none (layers 0): choose a run with layers ≥ 1. Its mask share "
-                          "(the softmax denominator against position) is computed for any RoPE run")
+                          "(the softmax denominator against position, `mask_share`) is computed for any softmax run")
 
 
 # ---------------------------------------------------------------------------------------------- forward
@@ -405,6 +405,27 @@ def exact_log_denominator(model: nn.Module, length: int) -> np.ndarray:
     others = e[..., 1:].mean(dim=2)  # (H, V, T-1): mean over key tokens b
     expected = torch.cat((own[..., None], own[..., None] + others.cumsum(-1)), dim=-1).mean(1)  # (H, T)
     return (expected.log() + top[:, 0, 0]).numpy()
+
+
+@dataclass(frozen=True)
+class MaskShare:
+    """ln E[Z_t] for queries t = 0 … length − 1: exact from the weights per head (H, T) where the logits are
+    per-token carriers (None elsewhere), and measured per layer and head (layers, H, T)."""
+
+    length: int
+    samples: int
+    exact: np.ndarray | None
+    measured: np.ndarray
+
+
+def mask_share(model: nn.Module, config: RunConfig, length: int, samples: int = PROBE_SAMPLES) -> MaskShare:
+    """The softmax denominators of any softmax run, the minimal head included (module docstring)."""
+    if config.model.attention != "softmax":
+        raise ConfigError("the mask's share reads the softmax denominator; linear attention has none: choose a "
+                          "softmax run")
+    check_lengths(config, model, [length])
+    exact = exact_log_denominator(model, length) if model.encoding.rotary else None
+    return MaskShare(length, samples, exact, measured_log_denominator(model, config, length, samples))
 
 
 @torch.no_grad()

@@ -229,6 +229,17 @@ def absolute_position_cost(config: RunConfig, length: int, samples: int = PROBE_
     return Cost("this position probe", memory, seconds, "fewer samples, or a shorter probe length")
 
 
+def mask_share_cost(config: RunConfig, length: int, samples: int = PROBE_SAMPLES) -> Cost:
+    """`lengen_core.analysis.absolute.mask_share`: forward passes over `samples` sequences at `length`, and the
+    exact denominators from the weights, H·V²·D per offset."""
+    _, H, C = _layers(config)
+    V = config.task.vocab_size
+    passes = evaluation_cost(config, [length], samples, tokens_per_batch(config))
+    exact = _seconds(4 * H * V * V * C * length, 4 * H * V * V * length)
+    return Cost("this denominator reading", passes.memory_bytes + FLOAT * 3 * H * V * V * length,
+                STARTUP_SECONDS + passes.seconds + exact, "fewer samples, or a shorter length")
+
+
 def _encoding_traits(config: RunConfig) -> type:
     """The encoding's class, whose flags (rotary, relative, additive, trained_positions) say which
     path the carrier and the prediction take (lengen_core.models.encodings.ENCODING_CLASSES)."""
@@ -373,6 +384,9 @@ class Pricer:
     def check_absolute_position(self, config: RunConfig, length: int, samples: int = PROBE_SAMPLES) -> Cost:
         return self.check(absolute_position_cost(config, length, samples))
 
+    def check_mask_share(self, config: RunConfig, length: int, samples: int = PROBE_SAMPLES) -> Cost:
+        return self.check(mask_share_cost(config, length, samples))
+
     def check_carrier(self, config: RunConfig, search_length: int, baseline_seeds: int = BASELINE_SEEDS) -> Cost:
         return self.check(carrier_cost(config, search_length, baseline_seeds))
 
@@ -405,6 +419,7 @@ check_attention_map = SERVER.check_attention_map
 check_head_analysis = SERVER.check_head_analysis
 check_carrier = SERVER.check_carrier
 check_absolute_position = SERVER.check_absolute_position
+check_mask_share = SERVER.check_mask_share
 check_prediction = SERVER.check_prediction
 check_horizon = SERVER.check_horizon
 prediction_fits = SERVER.prediction_fits

@@ -39,8 +39,9 @@ from lengen_core.analysis.absolute import (
     PROBE_SAMPLES,
     AbsolutePosition,
     analyse_absolute_position,
-    check_transformer,
+    mask_share,
     probe_finding,
+    sink_length_of,
 )
 from lengen_core.analysis.carrier import ALIGNMENT_MARGIN, extract_carrier
 from lengen_core.analysis.evaluate import LengthReport, doublings
@@ -389,9 +390,18 @@ def command_heads(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
 
 def command_absolute(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
     run = _load(args.run_id, store, args.device)
-    check_transformer(run.config)
     length = args.length or run.config.task.train_length
     console: Console = args.console
+    if run.config.model.minimal:  # no residual stream to probe: the mask's share alone, exact for RoPE
+        sink_length = sink_length_of(run.config)
+        console.pricer().check_mask_share(run.config, sink_length, args.samples)
+        with console.estimated("reading the denominators", console.estimate()):
+            share = mask_share(run.model, run.config, sink_length, args.samples)
+        positions = sorted({0, 1, run.config.task.train_length - 1, sink_length - 1})
+        return {"run_id": run.run_id, "sink_length": sink_length, "samples": args.samples,
+                "log_denominator": {t: float(share.measured[0, 0, t]) for t in positions},
+                "exact_log_denominator": None if share.exact is None else {t: float(share.exact[0, t]) for t in positions},
+                "note": "the minimal head has no residual stream: no probe, no sink, no interventions", **_device(run)}
     console.pricer().check_absolute_position(run.config, length, args.samples)
     with console.counted("probing absolute position", console.estimate(), "models") as progress:
         done, total = iter(range(1, PROBE_BASELINE_SEEDS + 5)), PROBE_BASELINE_SEEDS + 4
@@ -592,6 +602,10 @@ def _summary(result: dict[str, Any]) -> str:
         lines.append(("fitted law: " if result["fit"] else "") + result["fit_reason"])
         lines.append(f"device: {result['device_name']}")
         return "\n".join(lines)
+    if "exact_log_denominator" in result and "probe" not in result:
+        exact = result["exact_log_denominator"] or {}
+        return "\n".join([f"ln Z_t at t = {t}: measured {v:.3f}" + (f", exact {exact[t]:.3f}" if t in exact else "")
+                          for t, v in result["log_denominator"].items()] + [result["note"], f"device: {result['device_name']}"])
     if "probe" in result:
         return _absolute_lines(result) + f"\ndevice: {result['device_name']}"
     if "heads" in result:

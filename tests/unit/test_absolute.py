@@ -17,6 +17,7 @@ from lengen_core.analysis.absolute import (
     PROBE_MARGIN,
     analyse_absolute_position,
     exact_log_denominator,
+    mask_share,
     measured_log_denominator,
     probe_r2,
     residual_streams,
@@ -24,7 +25,7 @@ from lengen_core.analysis.absolute import (
 )
 from lengen_core.config import ConfigError, RunConfig, with_changes
 from lengen_core.models.initial import initial_model
-from lengen_core.serving.budget import absolute_position_cost
+from lengen_core.serving.budget import absolute_position_cost, mask_share_cost
 from lengen_core.serving.store import preset_store
 from ui.presets import PRESETS, preset_ids
 
@@ -114,11 +115,23 @@ def test_minimal_head_and_non_rope_runs_are_refused_with_a_reason() -> None:
         analyse_absolute_position(model, TINY, samples=2)
 
 
-def test_the_probe_is_priced_before_it_runs() -> None:
+def test_the_probe_and_the_denominators_are_priced_before_they_run() -> None:
     small = absolute_position_cost(TINY, 8, 64)
     large = absolute_position_cost(PRESETS["Transformer RoPE"], 64, 256)
     assert 0 < small.seconds < large.seconds and small.memory_bytes < large.memory_bytes
     assert "probe" in large.what
+    share = mask_share_cost(PRESETS["RoPE"], 64, 256)
+    assert 0 < share.seconds < mask_share_cost(PRESETS["RoPE"], 1024, 256).seconds
+    assert "denominator" in share.what
+
+
+def test_mask_share_of_the_minimal_head_and_its_refusals() -> None:
+    run = preset_store().load(preset_ids()["RoPE"], "cpu")
+    share = mask_share(run.model, run.config, 16, 64)
+    assert share.exact.shape == (1, 16) and share.measured.shape == (1, 1, 16)
+    linear = preset_store().load(preset_ids()["RoPE + linear attention"], "cpu")
+    with pytest.raises(ConfigError, match="linear attention has none"):
+        mask_share(linear.model, linear.config, 16)
 
 
 def test_probe_beats_its_untrained_baseline_on_the_rope_preset_past_training(past_training) -> None:
@@ -182,4 +195,5 @@ def test_the_captions_read_this_runs_numbers(past_training, transformer_rope) ->
     assert "lowered R² 0.41 → " in changed
     assert "took away" in captions.intervention_caption(past_training)
     assert "No head reads the sink" in captions.sink_caption(past_training, L)
-    assert "exact sums" in captions.denominator_caption(past_training, L)
+    text = captions.denominator_caption(past_training.log_denominator, past_training.exact_log_denominator, L, 16)
+    assert "exact sums" in text and "Past layer 0" in text

@@ -40,8 +40,18 @@ def test_absolute_readable_output_lists_layers_and_heads() -> None:
     assert "layer 1 head 1: weight on key 0" in outcome.stdout
 
 
+def test_absolute_on_the_minimal_head_reads_its_denominators_exactly() -> None:
+    outcome = run_cli("absolute", preset_ids()["RoPE"], "--samples", "256", "--device", "cpu", "--json")
+    assert outcome.code == 0, outcome.stderr
+    found = strict_json(outcome.stdout)
+    assert "probe" not in found and "no residual stream" in found["note"]
+    assert set(found["log_denominator"]) == set(found["exact_log_denominator"]) == {"0", "1", "15", "63"}
+    for t, exact in found["exact_log_denominator"].items():
+        assert found["log_denominator"][t] == pytest.approx(exact, abs=0.3)
+
+
 @pytest.mark.parametrize(("argv", "message"), [
-    (("absolute", "RoPE"), "layers ≥ 1"),
+    (("absolute", "RoPE + linear attention"), "linear attention has none"),
     (("absolute", "Transformer RoPE", "--samples", "2"), "at least 4"),
     (("absolute", "Transformer RoPE", "--length", "2"), "larger than the offset"),
     (("absolute", "Transformer RoPE", "--length", "5000"), "limit for the position probe"),

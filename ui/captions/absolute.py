@@ -74,18 +74,21 @@ def intervention_caption(found: AbsolutePosition) -> str:
     return "; ".join(out) + f". Accuracy over {found.scored} positions a sequence whose answer is not token 0."
 
 
-def denominator_caption(found: AbsolutePosition, train_length: int) -> str:
-    """How ln Z_t rises with t, and how close layer 0's exact sums are to the measured ones."""
-    if found.log_denominator is None:
+def denominator_caption(measured: np.ndarray | None, exact: np.ndarray | None, train_length: int, samples: int) -> str:
+    """How ln Z_t rises with t, and how close layer 0's exact sums are to the measured ones: measured
+    (layers, H, T), exact (H, T) for layer 0 or None."""
+    if measured is None:
         return "linear attention has no softmax denominator: nothing here depends on the mask's normalisation."
-    measured, last = found.log_denominator, min(train_length, found.sink_length) - 1
+    last = min(train_length, measured.shape[-1]) - 1
     rises = [float(measured[layer, head, last] - measured[layer, head, 0])
              for layer in range(measured.shape[0]) for head in range(measured.shape[1])]
-    text = (f"from t = 0 to t = {last}, ln Z_t rises by {min(rises):.1f} to {max(rises):.1f} nats across the heads: "
-            "the causal mask lets a later query see more keys, so its softmax normalises over more")
-    if found.exact_log_denominator is not None:
-        gap = float(np.max(np.abs(found.exact_log_denominator - measured[0])))
+    spread = f"{rises[0]:.1f} nats" if len(rises) == 1 else f"{min(rises):.1f} to {max(rises):.1f} nats across the heads"
+    text = (f"from t = 0 to t = {last}, ln Z_t rises by {spread}: the causal mask lets a later query see more keys, "
+            "so its softmax normalises over more")
+    if exact is not None:
+        gap = float(np.max(np.abs(exact - measured[0])))
         text += (f". Layer 0's logits are relative, so its rise is all the mask's: its exact sums from the weights "
-                 f"(lines) sit within {gap:.2f} nats of the measured means ({max(4, found.samples // 4)} sequences). "
-                 "Past layer 0 a head's logits may carry position themselves, so its rise is the mask's and theirs")
+                 f"(lines) sit within {gap:.2f} nats of the measured means ({samples} sequences)")
+    if measured.shape[0] > 1:
+        text += ". Past layer 0 a head's logits may carry position themselves, so its rise is the mask's and theirs"
     return text + "."
