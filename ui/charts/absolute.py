@@ -11,6 +11,12 @@ from plotly.subplots import make_subplots
 from ui.charts.common import FITTED, MEASURED, PREDICTED, REFERENCE, _layout, hover
 
 LENGTH_COLOURS = (MEASURED, PREDICTED, FITTED, "#9467bd")
+BOTTOM = 130  # px under the plots: the tick labels, the x-axis title, then the legend
+
+
+def _below_axis_title(height: int, top: int = 60) -> float:
+    """The legend's y (paper units) 75 px under the plots, clear of the x-axis title at any height."""
+    return -75 / (height - top - BOTTOM)
 
 
 def sink_table(sink: np.ndarray, uniform: np.ndarray) -> pd.DataFrame:
@@ -39,8 +45,9 @@ def sink_grid(table: pd.DataFrame, train_length: int) -> go.Figure:
     figure.update_yaxes(range=[-0.03, 1.03])
     figure.update_xaxes(title_text="query position t", row=layers)
     figure.update_yaxes(title_text="weight on key 0", col=1)
-    figure.update_layout(height=max(320, 250 * layers), margin=dict(l=60, r=20, t=60, b=70),
-                         legend=dict(orientation="h", yanchor="top", y=-0.12, x=0),
+    height = max(340, 250 * layers)
+    figure.update_layout(height=height, margin=dict(l=60, r=20, t=60, b=BOTTOM),
+                         legend=dict(orientation="h", yanchor="top", y=_below_axis_title(height), x=0),
                          title=f"The sink: each head's weight on position 0 (dotted: L_train = {train_length})")
     return figure
 
@@ -104,7 +111,8 @@ def denominator_chart(table: pd.DataFrame, train_length: int) -> go.Figure:
         figure.add_vline(x=train_length - 0.5, line=dict(color=REFERENCE, dash="dot", width=1), **where)
     figure.update_xaxes(title_text="query position t", row=layers)
     figure.update_yaxes(title_text="ln Z_t (nats)")
-    figure.update_layout(height=max(340, 260 * layers), margin=dict(l=60, r=20, t=60, b=70),
-                         legend=dict(orientation="h", yanchor="top", y=-0.1, x=0),
+    height = max(360, 260 * layers)
+    figure.update_layout(height=height, margin=dict(l=60, r=20, t=60, b=BOTTOM),
+                         legend=dict(orientation="h", yanchor="top", y=_below_axis_title(height), x=0),
                          title=f"The mask's share: each head's softmax denominator (dotted: L_train = {train_length})")
     return figure
