@@ -5,19 +5,18 @@ import pandas as pd
 import streamlit as st
 
 from lengen_core.config import ConfigError
-from ui.absolute import minimal_section
-from ui.absolute import section as absolute_section
 from ui.analyses import head_attention, heads, length_multiples, sequence_evaluation
 from ui.captions import accuracy as accuracy_captions
 from ui.captions import attention as attention_captions
 from ui.captions import mechanism as mechanism_captions
 from ui.charts import common as charts
-from ui.charts import compare as compare_charts
 from ui.charts import transformer as transformer_charts
 from ui.glossary import lead
-from ui.presets import POSITION_MULTIPLES, TRANSFORMER_MULTIPLES, transformer_presets
-from ui.runs import load_run
+from ui.presets import POSITION_MULTIPLES, TRANSFORMER_MULTIPLES
 from ui.state import show_view, view_number
+from ui.transformer.absolute import minimal_section
+from ui.transformer.absolute import section as absolute_section
+from ui.transformer.story import section as story_section
 from ui.widgets import chart, head_picker, refusal, run_summary, selected_run, transformer_preset_buttons
 
 MULTIPLES = TRANSFORMER_MULTIPLES  # test lengths, × the training length (ui.presets)
@@ -51,8 +50,7 @@ try:
 except ConfigError as error:  # over this server's budget (lengen_core.serving.budget), say
     refusal("Not computed for this run", error)
     st.stop()
-carriers = pd.concat([pd.DataFrame({"layer": h.layer, "head": h.head, "offset": range(len(h.carrier)), "s": h.carrier,
-                                    "is_carrier": h.is_carrier, "pinned_key": h.pinned_key}) for h in reports])
+carriers = transformer_charts.carrier_table(reports)
 carrier_heads = [f"L{h.layer}H{h.head}" for h in reports if h.is_carrier]
 pinned_heads = [f"L{h.layer}H{h.head}" for h in reports if h.pinned_key is not None]
 a, b, c = st.columns(3)
@@ -129,20 +127,6 @@ with right:
                                           past["accuracy"], past["accuracy_low"]),
               multiples=(2, 4, 16)), by_length, "accuracy-by-length", run.run_id)
 
-st.subheader("RoPE against learned positions")
-stories = {label: load_run(run_id) for label, run_id in transformer_presets().items()}
-story = pd.concat([  # the selected run's evaluation is cached: only the other preset's is computed
-    transformer_charts.beyond_table(label, sequence_evaluation(story_run.run_id, length_multiples(story_run.run_id,
-                                                                                                  MULTIPLES), samples),
-                                    story_run.config.task.train_length)
-    for label, story_run in stories.items()
-], ignore_index=True)
-beyond = compare_charts.accuracy_overlay(story, chance).update_layout(title="Accuracy beyond the training length")
-chart(beyond,
-      "positions past the training length only. " + accuracy_captions.curves_caption(
-          [accuracy_captions.run_curve(label, stories[label].config, stories[label].verdict, rows["length"],
-                                       rows["accuracy"], rows["accuracy_low"])
-           for label, rows in story.groupby("run", sort=False)],
-          multiples=(2, 4, 16), note="Bands: 95% Wilson intervals."), story, "transformer-story")
+story_section(samples, chance)
 absolute_section(run)  # last: the page above is drawn while its probes run
 transformer_preset_buttons()

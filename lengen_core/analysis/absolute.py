@@ -357,7 +357,7 @@ def analyse_absolute_position(model: nn.Module, config: RunConfig, samples: int 
     sink_tokens = sequence_tokens(SINK_SEED, sink_length, max(4, samples // 4), config.task.vocab_size).to(device)
     read = _pass(model, config, sink_tokens, None)
     tick()
-    softmax = config.model.attention == "softmax"
+    softmax = has_denominator(config)
     return AbsolutePosition(
         length=length, samples=samples, probe=probe, variants=tuple(variants), sink_length=sink_length,
         sink=read.sink, uniform_sink=1.0 / np.arange(1, sink_length + 1),
@@ -418,9 +418,14 @@ class MaskShare:
     measured: np.ndarray
 
 
+def has_denominator(config: RunConfig) -> bool:
+    """Whether the run's attention normalises (softmax): linear attention has no denominator to read."""
+    return config.model.attention == "softmax"
+
+
 def mask_share(model: nn.Module, config: RunConfig, length: int, samples: int = PROBE_SAMPLES) -> MaskShare:
     """The softmax denominators of any softmax run, the minimal head included (module docstring)."""
-    if config.model.attention != "softmax":
+    if not has_denominator(config):
         raise ConfigError("the mask's share reads the softmax denominator; linear attention has none: choose a "
                           "softmax run")
     check_lengths(config, model, [length])

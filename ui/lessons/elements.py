@@ -21,7 +21,6 @@ import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
 from lengen_core.config import ConfigError
-from ui import absolute
 from ui.analyses import CARRIER_SEARCH, dilution_look_for, head_attention, heads, length_multiples, sequence_evaluation
 from ui.captions import accuracy as accuracy_captions
 from ui.captions import attention as attention_captions
@@ -45,6 +44,7 @@ from ui.runs import allowed_lengths, carrier, dilution_data, evaluation, heatmap
 from ui.training.form import request, show_message, train_form
 from ui.training.live import live_training, open_trained_run
 from ui.training.pool import training_pool
+from ui.transformer import absolute
 from ui.widgets import chart, refusal, run_summary
 
 # Presenter mode, for a 1024×768 projector: the chart beside the step's text, as tall as what is left of the
@@ -195,9 +195,7 @@ def head_carriers(step: Step, presenting: Projector | None) -> None:
     run = _run(step)
     model, k = run.config.model, run.config.task.offset
     reports = heads(run.run_id)
-    carriers = pd.concat([pd.DataFrame({"layer": h.layer, "head": h.head, "offset": range(len(h.carrier)),
-                                        "s": h.carrier, "is_carrier": h.is_carrier, "pinned_key": h.pinned_key})
-                          for h in reports])
+    carriers = transformer_charts.carrier_table(reports)
     _draw(transformer_charts.head_grid(carriers, model.n_layers, model.n_heads, k),
           mechanism_captions.head_grid_caption(reports, model.encoding, model.attention,
                                                None if run.verdict is None else run.verdict.learned),

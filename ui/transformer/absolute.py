@@ -13,6 +13,7 @@ from lengen_core.analysis.absolute import (
     AbsolutePosition,
     MaskShare,
     analyse_absolute_position,
+    has_denominator,
     mask_share,
     sink_length_of,
 )
@@ -105,7 +106,7 @@ def _mask_share(run_id: str, length: int) -> MaskShare:
 
 def minimal_section(run: Run) -> None:
     """For the minimal head: the mask's share alone (no residual stream to probe), exact under RoPE."""
-    if run.config.model.attention != "softmax":
+    if not has_denominator(run.config):
         return
     st.subheader("The mask's share in this single head")
     st.markdown("RoPE's logits see only t − u, but a query at t normalises over the t + 1 keys the causal mask "
