@@ -1,5 +1,5 @@
 """Where absolute position comes from in a transformer whose logits see only relative offsets
-(docs/science.md §3b, issue 30 §2).
+(docs/science.md §12, issue 30 §2).
 
 Under RoPE every logit depends on t − u alone, yet a trained RoPE transformer can still tell
 absolute positions apart. Two sources can supply them, and this module measures each one:
@@ -7,25 +7,24 @@ absolute positions apart. Two sources can supply them, and this module measures 
 - **The sink.** Position 0 has no keys before it: its residual stream is a closed system, the same
   for every sequence that starts with the same token. A head that puts a position-dependent share
   of its weight on key 0 ("sink-reading") hands every later query a signal of where it is.
-  `sink_attention`: each head's mean weight on key 0 as a function of the query position t,
-  beside 1 / (t + 1), the share a uniform head gives it.
+  `AbsolutePosition.sink`: each head's mean weight on key 0 as a function of the query position
+  t, beside 1 / (t + 1), the share a uniform head gives it.
 - **The mask.** A softmax query at t normalises over the t + 1 keys the causal mask lets it see,
-  so its denominator Z_t = Σ_{u ≤ t} e^{logit(t, u)} grows with t even when every logit is relative.
-  `mask_share`: ln E[Z_t] against t, exactly from the weights where the logits are per-token
-  carriers s_ab(Δ) (the minimal RoPE head; layer 0 of a RoPE transformer, whose inputs are tokens
-  alone), and measured from the logits of a forward pass (every head of every layer).
+  so its denominator Z_t = Σ_{u ≤ t} e^{logit(t, u)} grows with t even when every logit is relative:
+  lengen_core.analysis.mask, exact from the weights for layer 0 under RoPE, measured for every head
+  (read here from the same passes as the sink).
 
-Whether the model *uses* absolute position is read with a **linear probe**: ridge regression from
+How much absolute position the model holds is read with a **linear probe**: ridge regression from
 each layer's residual stream (layer 0: the embeddings; layer l: after block l) to the query's
 position t, fitted on half the sequences and scored by R² on the other half. Its baseline is the
 same probe on untrained initialisations of the same config (`PROBE_BASELINE_SEEDS` seeds): the
 causal mask alone already lets an untrained model average over a prefix whose length is the
 position, so "the probe works" means "it beats that spread by `PROBE_MARGIN`".
 
-**The interventions** (`intervene`): replace the first token's embedding by the mean embedding (the
+**The interventions** (`AbsolutePosition.variants`): replace the first token's embedding by the mean embedding (the
 sink's content goes, the mask stays), or shift every position by `POSITION_SHIFT` (under RoPE an
 exact no-op up to float rounding: what changes is what the encoding made absolute). Each variant
-reports accuracy, the probe and the sink weight.
+reports accuracy, the probe and the sink weight. `analyse_absolute_position` computes all of it.
 
 A probe's R² says how much of the position a *linear* read recovers from these sequences; it cannot
 say that the model's own readout uses it. Everything here is pure: no budgets (the serving side
@@ -44,8 +43,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from lengen_core.analysis.carrier import carrier_values, token_coefficients
 from lengen_core.analysis.evaluate import LengthError, check_lengths, sequence_tokens
+from lengen_core.analysis.mask import DENOMINATOR_SEED, QuerySums, exact_log_denominator, has_denominator
 from lengen_core.analysis.sequence import tokens_per_batch
 from lengen_core.config import ConfigError, RunConfig
 from lengen_core.models.encodings import PositionalEncoding
@@ -58,7 +57,7 @@ MAX_PROBE_LENGTH = 1_024  # the probe keeps every layer's residual stream of eve
 PROBE_SAMPLES = 256  # sequences: half fit the probe, half score it
 RIDGE = 1e-2  # the ridge penalty on standardised features, per fitted row
 POSITION_SHIFT = 1_000  # the constant every position moves by in the shift intervention
-PROBE_SEED, SINK_SEED = 13, 17  # the evaluation sequences' seeds (lengen_core.analysis.evaluate.sequence_tokens)
+PROBE_SEED, SINK_SEED = 13, DENOMINATOR_SEED  # the evaluation sequences' seeds (lengen_core.analysis.evaluate.sequence_tokens)
 SINK_MULTIPLE = 4  # the sink and the denominators are read up to this × the training length (or the encoding's end)
 VARIANTS = ("as trained", "first token → mean embedding", f"positions + {POSITION_SHIFT:,}")
 
@@ -134,23 +133,6 @@ def residual_streams(model: nn.Module, tokens: torch.Tensor, first: torch.Tensor
     return streams, model.norm_final(x) @ model.W_U
 
 
-class _SinkSums:
-    """An observer summing, per layer, head and query position (layers, H, T): the weight on key 0,
-    and the softmax denominator Z_t = Σ_{u ≤ t} e^{logit(t, u)} (float64, from each query's logsumexp)."""
-
-    def __init__(self, layers: int, heads: int, length: int) -> None:
-        self.sums = torch.zeros(layers, heads, length, dtype=torch.float64)
-        self.denominators = torch.zeros(layers, heads, length, dtype=torch.float64)
-
-    def __call__(self, layer: int, start: int, logits: torch.Tensor, weights: torch.Tensor) -> None:
-        stop = start + weights.shape[2]
-        self.sums[layer, :, start:stop] += weights[..., 0].sum(0).cpu().double()
-        queries = torch.arange(start, stop, device=logits.device)
-        hidden = torch.arange(logits.shape[-1], device=logits.device)[None, :] > queries[:, None]  # (q, T)
-        log_z = logits.double().masked_fill(hidden, -math.inf).logsumexp(-1)  # (B, H, q)
-        self.denominators[layer, :, start:stop] += log_z.exp().sum(0).cpu()
-
-
 @dataclass(frozen=True)
 class Pass:
     """One variant's forward passes over the probe's sequences."""
@@ -164,7 +146,7 @@ class Pass:
 
 def _pass(model: nn.Module, config: RunConfig, tokens: torch.Tensor, first: torch.Tensor | None) -> Pass:
     S, T = tokens.shape
-    sums = _SinkSums(model.n_layers, config.model.n_heads, T)
+    sums = QuerySums(model.n_layers, config.model.n_heads, T)
     batch = max(1, tokens_per_batch(config) // T)
     streams, hits = [], []
     start = query_start(config.task, T)
@@ -364,85 +346,3 @@ def analyse_absolute_position(model: nn.Module, config: RunConfig, samples: int 
         log_denominator=read.log_denominator if softmax else None,
         exact_log_denominator=exact_log_denominator(model, sink_length) if softmax and model.encoding.rotary else None,
         scored=trained.scored)
-
-
-# ------------------------------------------------------------------------------------ the mask's share
-
-
-@torch.no_grad()
-def _head_coefficients(model: nn.Module) -> torch.Tensor:
-    """c_abj = q_j(a)·conj(k_j(b))/√D per head, from the token inputs alone: (H, V, V, D/2) complex128.
-    The minimal head's queries and keys are its tables; layer 0 of a transformer reads LN(E) (no
-    position table under RoPE), so its logits are per-token carriers too."""
-    if getattr(model, "blocks", None) is None:
-        return token_coefficients(model)[None]
-    block = model.blocks[0]
-    C, H = model.embed.shape[1], block.n_heads
-    q, k, _ = (block.norm_attention(model.embed) @ block.W_QKV).split(C, dim=-1)  # (V, C) each
-    q, k = (t.reshape(-1, H, C // H).transpose(0, 1).cpu().double() for t in (q, k))  # (H, V, D)
-    half = q.shape[-1] // 2
-    qz, kz = torch.complex(q[..., :half], q[..., half:]), torch.complex(k[..., :half], k[..., half:])
-    return qz[:, :, None, :] * kz.conj()[:, None, :, :] / math.sqrt(q.shape[-1])  # (H, V, V, D/2)
-
-
-def exact_log_denominator(model: nn.Module, length: int) -> np.ndarray:
-    """ln E[Z_t] for t = 0 … length − 1, per head of the minimal RoPE head or of layer 0 of a RoPE
-    transformer: (H, length). With per-token carriers s_ab(Δ), a query of token a at t sees itself
-    (Δ = 0) and t keys of iid uniform tokens, so
-
-        E[Z_t] = (1/V) Σ_a [ e^{s_aa(0)} + Σ_{Δ=1}^{t} (1/V) Σ_b e^{s_ab(Δ)} ],
-
-    which depends on t only through how many keys the causal mask shows the query: the mask's share
-    of the position signal is all of it here. Exact (float64), no sampling."""
-    if not model.encoding.rotary:
-        raise ConfigError("the exact denominator needs per-token carriers, which RoPE has: this run's logits "
-                          "are not a function of the tokens and t − u alone")
-    coefficients = _head_coefficients(model)
-    s = carrier_values(coefficients, model.encoding.frequencies.cpu(), torch.arange(length))  # (H, V, V, T)
-    top = s.amax(dim=(1, 2, 3), keepdim=True)  # (H, 1, 1, 1): every exponent ≤ 0
-    e = torch.exp(s - top)
-    own = torch.diagonal(e[..., 0], dim1=1, dim2=2)  # (H, V): e^{s_aa(0)}
-    others = e[..., 1:].mean(dim=2)  # (H, V, T-1): mean over key tokens b
-    expected = torch.cat((own[..., None], own[..., None] + others.cumsum(-1)), dim=-1).mean(1)  # (H, T)
-    return (expected.log() + top[:, 0, 0]).numpy()
-
-
-@dataclass(frozen=True)
-class MaskShare:
-    """ln E[Z_t] for queries t = 0 … length − 1: exact from the weights per head (H, T) where the logits are
-    per-token carriers (None elsewhere), and measured per layer and head (layers, H, T)."""
-
-    length: int
-    samples: int
-    exact: np.ndarray | None
-    measured: np.ndarray
-
-
-def has_denominator(config: RunConfig) -> bool:
-    """Whether the run's attention normalises (softmax): linear attention has no denominator to read."""
-    return config.model.attention == "softmax"
-
-
-def mask_share(model: nn.Module, config: RunConfig, length: int, samples: int = PROBE_SAMPLES) -> MaskShare:
-    """The softmax denominators of any softmax run, the minimal head included (module docstring)."""
-    if not has_denominator(config):
-        raise ConfigError("the mask's share reads the softmax denominator; linear attention has none: choose a "
-                          "softmax run")
-    check_lengths(config, model, [length])
-    exact = exact_log_denominator(model, length) if model.encoding.rotary else None
-    return MaskShare(length, samples, exact, measured_log_denominator(model, config, length, samples))
-
-
-@torch.no_grad()
-def measured_log_denominator(model: nn.Module, config: RunConfig, length: int, samples: int,
-                             seed: int = SINK_SEED) -> np.ndarray:
-    """ln of the mean softmax denominator Z_t over `samples` random sequences, per layer and head, from
-    the logits of forward passes: (layers, H, length) (the minimal head: one layer of one head)."""
-    device = next(model.parameters()).device
-    layers, heads = max(1, config.model.n_layers), 1 if config.model.minimal else config.model.n_heads
-    sums = _SinkSums(layers, heads, length)
-    tokens = sequence_tokens(seed, length, samples, config.task.vocab_size).to(device)
-    batch = max(1, tokens_per_batch(config) // length)
-    for begin in range(0, samples, batch):
-        model(tokens[begin : begin + batch], 0, observe=sums)
-    return np.log((sums.denominators / samples).numpy())

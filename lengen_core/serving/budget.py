@@ -42,6 +42,7 @@ from lengen_core.analysis.carrier import BASELINE_SEEDS
 from lengen_core.analysis.dilution import DOMINANT_KEYS, KEY_CHUNK
 from lengen_core.analysis.evaluate import TOKEN_BLOCK, WIDE_BLOCK_BYTES, chunk_bytes, chunk_sizes, cpu_workers
 from lengen_core.analysis.horizon import NEAR_MULTIPLE
+from lengen_core.analysis.mask import DENOMINATOR_SAMPLES
 from lengen_core.analysis.sequence import tokens_per_batch
 from lengen_core.config import ConfigError, RunConfig
 from lengen_core.models.attention import QUERY_BLOCK_ELEMENTS
@@ -229,8 +230,8 @@ def absolute_position_cost(config: RunConfig, length: int, samples: int = PROBE_
     return Cost("this position probe", memory, seconds, "fewer samples, or a shorter probe length")
 
 
-def mask_share_cost(config: RunConfig, length: int, samples: int = PROBE_SAMPLES) -> Cost:
-    """`lengen_core.analysis.absolute.mask_share`: forward passes over `samples` sequences at `length`, and the
+def mask_share_cost(config: RunConfig, length: int, samples: int = DENOMINATOR_SAMPLES) -> Cost:
+    """`lengen_core.analysis.mask.mask_share`: forward passes over `samples` sequences at `length`, and the
     exact denominators from the weights, H·V²·D per offset."""
     _, H, C = _layers(config)
     V = config.task.vocab_size
@@ -384,7 +385,7 @@ class Pricer:
     def check_absolute_position(self, config: RunConfig, length: int, samples: int = PROBE_SAMPLES) -> Cost:
         return self.check(absolute_position_cost(config, length, samples))
 
-    def check_mask_share(self, config: RunConfig, length: int, samples: int = PROBE_SAMPLES) -> Cost:
+    def check_mask_share(self, config: RunConfig, length: int, samples: int = DENOMINATOR_SAMPLES) -> Cost:
         return self.check(mask_share_cost(config, length, samples))
 
     def check_carrier(self, config: RunConfig, search_length: int, baseline_seeds: int = BASELINE_SEEDS) -> Cost:

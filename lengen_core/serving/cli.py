@@ -39,7 +39,6 @@ from lengen_core.analysis.absolute import (
     PROBE_SAMPLES,
     AbsolutePosition,
     analyse_absolute_position,
-    mask_share,
     probe_finding,
     sink_length_of,
 )
@@ -47,6 +46,7 @@ from lengen_core.analysis.carrier import ALIGNMENT_MARGIN, extract_carrier
 from lengen_core.analysis.evaluate import LengthReport, doublings
 from lengen_core.analysis.fit import NOT_ASKED
 from lengen_core.analysis.heads import analyse_heads
+from lengen_core.analysis.mask import mask_share
 from lengen_core.analysis.rules import RULES, make_rule
 from lengen_core.config import (
     SETTINGS,

@@ -16,13 +16,11 @@ import torch
 from lengen_core.analysis.absolute import (
     PROBE_MARGIN,
     analyse_absolute_position,
-    exact_log_denominator,
-    mask_share,
-    measured_log_denominator,
     probe_r2,
     residual_streams,
     shifted,
 )
+from lengen_core.analysis.mask import exact_log_denominator, mask_share, measured_log_denominator
 from lengen_core.config import ConfigError, RunConfig, with_changes
 from lengen_core.models.initial import initial_model
 from lengen_core.serving.budget import absolute_position_cost, mask_share_cost

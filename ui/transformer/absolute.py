@@ -11,12 +11,10 @@ from lengen_core.analysis.absolute import (
     PROBE_BASELINE_SEEDS,
     PROBE_SAMPLES,
     AbsolutePosition,
-    MaskShare,
     analyse_absolute_position,
-    has_denominator,
-    mask_share,
     sink_length_of,
 )
+from lengen_core.analysis.mask import MaskShare, has_denominator, mask_share
 from lengen_core.config import ConfigError
 from lengen_core.serving.budget import check_absolute_position, check_mask_share
 from lengen_core.training import Run
