@@ -195,3 +195,12 @@ def test_the_captions_read_this_runs_numbers(past_training, transformer_rope) ->
     assert "No head reads the sink" in captions.sink_caption(past_training, L)
     text = captions.denominator_caption(past_training.log_denominator, past_training.exact_log_denominator, L, 16)
     assert "exact sums" in text and "Past layer 0" in text
+
+
+def test_a_shift_past_a_learned_tables_end_is_not_run_and_says_why() -> None:
+    config = with_changes(TINY, n_layers=1, encoding="learned", max_positions=8)
+    found = analyse_absolute_position(initial_model(config), config, samples=8)
+    moved = found.variants[2]
+    assert moved.accuracy is None and moved.r2 == ()
+    assert "beyond the learned position table" in moved.reason
+    assert found.sink_length == 8  # the sink is read up to the table's end, not 4 × L_train

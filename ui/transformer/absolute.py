@@ -18,6 +18,7 @@ from lengen_core.analysis.mask import MaskShare, has_denominator, mask_share
 from lengen_core.config import ConfigError
 from lengen_core.serving.budget import check_absolute_position, check_mask_share
 from lengen_core.training import Run
+from ui.analyses import length_multiples
 from ui.captions import absolute as captions
 from ui.charts import absolute as charts
 from ui.runs import load_run
@@ -34,11 +35,12 @@ def absolute_position(run_id: str, length: int, samples: int = PROBE_SAMPLES) ->
 
 
 def probes(run: Run) -> tuple[dict[int, AbsolutePosition], list[ConfigError]]:
-    """The analysis at each probe length (`PROBE_MULTIPLES` × L_train), and what this server refused."""
-    L, found, refused = run.config.task.train_length, {}, []
-    for multiple in PROBE_MULTIPLES:
+    """The analysis at each probe length (`PROBE_MULTIPLES` × L_train, those the run's encoding allows), and what
+    this server refused."""
+    found, refused = {}, []
+    for length in length_multiples(run.run_id, PROBE_MULTIPLES):
         try:
-            found[multiple * L] = absolute_position(run.run_id, multiple * L)
+            found[length] = absolute_position(run.run_id, length)
         except ConfigError as error:
             refused.append(error)
     return found, refused
