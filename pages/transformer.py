@@ -10,13 +10,14 @@ from ui.captions import accuracy as accuracy_captions
 from ui.captions import attention as attention_captions
 from ui.captions import mechanism as mechanism_captions
 from ui.charts import common as charts
-from ui.charts import compare as compare_charts
 from ui.charts import transformer as transformer_charts
 from ui.glossary import lead
-from ui.presets import POSITION_MULTIPLES, TRANSFORMER_MULTIPLES, transformer_presets
-from ui.runs import load_run
-from ui.state import select_run, show_view, view_number
-from ui.widgets import chart, head_picker, refusal, run_summary, selected_run
+from ui.presets import POSITION_MULTIPLES, TRANSFORMER_MULTIPLES
+from ui.state import show_view, view_number
+from ui.transformer.absolute import minimal_section
+from ui.transformer.absolute import section as absolute_section
+from ui.transformer.story import section as story_section
+from ui.widgets import chart, head_picker, refusal, run_summary, selected_run, transformer_preset_buttons
 
 MULTIPLES = TRANSFORMER_MULTIPLES  # test lengths, × the training length (ui.presets)
 SAMPLES = [16, 32, 64, 128, 256]
@@ -28,24 +29,16 @@ st.markdown("A 2-layer, 2-head transformer trained on the **shift** task (every 
             "over to longer inputs?")
 
 
-def preset_buttons(where) -> None:
-    for column, (label, run_id) in zip(where.columns(len(transformer_presets())), transformer_presets().items(),
-                                       strict=True):
-        if column.button(f"Open {label}", key=f"open-{label}", width="stretch",
-                         help="Select this shipped 2-layer, 2-head run (shift task, seed 0)."):
-            select_run(run_id)
-            st.rerun()
-
-
 run = selected_run()
 if run is None:
-    preset_buttons(st)
+    transformer_preset_buttons()
     st.stop()
 if run.config.single_head:
     st.info("The selected run is the minimal single head on the retrieval task: its pages are Attention, Carrier "
             "and Dilution. This page reads runs that answer at every position: open a transformer preset, or train "
             "one with Layers ≥ 1 (or the shift task) on the Train page.")
-    preset_buttons(st)
+    transformer_preset_buttons()
+    minimal_section(run)
     st.stop()
 run_summary(run)
 task, model = run.config.task, run.config.model
@@ -57,8 +50,7 @@ try:
 except ConfigError as error:  # over this server's budget (lengen_core.serving.budget), say
     refusal("Not computed for this run", error)
     st.stop()
-carriers = pd.concat([pd.DataFrame({"layer": h.layer, "head": h.head, "offset": range(len(h.carrier)), "s": h.carrier,
-                                    "is_carrier": h.is_carrier, "pinned_key": h.pinned_key}) for h in reports])
+carriers = transformer_charts.carrier_table(reports)
 carrier_heads = [f"L{h.layer}H{h.head}" for h in reports if h.is_carrier]
 pinned_heads = [f"L{h.layer}H{h.head}" for h in reports if h.pinned_key is not None]
 a, b, c = st.columns(3)
@@ -135,19 +127,6 @@ with right:
                                           past["accuracy"], past["accuracy_low"]),
               multiples=(2, 4, 16)), by_length, "accuracy-by-length", run.run_id)
 
-st.subheader("RoPE against learned positions")
-stories = {label: load_run(run_id) for label, run_id in transformer_presets().items()}
-story = pd.concat([  # the selected run's evaluation is cached: only the other preset's is computed
-    transformer_charts.beyond_table(label, sequence_evaluation(story_run.run_id, length_multiples(story_run.run_id,
-                                                                                                  MULTIPLES), samples),
-                                    story_run.config.task.train_length)
-    for label, story_run in stories.items()
-], ignore_index=True)
-beyond = compare_charts.accuracy_overlay(story, chance).update_layout(title="Accuracy beyond the training length")
-chart(beyond,
-      "positions past the training length only. " + accuracy_captions.curves_caption(
-          [accuracy_captions.run_curve(label, stories[label].config, stories[label].verdict, rows["length"],
-                                       rows["accuracy"], rows["accuracy_low"])
-           for label, rows in story.groupby("run", sort=False)],
-          multiples=(2, 4, 16), note="Bands: 95% Wilson intervals."), story, "transformer-story")
-preset_buttons(st)
+story_section(samples, chance)
+absolute_section(run)  # last: the page above is drawn while its probes run
+transformer_preset_buttons()

@@ -10,8 +10,9 @@ from streamlit.delta_generator import DeltaGenerator
 from lengen_core.serving.store import StoreError
 from lengen_core.training import Run
 from ui.captions import common as captions
+from ui.presets import transformer_presets
 from ui.runs import load_run
-from ui.state import plain, selected_run_id, show_view, view_option
+from ui.state import plain, select_run, selected_run_id, show_view, view_option
 
 # Injected once by app.py. Metric labels and page links wrap instead of ending in "…", so none is cut; charts
 # laid side by side in st.columns stack once the main area is too narrow for each to be read (two
@@ -202,3 +203,13 @@ def head_picker(names: list[str], best: int, run_id: str, key: str, label: str =
                           help="Layer and head (from 0).")
     show_view("head", chosen)
     return names.index(chosen)
+
+
+def transformer_preset_buttons() -> None:
+    """One button per shipped transformer preset (ui.presets.transformer_presets), selecting it."""
+    presets = transformer_presets()
+    for column, (label, run_id) in zip(st.columns(len(presets)), presets.items(), strict=True):
+        if column.button(f"Open {label}", key=f"open-{label}", width="stretch",
+                         help="Select this shipped 2-layer, 2-head run (shift task, seed 0)."):
+            select_run(run_id)
+            st.rerun()

@@ -6,7 +6,7 @@
 Every training, evaluation, heatmap, per-head analysis, carrier extraction and prediction from the
 weights is checked here before the serving side calls the science (`check_training` in the training
 pool and the command line; `check_attention_map`, `check_sequence_evaluation`,
-`check_single_head_evaluation`, `check_head_analysis`, `check_carrier` and `check_prediction` in the
+`check_single_head_evaluation`, `check_head_analysis`, `check_absolute_position`, `check_carrier` and `check_prediction` in the
 command line and the app's analyses), so a command, a link and the Train form all meet the same limits. The
 budgets are the operator's, from the environment, with defaults that keep one request well inside
 a 2-core, 8 GB container:
@@ -36,11 +36,13 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from lengen_core.analysis.absolute import PROBE_BASELINE_SEEDS, PROBE_SAMPLES, SINK_MULTIPLE, sink_length_of
 from lengen_core.analysis.argmax_count import GAUSSIAN_DRAWS
 from lengen_core.analysis.carrier import BASELINE_SEEDS, RECURRENCE_LIMIT, SEARCH_CHUNK
 from lengen_core.analysis.dilution import DOMINANT_KEYS, KEY_CHUNK
 from lengen_core.analysis.evaluate import TOKEN_BLOCK, WIDE_BLOCK_BYTES, chunk_bytes, chunk_sizes, cpu_workers
 from lengen_core.analysis.horizon import NEAR_MULTIPLE
+from lengen_core.analysis.mask import DENOMINATOR_SAMPLES
 from lengen_core.analysis.sequence import tokens_per_batch
 from lengen_core.config import ConfigError, RunConfig
 from lengen_core.models.attention import QUERY_BLOCK_ELEMENTS
@@ -217,6 +219,35 @@ def attention_map_cost(config: RunConfig, length: int, layer: int, samples: int 
                 samples * _seconds(flops, written), "a shorter length, or a lower layer")
 
 
+def absolute_position_cost(config: RunConfig, length: int, samples: int = PROBE_SAMPLES,
+                           seeds: int = PROBE_BASELINE_SEEDS) -> Cost:
+    """`lengen_core.analysis.absolute.analyse_absolute_position`: full forward passes over `samples`
+    sequences at `length` for the run, its `seeds` untrained initialisations and two interventions, each
+    keeping every layer's residual stream (S·T·C floats a layer) for the probe's ridge fits (C² per row),
+    then a quarter of the samples at the sink's length; and the exact denominators, H·V²·D per offset."""
+    layers, H, C = _layers(config)
+    V, sink = config.task.vocab_size, sink_length_of(config, SINK_MULTIPLE)
+    passes = evaluation_cost(config, [length], samples, tokens_per_batch(config))
+    reading = evaluation_cost(config, [sink], max(4, samples // 4), tokens_per_batch(config))
+    streams = (layers + 1) * samples * length * C
+    probe = (3 + seeds) * (layers + 1) * _seconds(2 * samples * length * C * C + C**3, 2 * samples * length * C)
+    exact = _seconds(4 * H * V * V * C * sink, 4 * H * V * V * sink)
+    memory = max(passes.memory_bytes, reading.memory_bytes) + FLOAT * (3 * streams + 3 * H * V * V * sink)
+    seconds = STARTUP_SECONDS + (3 + seeds) * passes.seconds + reading.seconds + probe + exact
+    return Cost("this position probe", memory, seconds, "fewer samples, or a shorter probe length")
+
+
+def mask_share_cost(config: RunConfig, length: int, samples: int = DENOMINATOR_SAMPLES) -> Cost:
+    """`lengen_core.analysis.mask.mask_share`: forward passes over `samples` sequences at `length`, and the
+    exact denominators from the weights, H·V²·D per offset."""
+    _, H, C = _layers(config)
+    V = config.task.vocab_size
+    passes = evaluation_cost(config, [length], samples, tokens_per_batch(config))
+    exact = _seconds(4 * H * V * V * C * length, 4 * H * V * V * length)
+    return Cost("this denominator reading", passes.memory_bytes + FLOAT * 3 * H * V * V * length,
+                STARTUP_SECONDS + passes.seconds + exact, "fewer samples, or a shorter length")
+
+
 def _encoding_traits(config: RunConfig) -> type:
     """The encoding's class, whose flags (rotary, relative, additive, trained_positions) say which
     path the carrier and the prediction take (lengen_core.models.encodings.ENCODING_CLASSES)."""
@@ -367,6 +398,12 @@ class Pricer:
         cost = evaluation_cost(config, [L, 4 * L], samples, tokens_per_batch(config))  # the batches it runs
         return self.check(Cost("this per-head analysis", cost.memory_bytes, cost.seconds, cost.knobs))
 
+    def check_absolute_position(self, config: RunConfig, length: int, samples: int = PROBE_SAMPLES) -> Cost:
+        return self.check(absolute_position_cost(config, length, samples))
+
+    def check_mask_share(self, config: RunConfig, length: int, samples: int = DENOMINATOR_SAMPLES) -> Cost:
+        return self.check(mask_share_cost(config, length, samples))
+
     def check_carrier(self, config: RunConfig, search_length: int, baseline_seeds: int = BASELINE_SEEDS) -> Cost:
         return self.check(carrier_cost(config, search_length, baseline_seeds))
 
@@ -398,6 +435,8 @@ check_single_head_evaluation = SERVER.check_single_head_evaluation
 check_attention_map = SERVER.check_attention_map
 check_head_analysis = SERVER.check_head_analysis
 check_carrier = SERVER.check_carrier
+check_absolute_position = SERVER.check_absolute_position
+check_mask_share = SERVER.check_mask_share
 check_prediction = SERVER.check_prediction
 check_horizon = SERVER.check_horizon
 prediction_fits = SERVER.prediction_fits

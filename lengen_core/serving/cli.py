@@ -1,4 +1,4 @@
-"""Command line: `python -m lengen_core train|construct|continue|evaluate|carrier|heads|sweep|runs|delete`.
+"""Command line: `python -m lengen_core train|construct|continue|evaluate|carrier|heads|absolute|sweep|runs|delete`.
 
 Results go to stdout (JSON under `--json`, a short readable summary otherwise). Runs are read from
 the person's store (`$LENGEN_HOME`) and then from the presets shipped with the lab, a read-only
@@ -34,10 +34,19 @@ import sys
 from collections.abc import Sequence
 from typing import Any, TextIO, get_args
 
+from lengen_core.analysis.absolute import (
+    PROBE_BASELINE_SEEDS,
+    PROBE_SAMPLES,
+    AbsolutePosition,
+    analyse_absolute_position,
+    probe_finding,
+    sink_length_of,
+)
 from lengen_core.analysis.carrier import ALIGNMENT_MARGIN, extract_carrier
 from lengen_core.analysis.evaluate import LengthReport, doublings
 from lengen_core.analysis.fit import NOT_ASKED
 from lengen_core.analysis.heads import analyse_heads
+from lengen_core.analysis.mask import mask_share
 from lengen_core.analysis.rules import RULES, rule_with_parameter
 from lengen_core.config import (
     SETTINGS,
@@ -162,6 +171,14 @@ def build_parser() -> Parser:
     h = commands.add_parser("heads", parents=[json_flag], help="per-head carriers: carrier heads, pinned heads")
     h.add_argument("run_id")
     _add_device_flag(h)
+
+    a = commands.add_parser("absolute", parents=[json_flag],
+                            help="where absolute position comes from: the sink, a position probe against untrained "
+                                 "seeds, the interventions, the softmax denominators (a transformer run)")
+    a.add_argument("run_id")
+    a.add_argument("--length", type=int, default=None, help="the probe's sequence length (default: the training length)")
+    a.add_argument("--samples", type=int, default=PROBE_SAMPLES, help=f"sequences (default {PROBE_SAMPLES})")
+    _add_device_flag(a)
 
     w = commands.add_parser("sweep", parents=[json_flag],
                             help="train (or reuse) and measure a grid of runs; one table, the data collapse")
@@ -372,6 +389,65 @@ def command_heads(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
             **_device(run)}
 
 
+def command_absolute(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
+    run = _load(args.run_id, store, args.device)
+    length = args.length or run.config.task.train_length
+    console: Console = args.console
+    if run.config.model.minimal:  # no residual stream to probe: the mask's share alone, exact for RoPE
+        sink_length = sink_length_of(run.config)
+        console.pricer().check_mask_share(run.config, sink_length, args.samples)
+        with console.estimated("reading the denominators", console.estimate()):
+            share = mask_share(run.model, run.config, sink_length, args.samples)
+        positions = sorted({0, 1, run.config.task.train_length - 1, sink_length - 1})
+        return {"run_id": run.run_id, "sink_length": sink_length, "samples": args.samples,
+                "log_denominator": {t: float(share.measured[0, 0, t]) for t in positions},
+                "exact_log_denominator": None if share.exact is None else {t: float(share.exact[0, t]) for t in positions},
+                "note": "the minimal head has no residual stream: no probe, no sink, no interventions", **_device(run)}
+    console.pricer().check_absolute_position(run.config, length, args.samples)
+    with console.counted("probing absolute position", console.estimate(), "models") as progress:
+        done, total = iter(range(1, PROBE_BASELINE_SEEDS + 5)), PROBE_BASELINE_SEEDS + 4
+        found = analyse_absolute_position(run.model, run.config, args.samples, length,
+                                          each=None if progress is None else lambda: progress(next(done), total))
+    return {"run_id": run.run_id, **_absolute(found), **_device(run)}
+
+
+def _absolute(found: AbsolutePosition) -> dict[str, Any]:
+    """The JSON of a position probe: the probe per layer with its untrained range, the interventions, and per
+    head the mean sink weight and ln Z_t at a few query positions."""
+    probe, positions = found.probe, sorted({0, 1, found.length - 1, found.sink_length - 1})
+    heads = [{"layer": layer, "head": head, "sink": {t: float(found.sink[layer, head, t]) for t in positions},
+              "log_denominator": None if found.log_denominator is None else
+              {t: float(found.log_denominator[layer, head, t]) for t in positions},
+              "exact_log_denominator": None if found.exact_log_denominator is None or layer > 0 else
+              {t: float(found.exact_log_denominator[head, t]) for t in positions}}
+             for layer in range(found.sink.shape[0]) for head in range(found.sink.shape[1])]
+    return {"length": found.length, "samples": found.samples, "sink_length": found.sink_length,
+            "probe": {"r2": list(probe.r2), "untrained_low": list(probe.baseline_low),
+                      "untrained_high": list(probe.baseline_high), "untrained_seeds": list(probe.seeds),
+                      "margin": probe.margin, "beats": [None, *probe.beats], "finding": probe_finding(probe)},
+            "interventions": [{"name": v.name, "accuracy": v.accuracy, "r2": list(v.r2), "reason": v.reason}
+                              for v in found.variants],
+            "heads": heads}
+
+
+def _absolute_lines(result: dict[str, Any]) -> str:
+    probe = result["probe"]
+    lines = [(f"position probe at length {result['length']} ({result['samples']} sequences), held-out R² by layer "
+              "(0: embeddings), untrained range in brackets:")]
+    lines += [f"  layer {i}: {r:.3f} [{low:.3f} to {high:.3f}]"
+              + ("  (the embeddings, not part of the claim)" if beat is None else "  beats" if beat else "")
+              for i, (r, low, high, beat) in enumerate(zip(probe["r2"], probe["untrained_low"],
+                                                            probe["untrained_high"], probe["beats"], strict=True))]
+    lines.append(probe["finding"][:1].upper() + probe["finding"][1:])
+    for v in result["interventions"]:
+        lines.append(f"{v['name']}: " + (v["reason"] if v["accuracy"] is None else
+                                         f"accuracy {v['accuracy']:.3f}, R² " + ", ".join(f"{r:.3f}" for r in v["r2"])))
+    for h in result["heads"]:
+        sink = ", ".join(f"t={t} {w:.3f}" for t, w in h["sink"].items())
+        lines.append(f"layer {h['layer']} head {h['head']}: weight on key 0 {sink}")
+    return "\n".join(lines)
+
+
 def command_carrier(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
     run = _load(args.run_id, store, args.device)
     console: Console = args.console
@@ -484,6 +560,7 @@ COMMANDS = {
     "runs": command_runs,
     "delete": command_delete,
     "sweep": command_sweep,
+    "absolute": command_absolute,
 }
 
 
@@ -526,6 +603,12 @@ def _summary(result: dict[str, Any]) -> str:
         lines.append(("fitted law: " if result["fit"] else "") + result["fit_reason"])
         lines.append(f"device: {result['device_name']}")
         return "\n".join(lines)
+    if "exact_log_denominator" in result and "probe" not in result:
+        exact = result["exact_log_denominator"] or {}
+        return "\n".join([f"ln Z_t at t = {t}: measured {v:.3f}" + (f", exact {exact[t]:.3f}" if t in exact else "")
+                          for t, v in result["log_denominator"].items()] + [result["note"], f"device: {result['device_name']}"])
+    if "probe" in result:
+        return _absolute_lines(result) + f"\ndevice: {result['device_name']}"
     if "heads" in result:
         return "\n".join([*(_head_line(h) for h in result["heads"]), f"device: {result['device_name']}"])
     if "sweep_id" in result:

@@ -20,6 +20,13 @@ def head_title(layer: int, head: int, is_carrier: bool, pinned_key: int | None) 
     return f"L{layer} H{head}{tag}"
 
 
+def carrier_table(reports) -> pd.DataFrame:
+    """One row per (head, offset Δ) of `lengen_core.analysis.heads.analyse_heads`'s reports: s(Δ), and whether the
+    head carries the offset or is pinned (`head_grid`'s input and its CSV)."""
+    return pd.concat([pd.DataFrame({"layer": h.layer, "head": h.head, "offset": range(len(h.carrier)), "s": h.carrier,
+                                    "is_carrier": h.is_carrier, "pinned_key": h.pinned_key}) for h in reports])
+
+
 def head_grid(heads: pd.DataFrame, n_layers: int, n_heads: int, offset: int) -> go.Figure:
     """One small s(Δ) panel per head (rows: layers, columns: heads); carrier heads red, pinned purple."""
     rows = heads.drop_duplicates(["layer", "head"]).sort_values(["layer", "head"])

@@ -46,6 +46,7 @@ from ui.runs import allowed_lengths, carrier, dilution_data, evaluation, heatmap
 from ui.training.form import request, show_message, train_form
 from ui.training.live import live_training, open_trained_run
 from ui.training.pool import training_pool
+from ui.transformer import absolute
 from ui.widgets import chart, refusal, run_summary
 
 # Presenter mode, for a 1024×768 projector: the chart beside the step's text, as tall as what is left of the
@@ -196,9 +197,7 @@ def head_carriers(step: Step, presenting: Projector | None) -> None:
     run = _run(step)
     model, k = run.config.model, run.config.task.offset
     reports = heads(run.run_id)
-    carriers = pd.concat([pd.DataFrame({"layer": h.layer, "head": h.head, "offset": range(len(h.carrier)),
-                                        "s": h.carrier, "is_carrier": h.is_carrier, "pinned_key": h.pinned_key})
-                          for h in reports])
+    carriers = transformer_charts.carrier_table(reports)
     _draw(transformer_charts.head_grid(carriers, model.n_layers, model.n_heads, k),
           mechanism_captions.head_grid_caption(reports, model.encoding, model.attention,
                                                None if run.verdict is None else run.verdict.learned),
@@ -235,6 +234,15 @@ def accuracy_by_position(step: Step, presenting: Projector | None) -> None:
           table, "accuracy-by-position", run.run_id, presenting)
 
 
+def position_probe(step: Step, presenting: Projector | None) -> None:
+    """The position probe of each layer against its untrained seeds, at 1× and 4× L_train (the Transformer page's)."""
+    run = _run(step)
+    found, refused = absolute.probes(run)
+    if refused:
+        raise refused[0]
+    _draw(*absolute.probe_chart(found), "absolute-probe", run.run_id, presenting)
+
+
 def train(step: Step, presenting: Projector | None, locked: bool = False) -> None:
     """The Train form holding the lesson's run (in presenter mode only the settings the lesson sets, beside the
     live view), the live view of a training started here, and the message it leaves."""
@@ -267,7 +275,8 @@ RENDERERS: dict[str, Callable[..., None]] = {
     "accuracy-overlay": accuracy_overlay, "heatmap": attention_heatmap, "argmax-trace": argmax_trace,
     "carrier-chart": carrier_chart, "dilution-chart": dilution_chart, "inverse-mass-chart": inverse_mass_chart,
     "horizon": horizon, "head-carriers": head_carriers, "head-attention": head_attention_map,
-    "accuracy-by-position": accuracy_by_position, "train-form": train, "rules-chart": rules_chart,
+    "accuracy-by-position": accuracy_by_position, "position-probe": position_probe, "train-form": train,
+    "rules-chart": rules_chart,
 }
 
 

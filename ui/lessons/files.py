@@ -102,6 +102,8 @@ ELEMENTS: dict[str, Element] = {
                               "(Transformer page)", single_head=False, options=(("multiple", (1, 2, 4), 4),)),
     "accuracy-by-position": Element("one", "a transformer's accuracy by position at 4× (Transformer page)",
                                     single_head=False),
+    "position-probe": Element("one", "a linear probe of absolute position per layer against untrained seeds, at 1× "
+                              "and 4× the training length (Transformer page)", single_head=False),
     "train-form": Element("config", "the Train form, prefilled, with the live training view (Train page)"),
     "rules-chart": Element("one", "accuracy under inference rules beside the unmodified run, measured and predicted "
                            "(Dilution page)", single_head=True,
