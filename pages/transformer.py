@@ -16,7 +16,7 @@ from ui.glossary import lead
 from ui.presets import POSITION_MULTIPLES, TRANSFORMER_MULTIPLES, transformer_presets
 from ui.runs import load_run
 from ui.state import select_run, show_view, view_number
-from ui.widgets import chart, head_picker, refusal, run_summary, selected_run
+from ui.widgets import chart, head_picker, refusal, require_length_task, run_summary, selected_run
 
 MULTIPLES = TRANSFORMER_MULTIPLES  # test lengths, × the training length (ui.presets)
 SAMPLES = [16, 32, 64, 128, 256]
@@ -41,6 +41,7 @@ run = selected_run()
 if run is None:
     preset_buttons(st)
     st.stop()
+require_length_task(run)
 if run.config.single_head:
     st.info("The selected run is the minimal single head on the retrieval task: its pages are Attention, Carrier "
             "and Dilution. This page reads runs that answer at every position: open a transformer preset, or train "

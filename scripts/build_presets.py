@@ -6,7 +6,8 @@ is saved (lengen_core.serving.first_visit), into
 Theory page's optimisation experiment (C1, ui.theory.gradients): the constructed head's evaluations (in
 `precomputed/<its run id>.json`) and its two trainings, traced (`precomputed/traces/<run id>-every<N>.json`,
 read by ui.presets.shipped_trace). `--sweep`: the Sweeps page's preset sweep (ui.sweep_panels.PRESET_GRID) into
-`assets/presets/sweeps/<sweep id>/` (its cells, not its runs). `--carriers`: only the stored carriers of the
+`assets/presets/sweeps/<sweep id>/` (its cells, not its runs). `--delays`: only the Delays page's runs
+(ui.presets.DELAY_PRESETS: minimal heads of 64 wide, a few hundred kB in all). `--carriers`: only the stored carriers of the
 presets' first-visit files, extracted again (the rest of each file kept as it is)."""
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from lengen_core.serving.first_visit import (
 from lengen_core.serving.store import RunStore, preset_store
 from lengen_core.training import train
 from ui.presets import (
+    DELAY_PRESETS,
     OPTIMISATION_CONSTRUCTED,
     OPTIMISATION_TRACES,
     PRECOMPUTED,
@@ -142,6 +144,7 @@ def main() -> None:
     parser.add_argument("--refit", action="store_true",
                         help="only fit the law anew in the precomputed files whose stored law is stale (no measuring)")
     parser.add_argument("--carriers", action="store_true", help="only extract the presets' stored carriers again")
+    parser.add_argument("--delays", action="store_true", help="only train the Delays page's runs (ui.presets.DELAY_PRESETS)")
     args = parser.parse_args()
     if args.carriers:
         refresh_carriers()
@@ -163,7 +166,7 @@ def main() -> None:
             precompute_optimisation()
         return
     store = RunStore(root=PRESET_ROOT)
-    for label, config in PRESETS.items():
+    for label, config in (DELAY_PRESETS if args.delays else {**PRESETS, **DELAY_PRESETS}).items():
         run_id = config.run_id()
         if store.exists(run_id) and not args.force:
             print(f"{label}: {run_id} already built")

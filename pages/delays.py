@@ -1,0 +1,56 @@
+"""Delays: distance generalisation at a fixed length. A delay-task run's accuracy against the delay, the
+trained delays shaded apart from the unseen ones, and its attention on the source (C10)."""
+
+import streamlit as st
+
+from lengen_core.config import ConfigError
+from ui.delays import SAMPLE_CHOICES, curve, curve_table, delay_caption, delay_figure, delay_run_ids
+from ui.presets import delay_presets
+from ui.runs import load_run, run_labels
+from ui.state import select_run, selected_run_id
+from ui.widgets import chart, refusal, run_summary
+
+st.title("Unseen distances at a fixed length")
+st.markdown("The context length stays the one the run trained at; what changes is the **delay** between the source "
+            "token and the query that recalls it. **Delay-copy**: the source is the last content token, followed by "
+            "d fillers. **Selective-copy**: the source carries a marker (its marked copy), anywhere among ordinary "
+            "tokens. A run trains on a set of delays (e.g. 2–8); this page reads it at every delay the context holds, "
+            "seen and unseen.")
+
+
+def preset_buttons() -> None:
+    presets = delay_presets()
+    for column, (label, run_id) in zip(st.columns(len(presets)), presets.items(), strict=True):
+        if column.button(f"Open {label}", key=f"open-delay-{label}", width="stretch",
+                         help="Select this shipped minimal head (length 32, V 16, delays 2–8, seed 0)."):
+            select_run(run_id)
+            st.rerun()
+
+
+run_id = selected_run_id()
+candidates = delay_run_ids()
+if run_id not in candidates:
+    st.info("The selected run is not on a delay task. Open a shipped delay run, pick one of your own below, or "
+            "train one on the Train page with the task delay-copy or selective-copy and its delays (e.g. 2-8).")
+    preset_buttons()
+    if candidates:
+        labels = run_labels(candidates)
+        chosen = st.selectbox("Delay runs stored here", candidates, index=None, format_func=labels.get,
+                              placeholder="Choose a delay run")
+        if chosen is not None:
+            select_run(chosen)
+            st.rerun()
+    st.stop()
+
+run = load_run(run_id)
+run_summary(run)
+samples = st.select_slider("Sequences per delay", SAMPLE_CHOICES, value=256,
+                           help="Fresh sequences at each delay (their own seed); more narrows each interval.")
+try:
+    result = curve(run_id, samples)
+except ConfigError as error:
+    refusal("Not computed for this run", error)
+    st.stop()
+chart(delay_figure(result), delay_caption(run, result), curve_table(result), "delays", stem=run_id)
+with st.expander("Other delay runs"):
+    preset_buttons()
