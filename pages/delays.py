@@ -19,8 +19,9 @@ st.markdown("The context length stays the one the run trained at; what changes i
 
 
 def preset_buttons() -> None:
-    presets = delay_presets()
-    for column, (label, run_id) in zip(st.columns(len(presets)), presets.items(), strict=True):
+    presets = list(delay_presets().items())
+    columns = [column for _ in range(0, len(presets), 3) for column in st.columns(3)]  # rows of three, unclipped
+    for column, (label, run_id) in zip(columns, presets, strict=False):
         if column.button(f"Open {label}", key=f"open-delay-{label}", width="stretch",
                          help="Select this shipped minimal head (length 32, V 16, delays 2–8, seed 0)."):
             select_run(run_id)

@@ -15,10 +15,10 @@ from lengen_core.claims import DELAY_CLAIM, DELAY_OUTCOME_WORDS, delay_expectati
 from lengen_core.config import DELAY_TASKS, format_delays
 from lengen_core.thresholds import ACCURACY_BAR
 from lengen_core.training import Run
-from ui.charts.common import HEIGHT, MEASURED, REFERENCE
+from ui.charts.common import HEIGHT, REFERENCE
 from ui.runs import load_run, stored_configs
 
-SEEN, UNSEEN = "#2ca02c", "#d62728"  # the delays a run trained on, and those it never saw
+SEEN, UNSEEN = "#2ca02c", "#ff7f0e"  # the delays a run trained on, and those it never saw
 SEEN_SHADE = "rgba(44, 160, 44, 0.12)"
 SAMPLE_CHOICES = (64, 128, 256, 512)
 
@@ -67,12 +67,12 @@ def delay_figure(result: DelayCurve) -> go.Figure:
         figure.add_scatter(x=part["delay"], y=part["source_mass"], mode="markers", marker=dict(color=color, size=8),
                            name=f"{name}: attention on the source", showlegend=False, row=2, col=1,
                            hovertemplate="delay %{x}: weight on the source %{y:.3f}<extra></extra>")
-    figure.add_scatter(x=table["delay"], y=table["source_mass"], mode="lines", line=dict(color=MEASURED, width=1),
+    figure.add_scatter(x=table["delay"], y=table["source_mass"], mode="lines", line=dict(color=REFERENCE, width=1),
                        name="attention on the source", row=2, col=1, hoverinfo="skip")
     figure.add_hline(y=result.chance, line=dict(color=REFERENCE, dash="dot"), row=1, col=1,
-                     annotation_text=f"chance {result.chance:.2f}", annotation_position="top right")
+                     annotation_text=f"chance {result.chance:.2f}", annotation_position="top left")
     figure.add_hline(y=ACCURACY_BAR, line=dict(color=REFERENCE, dash="dash", width=1), row=1, col=1,
-                     annotation_text=f"bar {ACCURACY_BAR:g}", annotation_position="bottom right")
+                     annotation_text=f"bar {ACCURACY_BAR:g}", annotation_position="bottom left")
     _shade(figure, result.run_delays, 2)
     figure.update_layout(height=int(HEIGHT * 1.5), margin=dict(l=60, r=20, t=50, b=60), bargap=0.15,
                          legend=dict(orientation="h", yanchor="bottom", y=1.06, x=0, xanchor="left"),
@@ -97,6 +97,10 @@ def delay_caption(run: Run, result: DelayCurve) -> str:
     worst = min(points, key=lambda p: p.accuracy)
     text += (f"; on the {len(points)} delays it never saw, {unseen:.2f} on average (lowest {worst.accuracy:.2f} at "
              f"delay {worst.delay}).")
+    held = [p.delay for p in points if p.accuracy >= ACCURACY_BAR]
+    if held and len(held) < len(points):
+        text += (f" {len(held)} unseen delay{'s reach' if len(held) > 1 else ' reaches'} the bar ({format_delays(held)}"
+                 f"{': next to the trained range' if all(min(abs(d - s) for s in result.run_delays) == 1 for d in held) else ''}).")
     mass_seen = sum(p.source_mass for p in result.seen()) / len(result.seen())
     mass_unseen = sum(p.source_mass for p in points) / len(points)
     text += (f" Its head puts {mass_seen:.2f} of its attention on the source at the trained delays and "
@@ -107,6 +111,9 @@ def delay_caption(run: Run, result: DelayCurve) -> str:
         text += ": it finds the source wherever it is, by what the source holds, not where it is."
     else:
         text += "."
+    if config.task.task == "delay-copy":
+        text += (f" (In delay-copy the source has L − 1 − d content tokens before it: at delay {result.length - 1} "
+                 "it is the only one, so the longest delays need no sense of order to answer.)")
     outcome = delay_outcome(learned, unseen, result.chance)
     expected = delay_expectation(config.task.task, config.model.encoding, config.model.attention,
                                  config.model.minimal)

@@ -174,7 +174,8 @@ def run_summary(run: Run) -> None:
     if train.continues:
         trained = f"continues `{train.continues}` for {trained}"
     st.caption(
-        f"Run `{run.run_id}` · {model.encoding} encoding, {model.attention} attention · offset k = {task.offset}, "
+        f"Run `{run.run_id}` · {model.encoding} encoding, {model.attention} attention · "
+        f"{f'{task.task}, delays {task.delays}' if task.task in DELAY_TASKS else f'offset k = {task.offset}'}, "
         f"training length {task.train_length} ({task.length_mode}) · V = {task.vocab_size}, d = {model.d_model} · "
         f"{trained}"
     )
