@@ -31,7 +31,7 @@ TRANSFER_PATIENCE = 50  # steps the batch accuracy must hold ≥ the bar to coun
 class Transfer:
     before: str  # delays A (pretraining)
     after: str  # delays B
-    pretrain_steps: int
+    pretrain_steps: int  # done: the pretraining stops early once it holds 100% (its config's target)
     pretrain_accuracy_on_b: float  # what pretraining alone gives on B, before any step on B
     steps_from_pretrained: int | None  # steps on B until learned; None: not within the budget
     steps_from_scratch: int | None
@@ -76,5 +76,5 @@ def transfer(config: RunConfig, before: str, pretrain_steps: int | None = None, 
     state = {name: value.detach().clone() for name, value in pretrained.model.state_dict().items()}
     from_a, _ = steps_to_learn(then, state, device, patience)
     from_scratch, _ = steps_to_learn(config, None, device, patience)
-    return Transfer(first.task.delays, config.task.delays, first.train.steps, on_b.mean_accuracy(True) or 0.0,
+    return Transfer(first.task.delays, config.task.delays, pretrained.steps, on_b.mean_accuracy(True) or 0.0,
                     from_a, from_scratch, config.train.steps, ACCURACY_BAR, patience)

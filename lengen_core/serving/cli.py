@@ -169,7 +169,8 @@ def build_parser() -> Parser:
     x = commands.add_parser("transfer", parents=[json_flag],
                             help="a delay task: steps to learn a run's delays B after training on delays A, against "
                                  "from scratch")
-    _add_training_flags(x, {name: setting for name, setting in SETTINGS.items() if name not in ("init", "continues")})
+    _add_training_flags(x, {name: setting for name, setting in SETTINGS.items()
+                            if name not in ("init", "continues", "patience", "target_accuracy", "keep_training")})
     x.add_argument("--before", type=str, required=True, metavar="SPEC", help="delays A trained on first, e.g. 2-4")
     x.add_argument("--pretrain-steps", type=int, default=None, help="steps on A (default: --steps)")
     x.add_argument("--patience", type=int, default=TRANSFER_PATIENCE,
@@ -228,7 +229,7 @@ def _add_device_flag(parser: Parser, help: str = "load the run onto it and compu
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
-    return with_changes(RunConfig(), **{name: getattr(args, name) for name in SETTINGS})
+    return with_changes(RunConfig(), **{name: getattr(args, name) for name in SETTINGS if hasattr(args, name)})
 
 
 def _load(run_id: str, store: RunStore, device: str = "cpu") -> Any:
