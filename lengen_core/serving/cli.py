@@ -106,12 +106,14 @@ def _lengths(text: str) -> list[int]:
     return lengths
 
 
-def _listed(kind: type):
+def _listed(kind: type, separator: str = ","):
+    words = "commas" if separator == "," else f"'{separator}'"
+
     def parse(text: str) -> list:
         try:
-            values = [kind(part.strip()) for part in text.split(",") if part.strip()]
+            values = [kind(part.strip()) for part in text.split(separator) if part.strip()]
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {kind.__name__} values separated by commas, got {text!r}") from None
+            raise argparse.ArgumentTypeError(f"expected {kind.__name__} values separated by {words}, got {text!r}") from None
         if not values:
             raise argparse.ArgumentTypeError("give at least one value")
         return values
@@ -191,8 +193,10 @@ def build_parser() -> Parser:
                    help="a TOML file with the grid (keys as these options, with underscores; a [base] table "
                         "for other settings); options given here override it")
     for axis in AXES:  # --vocabs, the older spelling of --vocab-sizes, still works
-        w.add_argument(axis.flag, *(f"--{alias}" for alias in axis.aliases), dest=axis.field, type=_listed(axis.kind),
-                       default=None, help=f"comma separated, e.g. {axis.example}{axis.note and '; ' + axis.note}")
+        w.add_argument(axis.flag, *(f"--{alias}" for alias in axis.aliases), dest=axis.field,
+                       type=_listed(axis.kind, axis.separator), default=None,
+                       help=f"{'comma' if axis.separator == ',' else repr(axis.separator)} separated, e.g. "
+                            f"{axis.example}{axis.note and '; ' + axis.note}")
     w.add_argument("--lengths", type=_listed(int), default=None, help="comma separated, e.g. 16,64,256,1024")
     w.add_argument("--samples", type=int, default=None, help="sequences per length (default 512)")
     w.add_argument("--set", dest="base", action="append", default=[], metavar="NAME=VALUE",
@@ -617,6 +621,9 @@ def _summary(result: dict[str, Any]) -> str:
         lines = [f"{c['encoding']:>10} {c['attention']:>8} k {c['offset']:>3} L {c['train_length']:>4} "
                  f"V {c['vocab_size']:>3} seed {c['seed']:>3}  "
                  + (f"error: {c['error']}" if "error" in c else
+                    f"delays {c['delays']:>6} {'learned' if c['learned'] else 'did not learn':>13}  seen "
+                    f"{number(c['mean_seen'], '.2f')}  unseen {number(c['mean_unseen'], '.2f')}  near unseen "
+                    f"{number(c['mean_near_unseen'], '.2f')}  {c['run_id']}" if c.get("delays") else
                     f"{'learned' if c['learned'] else 'did not learn':>13}  m_out {number(c['m_out'], '.2f'):>6}  "
                     f"horizon {number(c['predicted_horizon'], ',')}  {c['run_id']}")
                  for c in result["cells"]]
