@@ -1,6 +1,7 @@
 """What each pair of positional encoding and attention is expected to show, claim by claim
 (docs/science.md §1): the one registry the captions, the pages and the lessons read, instead of
-testing an encoding's name.
+testing an encoding's name. C10's expectations, per delay task and encoding, are `DELAY_EXPECTATIONS`
+(the Delays page's captions read them).
 
     expected = expectation("rope", "softmax")
     expected.accuracy       # past the training length: "extrapolates" (C1), "chance" (C1, C7) or None (no claim)
@@ -32,6 +33,8 @@ CLAIMS = {  # the short form of docs/science.md §1's table
     "C7": "linear attention (no normalisation) does not extrapolate",
     "C8": "all of this transfers to a multi-layer, multi-head transformer on the shift task",
     "C9": "shift_right(x, k) is a one-line length-independent RASP-L program; the carrier is how it is learned",
+    "C10": "at a fixed length, a head that finds its source by position learns the trained delays only; found by a "
+           "marker (content), it holds at every delay",
 }
 
 
@@ -88,8 +91,6 @@ def expectation(encoding: str, attention: str) -> Expectation:
 DelayOutcome = Literal["drops", "holds", "unlearned"]
 DELAY_CLAIM = "C10"
 DELAY_HOLDS = 0.8  # mean accuracy over the unseen delays that counts as holding (measured: ≥ 0.97 or ≤ 0.2)
-CLAIMS[DELAY_CLAIM] = ("at a fixed length, a head that finds its source by position learns the trained delays only; "
-                       "found by a marker (content), it holds at every delay")
 DELAY_EXPECTATIONS: dict[tuple[str, str], DelayOutcome] = {
     **{("delay-copy", encoding): "drops" for encoding in ("rope", "sinusoidal", "learned")},
     **{("delay-copy", encoding): "unlearned" for encoding in ("alibi", "nope")},
