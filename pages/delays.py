@@ -4,7 +4,18 @@ trained delays shaded apart from the unseen ones, and its attention on the sourc
 import streamlit as st
 
 from lengen_core.config import ConfigError
-from ui.delays import SAMPLE_CHOICES, curve, curve_table, delay_caption, delay_figure, delay_run_ids
+from ui.delays import (
+    SAMPLE_CHOICES,
+    curve,
+    curve_table,
+    delay_caption,
+    delay_figure,
+    delay_run_ids,
+    diversity_caption,
+    diversity_figure,
+    diversity_table,
+    preset_diversity,
+)
 from ui.presets import delay_presets
 from ui.runs import load_run, run_labels
 from ui.state import select_run, selected_run_id
@@ -55,3 +66,18 @@ except ConfigError as error:
 chart(delay_figure(result), delay_caption(run, result), curve_table(result), "delays", stem=run_id)
 with st.expander("Other delay runs"):
     preset_buttons()
+
+st.subheader("Data diversity: how many delays training saw")
+st.markdown("A sweep over the training delays (the sweep machinery's delay-set axis: `python -m lengen_core sweep "
+            "--delay-sets '2;2-4;2-8;2-16' --set task=delay-copy …`), shipped with the lab: does a head that saw more "
+            "delays carry to the ones it did not?")
+diversity = preset_diversity()
+if diversity is None:
+    st.info("The shipped diversity sweep is missing from this installation (scripts/build_presets.py --delays "
+            "makes it).")
+else:
+    table = diversity_table(diversity.cells)
+    chart(diversity_figure(table), diversity_caption(table), table, "delay-diversity", stem=diversity.sweep_id)
+st.caption("Transfer between delay sets (training on delays A first, then B, against B from scratch) is measured "
+           "from the command line: `python -m lengen_core transfer --task delay-copy --delays 9-16 --before 2-8 "
+           "--train-length 32 --d-model 64` (docs/cli.md).")

@@ -13,9 +13,11 @@ from plotly.subplots import make_subplots
 from lengen_core.analysis.delays import DELAY_SAMPLES, DELAY_SEED, DelayCurve, delay_curve
 from lengen_core.claims import DELAY_CLAIM, DELAY_OUTCOME_WORDS, delay_expectation, delay_outcome
 from lengen_core.config import DELAY_TASKS, format_delays
+from lengen_core.serving.sweep import SweepResult, stored_sweep
 from lengen_core.thresholds import ACCURACY_BAR
 from lengen_core.training import Run
 from ui.charts.common import HEIGHT, REFERENCE
+from ui.presets import DIVERSITY_GRID, PRESET_ROOT
 from ui.runs import load_run, stored_configs
 
 SEEN, UNSEEN = "#2ca02c", "#ff7f0e"  # the delays a run trained on, and those it never saw
@@ -123,3 +125,68 @@ def delay_caption(run: Run, result: DelayCurve) -> str:
         return text + f" As {DELAY_CLAIM} expects: a {config.model.encoding} head {DELAY_OUTCOME_WORDS[expected]}."
     return (text + f" This run contradicts {DELAY_CLAIM}, which expects that a {config.model.encoding} head "
             f"{DELAY_OUTCOME_WORDS[expected]}; this one {DELAY_OUTCOME_WORDS[outcome]}.")
+
+
+# Data diversity: how many delays training saw, from the shipped sweep (ui.presets.DIVERSITY_GRID).
+
+
+def preset_diversity() -> SweepResult | None:
+    """The shipped diversity sweep, read back (None when its cells are missing)."""
+    return stored_sweep(DIVERSITY_GRID, PRESET_ROOT)
+
+
+DIVERSITY_MEASURES = {"mean_seen": "trained delays", "mean_near_unseen": "unseen, within 2 of a trained one",
+                      "mean_unseen": "every unseen delay"}
+ENCODING_DASH = {"rope": "solid", "sinusoidal": "dash", "learned": "dot"}
+
+
+def diversity_table(cells: list[dict]) -> pd.DataFrame:
+    """One row per learned-or-not cell: encoding, seed, delays, how many, and its three means."""
+    rows = [{key: cell.get(key) for key in ("encoding", "seed", "delays", "delay_count", "learned", *DIVERSITY_MEASURES)}
+            for cell in cells if "error" not in cell]
+    return pd.DataFrame(rows)
+
+
+def diversity_figure(table: pd.DataFrame) -> go.Figure:
+    """Mean accuracy against the number of training delays, per encoding (line style) and measure (colour),
+    averaged over seeds; every seed as a faint point."""
+    figure = go.Figure()
+    colours = {"mean_seen": SEEN, "mean_near_unseen": UNSEEN, "mean_unseen": REFERENCE}
+    for encoding, part in table.groupby("encoding", sort=False):
+        for measure, label in DIVERSITY_MEASURES.items():
+            mean = part.groupby("delay_count")[measure].mean().reset_index()
+            figure.add_scatter(x=mean["delay_count"], y=mean[measure], mode="lines+markers",
+                               line=dict(color=colours[measure], dash=ENCODING_DASH.get(encoding, "solid")),
+                               name=f"{encoding}: {label}", legendgroup=encoding,
+                               hovertemplate=f"{encoding}, {label}: " + "%{y:.2f} with %{x} training delays"
+                                             "<extra>mean over seeds</extra>")
+            figure.add_scatter(x=part["delay_count"], y=part[measure], mode="markers", showlegend=False,
+                               marker=dict(color=colours[measure], size=5, opacity=0.35), legendgroup=encoding,
+                               hovertemplate=f"{encoding}, {label}: " + "%{y:.2f}<extra>one seed</extra>")
+    figure.update_layout(height=HEIGHT + 80, margin=dict(l=60, r=20, t=30, b=140),
+                         legend=dict(orientation="h", yanchor="top", y=-0.22, x=0, xanchor="left"),
+                         hoverlabel=dict(namelength=-1))
+    counts = sorted(table["delay_count"].unique())
+    figure.update_xaxes(title_text="delays training saw (from delay 2: 2, 2-4, 2-8, 2-16)", type="log",
+                        tickvals=counts, ticktext=[str(c) for c in counts])
+    figure.update_yaxes(title_text="mean accuracy", range=[0, 1.05])
+    return figure
+
+
+def diversity_caption(table: pd.DataFrame) -> str:
+    """What the shipped sweep shows, from its numbers: does seeing more delays carry a head to the unseen ones?"""
+    fewest, most = int(table["delay_count"].min()), int(table["delay_count"].max())
+    parts = []
+    for encoding, part in table.groupby("encoding", sort=False):
+        low = part[part["delay_count"] == fewest]
+        high = part[part["delay_count"] == most]
+        parts.append(f"{encoding} {low['mean_near_unseen'].mean():.2f} → {high['mean_near_unseen'].mean():.2f} next to "
+                     f"its range and {low['mean_unseen'].mean():.2f} → {high['mean_unseen'].mean():.2f} over every unseen "
+                     "delay")
+    best = table["mean_unseen"].max()
+    verdict = (f"no cell reaches the bar ({ACCURACY_BAR:g}) over its unseen delays: more delays widen the trained "
+               "range, they do not teach the distances outside it" if best < ACCURACY_BAR else
+               f"a cell reaches the bar ({ACCURACY_BAR:g}) over its unseen delays: seeing more delays carried it")
+    return (f"From {fewest} training delay{'s' * (fewest > 1)} to {most} (delay-copy, length 32, {table['seed'].nunique()} seeds a "
+            f"point): {'; '.join(parts)}. The best cell holds {best:.2f} over its unseen delays: {verdict}. "
+            "The faint points are the single seeds.")

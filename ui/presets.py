@@ -15,6 +15,7 @@ from lengen_core.config import RunConfig, with_changes
 from lengen_core.optimisation import TrainingTrace
 from lengen_core.serving import store
 from lengen_core.serving.first_visit import FIRST_VISIT_LONGEST, FIRST_VISIT_SAMPLES, ladder
+from lengen_core.serving.sweep import SweepGrid
 
 PRESET_ROOT = store.PRESET_ROOT  # the read-only store of the presets (lengen_core.serving.store.preset_store)
 SCIENCE_DOCUMENT = Path(__file__).resolve().parent.parent / "docs" / "science.md"
@@ -52,6 +53,13 @@ DELAY_PRESETS: dict[str, RunConfig] = {
     "Selective-copy RoPE": with_changes(DELAY_BASE, task="selective-copy"),
     "Selective-copy learned": with_changes(DELAY_BASE, task="selective-copy", encoding="learned"),
 }
+
+
+# The Delays page's data-diversity sweep (scripts.build_presets --delays; its cells are shipped, not its runs): how
+# many delays training saw (1, 3, 7, 15, all from delay 2), three encodings that find the source by position, 2 seeds.
+DIVERSITY_GRID = SweepGrid(encodings=("rope", "learned", "sinusoidal"), seeds=(0, 1), train_lengths=(32,),
+                           delay_sets=("2", "2-4", "2-8", "2-16"), samples=128,
+                           base=(("task", "delay-copy"), ("d_model", 64), ("steps", 1_000)))
 
 
 def delay_presets() -> dict[str, str]:

@@ -33,6 +33,7 @@ def test_a_delay_run_is_drawn_against_the_delay_with_its_own_numbers() -> None:
     assert "On its training delays 2-8 this run answers 1.00" in text
     assert "a kernel that peaks at the delays it trained on" in text and "As C10 expects" in text
     assert "delays 2-8" in text  # the run summary names the delays, not an offset
+    assert "From 1 training delay to 15" in text and "no cell reaches the bar (0.9) over its unseen delays" in text
 
 
 @pytest.mark.slow  # two more page runs with their curves

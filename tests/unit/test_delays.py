@@ -212,3 +212,37 @@ def test_training_on_neighbouring_delays_first_speeds_a_rope_head_up(home: Path)
                   "--vocab", "12", "--d-model", "64", "--steps", "800", "--seed", "11", "--device", "cpu", "--json")
     assert cli["steps_from_scratch"] == result.steps_from_scratch
     assert cli["steps_from_pretrained"] == result.steps_from_pretrained
+
+
+# --- data diversity: the sweep's delay sets ---------------------------------------------------------------
+
+
+def test_a_grid_without_delay_sets_keeps_its_id_and_delay_sets_need_a_delay_task() -> None:
+    from lengen_core.serving.sweep import SweepError, SweepGrid
+
+    assert SweepGrid().sweep_id() == "sweep-d75ec7d716fe"  # the id before the axis existed
+    grid = SweepGrid(delay_sets=("2", "2-8"), base=(("task", "delay-copy"),))
+    assert [cell["delays"] for cell in grid.cells()] == ["2", "2-8"] and grid.sweep_id() != SweepGrid().sweep_id()
+    with pytest.raises(SweepError, match="need a delay task in the base"):
+        SweepGrid(delay_sets=("2-8",))
+    with pytest.raises(SweepError, match="needs its delay sets"):
+        SweepGrid(base=(("task", "delay-copy"),))
+    with pytest.raises(SweepError, match="runs backwards"):
+        SweepGrid(delay_sets=("8-2",), base=(("task", "delay-copy"),))
+
+
+def test_a_delay_cell_is_read_against_the_delay(delay_run) -> None:
+    from lengen_core.serving.sweep import measure_run
+
+    record = measure_run(delay_run, [24, 48], 64)
+    assert record["lengths"] == [] and record["delay_count"] == 7 and record["learned"]
+    assert record["mean_seen"] >= ACCURACY_BAR and record["mean_unseen"] < record["mean_near_unseen"]
+
+
+def test_the_shipped_diversity_sweep_is_complete() -> None:
+    from lengen_core.serving.sweep import stored_sweep
+    from ui.presets import DIVERSITY_GRID, PRESET_ROOT
+
+    result = stored_sweep(DIVERSITY_GRID, PRESET_ROOT)
+    assert result is not None and len(result.cells) == DIVERSITY_GRID.size
+    assert all("error" not in cell and cell["mean_seen"] is not None for cell in result.cells)
