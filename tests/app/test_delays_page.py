@@ -49,3 +49,24 @@ def test_selective_copy_holds_and_a_retrieval_run_is_sent_to_the_presets() -> No
 def test_the_length_pages_send_a_delay_run_to_the_delays_page(page: str) -> None:
     app = open_page(page, delay_presets()["Delay-copy RoPE"])
     assert any("Delays page" in info.value for info in app.info)
+
+
+def warnings(app: AppTest) -> list[str]:
+    return [w.value.replace("\\", "") for w in app.warning]  # the form escapes markdown
+
+
+def test_the_train_form_asks_a_delay_task_for_its_delays() -> None:
+    app = AppTest.from_file(APP, default_timeout=300)
+    app.run()
+    app.switch_page("pages/train.py").run()
+    next(box for box in app.selectbox if box.label == "Task").set_value("delay-copy")
+    app.run()
+    assert any("needs its training delays, e.g. delays 2-8" in w for w in warnings(app))
+    next(text for text in app.text_input if text.label == "Training delays").set_value("2-8")
+    next(n for n in app.number_input if n.label == "Training length").set_value(32)
+    app.run()
+    assert not app.exception, [e.value for e in app.exception]
+    assert not any("Not a valid configuration" in w for w in warnings(app))
+    next(text for text in app.text_input if text.label == "Training delays").set_value("8-2")
+    app.run()
+    assert any("the range 8-2 runs backwards; write 2-8" in w for w in warnings(app))
