@@ -163,8 +163,8 @@ def diversity_figure(table: pd.DataFrame) -> go.Figure:
             figure.add_scatter(x=part["delay_count"], y=part[measure], mode="markers", showlegend=False,
                                marker=dict(color=colours[measure], size=5, opacity=0.35), legendgroup=encoding,
                                hovertemplate=f"{encoding}, {label}: " + "%{y:.2f}<extra>one seed</extra>")
-    figure.update_layout(height=HEIGHT + 80, margin=dict(l=60, r=20, t=30, b=140),
-                         legend=dict(orientation="h", yanchor="top", y=-0.22, x=0, xanchor="left"),
+    figure.update_layout(height=HEIGHT + 80, margin=dict(l=60, r=20, t=30, b=160),
+                         legend=dict(orientation="h", yanchor="top", y=-0.3, x=0, xanchor="left"),
                          hoverlabel=dict(namelength=-1))
     counts = sorted(table["delay_count"].unique())
     figure.update_xaxes(title_text="delays training saw (from delay 2: 2, 2-4, 2-8, 2-16)", type="log",

@@ -55,6 +55,7 @@ def warnings(app: AppTest) -> list[str]:
     return [w.value.replace("\\", "") for w in app.warning]  # the form escapes markdown
 
 
+@pytest.mark.slow  # three runs of the Train page (≈ 7 s); the messages themselves are test_delays.py's
 def test_the_train_form_asks_a_delay_task_for_its_delays() -> None:
     app = AppTest.from_file(APP, default_timeout=300)
     app.run()
