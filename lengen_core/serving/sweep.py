@@ -174,7 +174,10 @@ class SweepGrid:
                 raise SweepError(f"the grid's delay sets: {error}") from None
     @property
     def axes(self) -> dict[str, tuple]:
-        return {axis.setting: getattr(self, axis.field) for axis in AXES}
+        """Setting -> values of every axis the grid has (the delay sets only where it has them: a grid of
+        the length tasks has the cells, columns and id it had before that axis existed)."""
+        return {axis.setting: getattr(self, axis.field) for axis in AXES
+                if axis.field != "delay_sets" or self.delay_sets != NO_DELAYS}
 
     @property
     def size(self) -> int:
@@ -182,7 +185,8 @@ class SweepGrid:
 
     def cells(self) -> list[dict[str, Any]]:
         """Each cell's axis settings, in a fixed order (the index of a cell is stable)."""
-        return [dict(zip(GRID_AXES, values, strict=True)) for values in itertools.product(*self.axes.values())]
+        axes = self.axes
+        return [dict(zip(axes, values, strict=True)) for values in itertools.product(*axes.values())]
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
