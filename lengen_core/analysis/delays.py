@@ -28,8 +28,8 @@ from lengen_core.analysis.evaluate import wilson_interval
 from lengen_core.config import DELAY_TASKS, MAX_EVAL_SAMPLES, ConfigError, RunConfig, format_delays, parse_delays
 from lengen_core.tasks import content_vocab, delay_tokens
 
-DELAY_SEED = 424_242  # the pages' and the CLI's default evaluation seed for delays
-DELAY_SAMPLES = 256  # sequences per delay by default
+DELAY_SEED = 12_345  # the evaluation seed by default, the Delays page's and `evaluate`'s (lengths or delays)
+DELAY_SAMPLES = 256  # sequences per delay (or length) by default, the same for both
 DELAY_TOKENS = 1 << 20  # at most samples × length × delays tokens in one request (a few seconds on 2 cores)
 
 

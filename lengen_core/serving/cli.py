@@ -148,10 +148,9 @@ def build_parser() -> Parser:
     e = commands.add_parser("evaluate", parents=[json_flag], help="accuracy, target mass and fitted law at lengths; the prediction and the horizon when asked")
     e.add_argument("run_id")
     e.add_argument("--lengths", type=_lengths, default=None, help="comma separated, default 1×…64× training")
-    e.add_argument("--samples", type=int, default=None, help=f"sequences per length (default 256), or per delay "
-                   f"(default {DELAY_SAMPLES})")
-    e.add_argument("--seed", type=int, default=None, help=f"seed of the evaluation sequences (default 12345; "
-                   f"{DELAY_SEED} for delays)")
+    e.add_argument("--samples", type=int, default=DELAY_SAMPLES,
+                   help=f"sequences per length, or per delay (default {DELAY_SAMPLES})")
+    e.add_argument("--seed", type=int, default=DELAY_SEED, help="seed of the evaluation sequences")
     e.add_argument("--delays", type=str, default=None, metavar="SPEC",
                    help="a delay task's run: accuracy against the delay at the training length, e.g. 9-30 or 2,4,8 "
                         "(default every delay the context holds)")
@@ -334,8 +333,6 @@ def command_evaluate(args: argparse.Namespace, store: RunStore) -> dict[str, Any
     config = run.config
     if config.task.task in DELAY_TASKS or args.delays is not None:
         return _evaluate_delays(run, args)
-    args.samples = 256 if args.samples is None else args.samples
-    args.seed = 12_345 if args.seed is None else args.seed
     L = config.task.train_length
     lengths = args.lengths or list(doublings(L, 7 if config.single_head else 5))
     console: Console = args.console
@@ -384,8 +381,7 @@ def _evaluate_delays(run, args: argparse.Namespace) -> dict[str, Any]:
     if args.lengths is not None or args.rule != "none" or args.predict or args.horizon:
         raise ConfigError("a delay task's run is evaluated at its training length against the delay: --lengths, "
                           "--rule, --predict and --horizon do not apply (use --delays)")
-    curve = delay_curve(run.model, config, args.delays, DELAY_SAMPLES if args.samples is None else args.samples,
-                        DELAY_SEED if args.seed is None else args.seed)
+    curve = delay_curve(run.model, config, args.delays, args.samples, args.seed)
     return {"run_id": run.run_id, "task": config.task.task, "verdict": run.verdict.to_dict(), **curve.to_dict(),
             **_device(run)}
 
