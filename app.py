@@ -35,6 +35,7 @@ page = st.navigation([
     st.Page("pages/compare.py", title="Compare", icon=":material/compare_arrows:"),
     st.Page("pages/sweeps.py", title="Sweeps", icon=":material/grid_view:"),
     st.Page("pages/transformer.py", title="Transformer", icon=":material/stacks:"),
+    st.Page("pages/delays.py", title="Delays", icon=":material/timer:"),
     st.Page("pages/theory.py", title="Theory", icon=":material/functions:"),
 ], position="hidden" if presenting() else "sidebar")  # presenter mode: no page list either
 checked_at_start()  # every lesson file is checked once, when the server starts (ui.lessons.view)

@@ -1,6 +1,7 @@
 """What each pair of positional encoding and attention is expected to show, claim by claim
 (docs/science.md §1): the one registry the captions, the pages and the lessons read, instead of
-testing an encoding's name.
+testing an encoding's name. C10's expectations, per delay task and encoding, are `DELAY_EXPECTATIONS`
+(the Delays page's captions read them).
 
     expected = expectation("rope", "softmax")
     expected.accuracy       # past the training length: "extrapolates" (C1), "chance" (C1, C7) or None (no claim)
@@ -32,6 +33,8 @@ CLAIMS = {  # the short form of docs/science.md §1's table
     "C7": "linear attention (no normalisation) does not extrapolate",
     "C8": "all of this transfers to a multi-layer, multi-head transformer on the shift task",
     "C9": "shift_right(x, k) is a one-line length-independent RASP-L program; the carrier is how it is learned",
+    "C10": "at a fixed length, a head that finds its source by position learns the trained delays only; found by a "
+           "marker (content), it holds at every delay",
 }
 
 
@@ -75,3 +78,46 @@ EXPECTATIONS = {(encoding, attention): _expectation(encoding, attention)
 def expectation(encoding: str, attention: str) -> Expectation:
     """What a run of this encoding and attention is expected to show (KeyError: not a pair the config allows)."""
     return EXPECTATIONS[encoding, attention]
+
+
+# Distance generalisation (issue 30 §1; docs/science.md, the delay tasks): what a minimal head does at the
+# delays it never saw, at the length it trained at, per task and encoding, as measured (3 seeds each of
+# L 32, V 16, d_model 64, delays 2-8, the recipe's learning rate; tests/unit/test_delay_claims.py holds the
+# claims on other seeds). "drops": learns its training delays and falls towards chance at the unseen ones
+# (the head found the source by a position kernel that peaks at the delays it trained on);
+# "holds": learns and keeps its accuracy at unseen delays (the source found by its content, the marker);
+# "unlearned": a single head cannot find the source at all, trained delays included (it sees no order: no
+# positions, or ALiBi's one-head slope of 2^-8, a bias of 0.12 across 32 positions).
+DelayOutcome = Literal["drops", "holds", "unlearned"]
+DELAY_CLAIM = "C10"
+DELAY_HOLDS = 0.8  # mean accuracy over the unseen delays that counts as holding (measured: ≥ 0.97 or ≤ 0.2)
+DELAY_EXPECTATIONS: dict[tuple[str, str], DelayOutcome] = {
+    **{("delay-copy", encoding): "drops" for encoding in ("rope", "sinusoidal", "learned")},
+    **{("delay-copy", encoding): "unlearned" for encoding in ("alibi", "nope")},
+    **{("selective-copy", encoding): "holds" for encoding in get_args(EncodingName)},
+}
+DELAY_OUTCOME_WORDS = {
+    "drops": "learns its training delays and falls towards chance at the unseen ones",
+    "holds": "keeps its accuracy at the delays it never saw",
+    "unlearned": "does not learn the task at all, trained delays included: one head cannot tell the latest content "
+                 "token from the others",
+}
+
+
+def delay_expectation(task: str, encoding: str, attention: str = "softmax", minimal: bool = True) -> DelayOutcome | None:
+    """What a run of a delay task is expected to show at unseen delays (C10), or None where no claim is made
+    (linear attention, a transformer: not measured)."""
+    if attention != "softmax" or not minimal:
+        return None
+    return DELAY_EXPECTATIONS.get((task, encoding))
+
+
+def delay_outcome(learned: bool, mean_unseen: float | None, chance: float) -> DelayOutcome | None:
+    """What a run did (None with no unseen delay measured): unlearned below the bar at its own delays; holds when
+    the unseen delays' mean accuracy is at the bar's level (≥ `DELAY_HOLDS`), drops otherwise."""
+    if not learned:
+        return "unlearned"
+    if mean_unseen is None:
+        return None
+    return "holds" if mean_unseen >= DELAY_HOLDS else "drops"
+

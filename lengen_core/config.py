@@ -19,7 +19,8 @@ from typing import Any, Literal, get_args
 
 from lengen_core.frequencies import MIN_GAP, carrier_gap
 
-TaskName = Literal["retrieval", "shift"]
+TaskName = Literal["retrieval", "shift", "delay-copy", "selective-copy"]
+DELAY_TASKS = ("delay-copy", "selective-copy")  # the context length stays fixed; the delay is what changes (docs/science.md)
 EncodingName = Literal["rope", "learned", "sinusoidal", "alibi", "nope"]
 AttentionName = Literal["softmax", "linear"]
 LengthMode = Literal["fixed", "sampled"]
@@ -41,6 +42,9 @@ MAX_EVAL_SAMPLES = 4_096
 MAX_SEED = 2**31 - 1
 MAX_SWEEP_LENGTHS = 64  # lengths in one evaluation or prediction request
 MAX_SWEEP_TOKENS = 1 << 31  # samples × the sum of the lengths in one evaluation request (~1 min of 2 cores)
+MAX_DELAY = MAX_TRAIN_LENGTH - 1  # the source must lie inside the context (delay < training length)
+MAX_DELAY_SPEC = 200  # characters of a delays spec
+_DELAY_PART = re.compile(r"(\d{1,6})(?:\s*-\s*(\d{1,6}))?")
 RUN_ID = re.compile(r"[a-z0-9][a-z0-9._-]{0,127}")  # a stored run's id (no separators; '..' excluded apart)
 
 
@@ -95,6 +99,8 @@ class Setting:
                 raise ConfigError(f"{self.label} must be true or false, got {value!r}")
         elif self.kind is int:
             _check_int(self.label, value, int(self.low), int(self.high))
+        elif self.name == "delays":
+            parse_delays(value)
         elif self.kind is str:  # a run id, or "" for none
             if not isinstance(value, str) or (value and (not RUN_ID.fullmatch(value) or ".." in value)):
                 raise ConfigError(f"{self.label} must be a run id (lowercase letters, digits, '.', '_' or '-') "
@@ -110,6 +116,7 @@ _SETTINGS = {
     "offset": ("offset", "offset", "offset", True, 1, MAX_TRAIN_LENGTH),
     "train_length": ("training length", "train-length", "train_length", True, 2, MAX_TRAIN_LENGTH),
     "length_mode": ("length mode", "length-mode", "length_mode", True, None, None),
+    "delays": ("delays", "delays", "delays", False, None, None),
     "encoding": ("encoding", "encoding", "encoding", True, None, None),
     "attention": ("attention", "attention", "attention", True, None, None),
     "d_model": ("d_model", "d-model", "d_model", True, 4, MAX_D_MODEL),
@@ -133,10 +140,46 @@ _SETTINGS = {
 # setting existed was made with. A setting at its legacy value is left out of the run id, so old ids stay
 # valid, and a stored config without it reads as that value (`RunConfig.from_stored`). The legacy value is
 # not always today's default: qk_init's default became 0.1 with the recipe (docs/horizon.md).
-_ADDED_LATER = {"train": {"init": "random", "continues": ""}, "model": {"qk_init": 1.0}}
+_ADDED_LATER = {"task": {"delays": ""}, "train": {"init": "random", "continues": ""}, "model": {"qk_init": 1.0}}
 # The defaults before the recipe (d_model 128, qk_init 0.1) became the default, for what was written then:
 # a link without qk_init (every link written since carries it; lengen_core.serving.share).
 LEGACY_DEFAULTS = {"model": {"d_model": 64, "qk_init": 1.0}}
+
+
+def parse_delays(text: Any) -> tuple[int, ...]:
+    """The delays a spec names, sorted and distinct: "" (none: the retrieval and shift tasks), a range
+    "2-8", a list "2,4,8" or both ("2-4,8"). Each delay is 1 to `MAX_DELAY`; a run's delays must besides
+    fit its training length (`TaskConfig`). `ConfigError` says what is wrong and what is allowed."""
+    if not isinstance(text, str):
+        raise ConfigError(f"delays must be text such as '2-8' or '2,4,8', got {text!r:.80}")
+    if len(text) > MAX_DELAY_SPEC:
+        raise ConfigError(f"delays is too long ({len(text)} characters, at most {MAX_DELAY_SPEC})")
+    if not text.strip():
+        return ()
+    delays: set[int] = set()
+    for part in text.split(","):
+        match = _DELAY_PART.fullmatch(part.strip())
+        if match is None:
+            raise ConfigError(f"delays {text!r}: {part.strip()!r} is not a delay or a range; write e.g. '2-8', "
+                              "'2,4,8' or '2-4,8'")
+        low, high = int(match[1]), int(match[2] or match[1])
+        if low > high:
+            raise ConfigError(f"delays {text!r}: the range {low}-{high} runs backwards; write {high}-{low}")
+        if low < 1 or high > MAX_DELAY:
+            raise ConfigError(f"delays {text!r}: each delay must be 1 to {MAX_DELAY}")
+        delays.update(range(low, high + 1))
+    return tuple(sorted(delays))
+
+
+def format_delays(delays: Any) -> str:
+    """The shortest spec of a set of delays: runs of consecutive delays as ranges ("2-8,12")."""
+    ordered, parts = sorted(set(delays)), []
+    for delay in ordered:
+        if parts and parts[-1][1] == delay - 1:
+            parts[-1][1] = delay
+        else:
+            parts.append([delay, delay])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in parts)
 
 
 def _validate(section: Any) -> None:
@@ -144,15 +187,23 @@ def _validate(section: Any) -> None:
         SETTINGS[item.name].check(getattr(section, item.name))
 
 
+MIN_DELAY_VOCAB = {"delay-copy": 3, "selective-copy": 4}
+DELAY_VOCAB_WHY = {"delay-copy": "the last token is the filler, the rest are content",
+                   "selective-copy": "the upper half are the marked copies of the lower half"}
+
+
 @dataclass(frozen=True)
 class TaskConfig:
-    """What is learned: `retrieval` (answer x[L-1-offset] at the last position) or `shift`."""
+    """What is learned: `retrieval` (answer x[L-1-offset] at the last position), `shift`, or a delay task
+    (`delay-copy`, `selective-copy`: the answer lies a delay back, drawn per sequence from `delays`; the
+    context length stays the training length; lengen_core.tasks)."""
 
     task: TaskName = "retrieval"
     vocab_size: int = 16
     offset: int = 3
     train_length: int = 16
     length_mode: LengthMode = "fixed"
+    delays: str = ""  # the delay tasks' training delays, e.g. "2-8"; "" for retrieval and shift
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -160,6 +211,30 @@ class TaskConfig:
             raise ConfigError(
                 f"offset {self.offset} must be smaller than the training length {self.train_length}"
             )
+        delays = parse_delays(self.delays)
+        if self.task not in DELAY_TASKS:
+            if delays:
+                raise ConfigError(f"delays apply to the {' and '.join(DELAY_TASKS)} tasks only; the {self.task} "
+                                  "task answers at its offset: leave delays empty")
+            return
+        if not delays:
+            raise ConfigError(f"the {self.task} task needs its training delays, e.g. delays 2-8")
+        if delays[-1] >= self.train_length:
+            raise ConfigError(f"delays {self.delays!r}: the longest delay {delays[-1]} must be smaller than the "
+                              f"training length {self.train_length} (the source lies inside the context)")
+        if self.length_mode != "fixed":
+            raise ConfigError(f"the {self.task} task keeps the context length fixed: length mode must be fixed")
+        if self.vocab_size < MIN_DELAY_VOCAB[self.task]:
+            raise ConfigError(f"the {self.task} task needs vocab size ≥ {MIN_DELAY_VOCAB[self.task]} "
+                              f"({DELAY_VOCAB_WHY[self.task]})")
+        if self.task == "selective-copy" and self.vocab_size % 2:
+            raise ConfigError(f"the selective-copy task needs an even vocab size ({DELAY_VOCAB_WHY[self.task]}), "
+                              f"got {self.vocab_size}")
+
+    @property
+    def delay_set(self) -> tuple[int, ...]:
+        """The training delays, sorted (empty for retrieval and shift)."""
+        return parse_delays(self.delays)
 
 
 @dataclass(frozen=True)

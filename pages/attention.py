@@ -14,13 +14,14 @@ from ui.presets import HEATMAP_MULTIPLES
 from ui.rules import maps as rule_maps
 from ui.runs import allowed_lengths, heatmap
 from ui.state import show_view, view_number, view_setting
-from ui.widgets import chart, head_picker, refusal, run_summary, selected_run
+from ui.widgets import chart, head_picker, refusal, require_length_task, run_summary, selected_run
 
 st.title("Attention beyond the training length")
 lead("attention")
 run = selected_run()
 if run is None:
     st.stop()
+require_length_task(run)
 run_summary(run)
 
 L_train, k = run.config.task.train_length, run.config.task.offset

@@ -5,7 +5,7 @@ import streamlit as st
 
 from lengen_core.analysis.carrier import BASELINE_SEEDS
 from lengen_core.claims import expectation
-from lengen_core.config import ConfigError
+from lengen_core.config import DELAY_TASKS, ConfigError
 from lengen_core.thresholds import ACCURACY_BAR
 from ui.analyses import comparisons, rule_lengths, rule_note
 from ui.captions import accuracy as accuracy_captions
@@ -15,7 +15,7 @@ from ui.charts import compare as compare_charts
 from ui.glossary import lead
 from ui.presets import DILUTION_LONGEST, DILUTION_SAMPLES, LONGEST_CHOICES, single_head_presets
 from ui.rules import view as rules_view
-from ui.runs import load_run, request_caption, run_labels, run_options
+from ui.runs import load_run, request_caption, run_labels, run_options, stored_configs
 from ui.state import show_view, view_flag, view_number, view_runs
 from ui.widgets import chart, refusal
 
@@ -24,7 +24,8 @@ LONGEST, SAMPLES = list(LONGEST_CHOICES), [64, 128, 256, 512]
 st.title("Compare runs")
 lead("compare")
 
-options = run_options()
+configs = stored_configs()  # a delay task's run is read against the delay, on the Delays page
+options = [run_id for run_id in run_options() if run_id not in configs or configs[run_id].task.task not in DELAY_TASKS]
 run_names = run_labels(options)
 view_runs("compare-runs", "compare", options, list(single_head_presets().values()))
 st.session_state["compare-runs"] = [run_id for run_id in st.session_state["compare-runs"] if run_id in options]

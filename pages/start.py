@@ -50,6 +50,8 @@ CLAIMS = [
     ("C7", "Linear attention does not extrapolate (try the RoPE + linear preset).", "pages/dilution.py"),
     ("C8", "All of this transfers to a multi-layer, multi-head transformer on a full-sequence task.", "pages/transformer.py"),
     ("C9", "The carrier is how gradient descent learns RASP-L's one-line shift_right.", "pages/theory.py"),
+    ("C10", ("At a fixed length, a head that finds its source by position learns only the delays it trained on; "
+             "a marker carries it to every delay."), "pages/delays.py"),
 ]
 for claim, text, page in CLAIMS:
     if page is None:

@@ -22,7 +22,7 @@ with st.form("sweep-grid"):
                 "measured at each length.")
     left, middle, right = st.columns(3)
     chosen = {}  # each axis of the grid (lengen_core.serving.sweep.AXES), first showing the preset sweep's values
-    for axis in AXES:
+    for axis in (axis for axis in AXES if axis.setting != "delays"):  # delay sets: the command line's (docs/sweeps.md)
         shown, key = getattr(sweeps.PRESET_GRID, axis.field), f"sweep-{axis.field}"
         if axis.kind is str:  # a setting with named choices
             chosen[axis] = left.multiselect(axis.label, SETTINGS[axis.setting].choices, default=list(shown), key=key)

@@ -15,7 +15,8 @@ st.title("Train a run")
 lead("train")
 pool = training_pool()
 st.caption(f"Device in use: **{training_device_name()}**. The task: answer the token k places before the "
-           "last one (C2), or shift the whole sequence by k. Training stops early once the batch accuracy "
+           "last one (C2), shift the whole sequence by k, or recall a token a delay back at a fixed length (delay-copy, "
+           "selective-copy: the Delays page). Training stops early once the batch accuracy "
            f"holds at 100%. This server trains at most {pool.max_concurrent} runs at once; the rest wait in line.")
 
 if base.train.continues:  # a link from Dilution's "Train longer"

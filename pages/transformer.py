@@ -17,7 +17,15 @@ from ui.state import show_view, view_number
 from ui.transformer.absolute import minimal_section
 from ui.transformer.absolute import section as absolute_section
 from ui.transformer.story import section as story_section
-from ui.widgets import chart, head_picker, refusal, run_summary, selected_run, transformer_preset_buttons
+from ui.widgets import (
+    chart,
+    head_picker,
+    refusal,
+    require_length_task,
+    run_summary,
+    selected_run,
+    transformer_preset_buttons,
+)
 
 MULTIPLES = TRANSFORMER_MULTIPLES  # test lengths, × the training length (ui.presets)
 SAMPLES = [16, 32, 64, 128, 256]
@@ -33,6 +41,7 @@ run = selected_run()
 if run is None:
     transformer_preset_buttons()
     st.stop()
+require_length_task(run)
 if run.config.single_head:
     st.info("The selected run is the minimal single head on the retrieval task: its pages are Attention, Carrier "
             "and Dilution. This page reads runs that answer at every position: open a transformer preset, or train "

@@ -6,7 +6,9 @@ is saved (lengen_core.serving.first_visit), into
 Theory page's optimisation experiment (C1, ui.theory.gradients): the constructed head's evaluations (in
 `precomputed/<its run id>.json`) and its two trainings, traced (`precomputed/traces/<run id>-every<N>.json`,
 read by ui.presets.shipped_trace). `--sweep`: the Sweeps page's preset sweep (ui.sweep_panels.PRESET_GRID) into
-`assets/presets/sweeps/<sweep id>/` (its cells, not its runs). `--carriers`: only the stored carriers of the
+`assets/presets/sweeps/<sweep id>/` (its cells, not its runs). `--delays`: only the Delays page's runs
+(ui.presets.DELAY_PRESETS: minimal heads of 64 wide, a few hundred kB in all) and its data-diversity sweep
+(ui.presets.DIVERSITY_GRID, its cells only). `--carriers`: only the stored carriers of the
 presets' first-visit files, extracted again (the rest of each file kept as it is)."""
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from lengen_core.serving.first_visit import (
 from lengen_core.serving.store import RunStore, preset_store
 from lengen_core.training import train
 from ui.presets import (
+    DELAY_PRESETS,
+    DIVERSITY_GRID,
     OPTIMISATION_CONSTRUCTED,
     OPTIMISATION_TRACES,
     PRECOMPUTED,
@@ -111,9 +115,9 @@ def precompute_optimisation() -> None:
         print(f"trace of {config.run_id()} every {every} steps: {len(trace.losses)} steps")
 
 
-def build_sweep() -> None:
-    """The Sweeps page's preset sweep: run in a scratch store (the runs are not shipped), its folder copied
-    into the presets; one worker per core."""
+def build_sweep(grid=None) -> None:
+    """The Sweeps page's preset sweep (or `grid`: the Delays page's diversity sweep): run in a scratch store (the
+    runs are not shipped), its folder copied into the presets; one worker per core."""
     import shutil
     import tempfile
     from pathlib import Path
@@ -122,7 +126,7 @@ def build_sweep() -> None:
     from ui.sweep_panels import PRESET_GRID
 
     with tempfile.TemporaryDirectory() as scratch:
-        result = run_sweep(PRESET_GRID, Path(scratch))
+        result = run_sweep(grid or PRESET_GRID, Path(scratch))
         failed = [cell for cell in result.cells if "error" in cell]
         if failed:
             raise SystemExit(f"{len(failed)} cells of the preset sweep failed, e.g. {failed[0]['error']}")
@@ -142,6 +146,7 @@ def main() -> None:
     parser.add_argument("--refit", action="store_true",
                         help="only fit the law anew in the precomputed files whose stored law is stale (no measuring)")
     parser.add_argument("--carriers", action="store_true", help="only extract the presets' stored carriers again")
+    parser.add_argument("--delays", action="store_true", help="only train the Delays page's runs (ui.presets.DELAY_PRESETS)")
     args = parser.parse_args()
     if args.carriers:
         refresh_carriers()
@@ -162,8 +167,10 @@ def main() -> None:
         if not args.first_visit:
             precompute_optimisation()
         return
+    if args.delays:
+        build_sweep(DIVERSITY_GRID)
     store = RunStore(root=PRESET_ROOT)
-    for label, config in PRESETS.items():
+    for label, config in (DELAY_PRESETS if args.delays else {**PRESETS, **DELAY_PRESETS}).items():
         run_id = config.run_id()
         if store.exists(run_id) and not args.force:
             print(f"{label}: {run_id} already built")

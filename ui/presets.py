@@ -15,6 +15,7 @@ from lengen_core.config import RunConfig, with_changes
 from lengen_core.optimisation import TrainingTrace
 from lengen_core.serving import store
 from lengen_core.serving.first_visit import FIRST_VISIT_LONGEST, FIRST_VISIT_SAMPLES, ladder
+from lengen_core.serving.sweep import SweepGrid
 
 PRESET_ROOT = store.PRESET_ROOT  # the read-only store of the presets (lengen_core.serving.store.preset_store)
 SCIENCE_DOCUMENT = Path(__file__).resolve().parent.parent / "docs" / "science.md"
@@ -40,6 +41,30 @@ PRESETS: dict[str, RunConfig] = {
                                         seed=PRESET_SEED),
 }
 DEFAULT_PRESET = "RoPE"
+
+# The shipped delay runs (scripts.build_presets --delays): the minimal head at L 32, V 16, d_model 64, on
+# delays 2-8, the three encodings the claim (C10) compares; the page opens them with one click.
+DELAY_BASE = with_changes(RunConfig(), task="delay-copy", delays="2-8", train_length=32, vocab_size=16, d_model=64,
+                          max_positions=64, steps=1_000, seed=0)
+DELAY_PRESETS: dict[str, RunConfig] = {
+    "Delay-copy RoPE": DELAY_BASE,
+    "Delay-copy NoPE": with_changes(DELAY_BASE, encoding="nope"),
+    "Delay-copy learned": with_changes(DELAY_BASE, encoding="learned"),
+    "Selective-copy RoPE": with_changes(DELAY_BASE, task="selective-copy"),
+    "Selective-copy learned": with_changes(DELAY_BASE, task="selective-copy", encoding="learned"),
+}
+
+
+# The Delays page's data-diversity sweep (scripts.build_presets --delays; its cells are shipped, not its runs): how
+# many delays training saw (1, 3, 7, 15, all from delay 2), three encodings that find the source by position, 2 seeds.
+DIVERSITY_GRID = SweepGrid(encodings=("rope", "learned", "sinusoidal"), seeds=(0, 1), train_lengths=(32,),
+                           delay_sets=("2", "2-4", "2-8", "2-16"), samples=128,
+                           base=(("task", "delay-copy"), ("d_model", 64), ("steps", 1_000)))
+
+
+def delay_presets() -> dict[str, str]:
+    """label -> run id of the shipped delay runs (the Delays page's)."""
+    return {label: config.run_id() for label, config in DELAY_PRESETS.items()}
 
 
 PRECOMPUTED = store.PRECOMPUTED_ROOT  # <run id>.json: what the first visits compute, shipped (scripts.build_presets)

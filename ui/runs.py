@@ -30,7 +30,7 @@ from lengen_core.analysis.evaluate import LengthReport, check_lengths, check_swe
 from lengen_core.analysis.fit import FitResult
 from lengen_core.analysis.heatmap import Heatmap, attention_heatmap
 from lengen_core.analysis.rules import parse_rule
-from lengen_core.config import SETTINGS, RunConfig
+from lengen_core.config import DELAY_TASKS, SETTINGS, RunConfig
 from lengen_core.measure import Measurement, Shipped, measure
 from lengen_core.serving import budget
 from lengen_core.serving.budget import check_attention_map, check_carrier, check_single_head_evaluation
@@ -153,6 +153,8 @@ def _setting(config: RunConfig, name: str):
 def _named(config: RunConfig, name: str) -> str:
     """One setting as a label says it: 'RoPE', 'k=3', 'L=16', 'V=16', 'seed 0', '1 layer × 2 heads'."""
     value = _setting(config, name)
+    if name == "offset" and config.task.task in DELAY_TASKS:  # a delay task answers at its delays, not at k
+        return f"d={config.task.delays}"
     if name == "layout":
         layers, heads = value
         return "single head" if layers == 0 else \

@@ -7,6 +7,7 @@ import plotly.graph_objects as go
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
+from lengen_core.config import DELAY_TASKS
 from lengen_core.serving.store import StoreError
 from lengen_core.training import Run
 from ui.captions import common as captions
@@ -145,10 +146,23 @@ def selected_run() -> Run | None:
         return None
 
 
+def require_length_task(run: Run) -> None:
+    """Stop the page with a pointer to Delays for a run of a delay task: its length never changes, so the
+    pages that read a run along the length have nothing to show for it."""
+    if run.config.task.task not in DELAY_TASKS:
+        return
+    st.info(f"This run is on the {run.config.task.task} task: its context length stays {run.config.task.train_length} "
+            "and what changes is the delay. Its accuracy against the delay, seen and unseen, is on the Delays page.")
+    st.page_link("pages/delays.py", label="Open the Delays page", icon=":material/timer:")
+    st.stop()
+
+
 def require_single_head(run: Run) -> None:
-    """Stop the page with a pointer to Transformer for runs its core calls do not read (C8 runs)."""
+    """Stop the page with a pointer to Transformer for runs its core calls do not read (C8 runs), or to
+    Delays for a delay task's."""
     if run.config.single_head:
         return
+    require_length_task(run)
     st.info("This page reads the single attention head on the retrieval task. This run is a "
             f"{run.config.model.n_layers}-layer model on the {run.config.task.task} task: its per-head "
             "carriers and its accuracy by length are on the Transformer page.")
@@ -165,7 +179,8 @@ def run_summary(run: Run) -> None:
     if train.continues:
         trained = f"continues `{train.continues}` for {trained}"
     st.caption(
-        f"Run `{run.run_id}` · {model.encoding} encoding, {model.attention} attention · offset k = {task.offset}, "
+        f"Run `{run.run_id}` · {model.encoding} encoding, {model.attention} attention · "
+        f"{f'{task.task}, delays {task.delays}' if task.task in DELAY_TASKS else f'offset k = {task.offset}'}, "
         f"training length {task.train_length} ({task.length_mode}) · V = {task.vocab_size}, d = {model.d_model} · "
         f"{trained}"
     )

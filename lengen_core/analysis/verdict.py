@@ -16,6 +16,10 @@ own, not the training data), and every page and command reads the verdict before
 For the retrieval task the answers are the queries of 2,048 sequences; for the shift task every
 position t ≥ k answers, so fewer sequences give the same number of answers (they are correlated
 within a sequence, so the interval there is a little optimistic).
+
+For a delay task (delay-copy, selective-copy) the length never changes: "learned" reads its training
+delays at its training length (the answers split evenly between them), chance is one over the content
+tokens, and there is no "beyond" length; what it does at unseen delays is lengen_core.analysis.delays'.
 """
 
 from __future__ import annotations
@@ -26,10 +30,12 @@ from typing import Any
 
 import torch
 
+from lengen_core.analysis.delays import delay_verdict_accuracy
 from lengen_core.analysis.evaluate import check_lengths, evaluate, wilson_interval
 from lengen_core.analysis.sequence import evaluate_sequence
-from lengen_core.config import RunConfig
+from lengen_core.config import DELAY_TASKS, RunConfig
 from lengen_core.models.encodings import LengthError
+from lengen_core.tasks import content_vocab
 from lengen_core.thresholds import ACCURACY_BAR
 
 CHANCE_TOLERANCE = 0.02  # accuracy whose interval reaches within this of 1/V counts as chance
@@ -93,12 +99,15 @@ def _accuracy(model: torch.nn.Module, config: RunConfig, length: int) -> tuple[i
 
 
 def _reason(config: RunConfig, learned: bool, accuracy: float, at_chance: bool | None, model) -> str:
-    L, chance = config.task.train_length, 1 / config.task.vocab_size
+    L, chance = config.task.train_length, 1 / content_vocab(config.task)
     if not learned:
         why = getattr(model.encoding, "single_head_limit", None) if config.model.minimal else None
         text = (f"did not learn the task: accuracy {accuracy:.2f} at the training length {L} "
                 f"(needs ≥ {ACCURACY_BAR:.2f}; chance {chance:.3f}).")
         return f"{text} {why}" if why else text
+    if at_chance is None and config.task.task in DELAY_TASKS:
+        return (f"learned the task ({accuracy:.2f} over its training delays {config.task.delays} at the training "
+                f"length {L}).")
     if at_chance is None:
         return f"learned the task ({accuracy:.2f} at the training length {L}); no longer length is allowed."
     beyond = "at chance" if at_chance else "above chance"
@@ -108,11 +117,15 @@ def _reason(config: RunConfig, learned: bool, accuracy: float, at_chance: bool |
 @torch.no_grad()
 def judge(model: torch.nn.Module, config: RunConfig) -> Verdict:
     """The verdict on a trained model (see the module docstring for the definitions)."""
-    chance = 1 / config.task.vocab_size
-    correct, answers = _accuracy(model, config, config.task.train_length)
+    chance = 1 / content_vocab(config.task)
+    delay_task = config.task.task in DELAY_TASKS
+    if delay_task:
+        correct, answers = delay_verdict_accuracy(model, config, VERDICT_ANSWERS, VERDICT_SEED)
+    else:
+        correct, answers = _accuracy(model, config, config.task.train_length)
     low, high = wilson_interval(correct, answers)
     learned = correct / answers >= ACCURACY_BAR
-    beyond_length = _beyond_length(model, config)
+    beyond_length = None if delay_task else _beyond_length(model, config)
     beyond = beyond_low = beyond_high = at_chance = None
     if beyond_length is not None:
         beyond_correct, beyond_answers = _accuracy(model, config, beyond_length)

@@ -148,7 +148,7 @@ def step_seconds(config: RunConfig) -> float:
     the forward and backward passes and Adam's update of every parameter. `lengen_core.serving.calibration`
     scales it by this machine's measured speed."""
     task, train = config.task, config.train
-    queries = 1 if task.task == "retrieval" else task.train_length - task.offset
+    queries = task.train_length - task.offset if task.task == "shift" else 1
     _, written, flops = _forward(config, train.batch_size, task.train_length, queries, training=True)
     return _seconds(flops, written + OPTIMIZER_FLOATS * parameter_count(config))
 
@@ -160,7 +160,7 @@ def training_cost(config: RunConfig, pace: Pace | None = None, speed: float = 1.
     model's constants); `pace`: a live training's pace, which makes each step last at least 1 / its
     steps per second."""
     task, train = config.task, config.train
-    queries = 1 if task.task == "retrieval" else task.train_length - task.offset
+    queries = task.train_length - task.offset if task.task == "shift" else 1
     kept, _, _ = _forward(config, train.batch_size, task.train_length, queries, training=True)
     memory = BASE_BYTES + FLOAT * (kept + 4 * parameter_count(config))
     probes = 1 + PROBE_SHARE if config.single_head else 1

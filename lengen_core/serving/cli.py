@@ -1,4 +1,5 @@
-"""Command line: `python -m lengen_core train|construct|continue|evaluate|carrier|heads|absolute|sweep|runs|delete`.
+"""Command line: `python -m lengen_core train|construct|continue|evaluate|transfer|carrier|heads|absolute|sweep|runs|
+delete`.
 
 Results go to stdout (JSON under `--json`, a short readable summary otherwise). Runs are read from
 the person's store (`$LENGEN_HOME`) and then from the presets shipped with the lab, a read-only
@@ -14,6 +15,11 @@ its numbers are lengen_core.measure's, as the app's Dilution and Compare pages a
 them for the same lengths, samples and rule. Each answer's `device` says
 which device that was (for a training, the device the run was trained on, also when a stored run
 is reused), and `device_name` says it in words (the GPU's name on CUDA).
+
+A run of a delay task (delay-copy, selective-copy) is evaluated at its training length against the
+delay instead: `evaluate RUN --delays 9-30` (default every delay the context holds), each delay
+marked seen or unseen (lengen_core.analysis.delays); `transfer` measures how training on delays A
+first changes how fast a run's own delays are learned (lengen_core.transfer).
 
 At a person's own terminal the budgets do not refuse: each command prints its estimate on stderr and
 runs, with progress for anything that takes a while (lengen_core.serving.console); `--budget`, or a
@@ -43,12 +49,14 @@ from lengen_core.analysis.absolute import (
     sink_length_of,
 )
 from lengen_core.analysis.carrier import ALIGNMENT_MARGIN, extract_carrier
+from lengen_core.analysis.delays import DELAY_SAMPLES, DELAY_SEED, delay_curve
 from lengen_core.analysis.evaluate import LengthReport, doublings
 from lengen_core.analysis.fit import NOT_ASKED
 from lengen_core.analysis.heads import analyse_heads
 from lengen_core.analysis.mask import mask_share
 from lengen_core.analysis.rules import RULES, rule_with_parameter
 from lengen_core.config import (
+    DELAY_TASKS,
     SETTINGS,
     ConfigError,
     DeviceName,
@@ -75,6 +83,7 @@ from lengen_core.serving.sweep import (
 )
 from lengen_core.thresholds import ACCURACY_BAR
 from lengen_core.training import Training, resolve_device
+from lengen_core.transfer import TRANSFER_PATIENCE, transfer
 
 USER_ERRORS = (ConfigError, LengthError, StoreError, ValueError)
 INTERRUPTED = 130  # the shell's status for a command stopped by Ctrl-C (128 + SIGINT)
@@ -107,12 +116,14 @@ def _lengths(text: str) -> list[int]:
     return lengths
 
 
-def _listed(kind: type):
+def _listed(kind: type, separator: str = ","):
+    words = "commas" if separator == "," else f"'{separator}'"
+
     def parse(text: str) -> list:
         try:
-            values = [kind(part.strip()) for part in text.split(",") if part.strip()]
+            values = [kind(part.strip()) for part in text.split(separator) if part.strip()]
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {kind.__name__} values separated by commas, got {text!r}") from None
+            raise argparse.ArgumentTypeError(f"expected {kind.__name__} values separated by {words}, got {text!r}") from None
         if not values:
             raise argparse.ArgumentTypeError("give at least one value")
         return values
@@ -147,8 +158,12 @@ def build_parser() -> Parser:
     e = commands.add_parser("evaluate", parents=[json_flag], help="accuracy, target mass and fitted law at lengths; the prediction and the horizon when asked")
     e.add_argument("run_id")
     e.add_argument("--lengths", type=_lengths, default=None, help="comma separated, default 1×…64× training")
-    e.add_argument("--samples", type=int, default=256, help="sequences per length (default 256)")
-    e.add_argument("--seed", type=int, default=12_345, help="seed of the evaluation sequences")
+    e.add_argument("--samples", type=int, default=DELAY_SAMPLES,
+                   help=f"sequences per length, or per delay (default {DELAY_SAMPLES})")
+    e.add_argument("--seed", type=int, default=DELAY_SEED, help="seed of the evaluation sequences")
+    e.add_argument("--delays", type=str, default=None, metavar="SPEC",
+                   help="a delay task's run: accuracy against the delay at the training length, e.g. 9-30 or 2,4,8 "
+                        "(default every delay the context holds)")
     e.add_argument("--rule", choices=tuple(RULES), default="none",
                    help="the inference rule to read the run under, no retraining: " + "; ".join(
                        f"{name}: {rule.summary}" for name, rule in RULES.items()) + " (default none)")
@@ -163,6 +178,16 @@ def build_parser() -> Parser:
                    help="also search the predicted horizon, unless the run was stored with it")
     _add_device_flag(e)
 
+    x = commands.add_parser("transfer", parents=[json_flag],
+                            help="a delay task: steps to learn a run's delays B after training on delays A, against "
+                                 "from scratch")
+    _add_training_flags(x, {name: setting for name, setting in SETTINGS.items()
+                            if name not in ("init", "continues", "patience", "target_accuracy", "keep_training")})
+    x.add_argument("--before", type=str, required=True, metavar="SPEC", help="delays A trained on first, e.g. 2-4")
+    x.add_argument("--pretrain-steps", type=int, default=None, help="steps on A (default: --steps)")
+    x.add_argument("--patience", type=int, default=TRANSFER_PATIENCE,
+                   help=f"steps the batch accuracy must hold ≥ {ACCURACY_BAR:g} to count as learned "
+                        f"(default {TRANSFER_PATIENCE})")
     c = commands.add_parser("carrier", parents=[json_flag], help="the carrier kernel of a run")
     c.add_argument("run_id")
     c.add_argument("--search-length", type=int, default=1 << 20, help="how far to look for near-recurrences")
@@ -186,8 +211,10 @@ def build_parser() -> Parser:
                    help="a TOML file with the grid (keys as these options, with underscores; a [base] table "
                         "for other settings); options given here override it")
     for axis in AXES:  # --vocabs, the older spelling of --vocab-sizes, still works
-        w.add_argument(axis.flag, *(f"--{alias}" for alias in axis.aliases), dest=axis.field, type=_listed(axis.kind),
-                       default=None, help=f"comma separated, e.g. {axis.example}{axis.note and '; ' + axis.note}")
+        w.add_argument(axis.flag, *(f"--{alias}" for alias in axis.aliases), dest=axis.field,
+                       type=_listed(axis.kind, axis.separator), default=None,
+                       help=f"{'comma' if axis.separator == ',' else repr(axis.separator)} separated, e.g. "
+                            f"{axis.example}{axis.note and '; ' + axis.note}")
     w.add_argument("--lengths", type=_listed(int), default=None, help="comma separated, e.g. 16,64,256,1024")
     w.add_argument("--samples", type=int, default=None, help="sequences per length (default 512)")
     w.add_argument("--set", dest="base", action="append", default=[], metavar="NAME=VALUE",
@@ -224,7 +251,7 @@ def _add_device_flag(parser: Parser, help: str = "load the run onto it and compu
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
-    return with_changes(RunConfig(), **{name: getattr(args, name) for name in SETTINGS})
+    return with_changes(RunConfig(), **{name: getattr(args, name) for name in SETTINGS if hasattr(args, name)})
 
 
 def _load(run_id: str, store: RunStore, device: str = "cpu") -> Any:
@@ -323,6 +350,8 @@ def command_evaluate(args: argparse.Namespace, store: RunStore) -> dict[str, Any
     rule = rule_with_parameter(args.rule, args.rule_param)
     run = _load(args.run_id, store, args.device)
     config = run.config
+    if config.task.task in DELAY_TASKS or args.delays is not None:
+        return _evaluate_delays(run, args)
     L = config.task.train_length
     lengths = args.lengths or list(doublings(L, 7 if config.single_head else 5))
     console: Console = args.console
@@ -360,6 +389,33 @@ def command_evaluate(args: argparse.Namespace, store: RunStore) -> dict[str, Any
             "prediction_status_reason": None if m.prediction_status is None else m.prediction_status.reason,
             "measured_horizon": None if measured is None else measured.length,
             "measured_horizon_below": None if measured is None else measured.below, **_device(run)}
+
+
+def _evaluate_delays(run, args: argparse.Namespace) -> dict[str, Any]:
+    """A delay task's run against the delay (lengen_core.analysis.delays); the length options do not apply."""
+    config = run.config
+    if config.task.task not in DELAY_TASKS:
+        raise ConfigError(f"--delays reads a run of the {' or '.join(DELAY_TASKS)} task; {run.run_id} is on the "
+                          f"{config.task.task} task: use --lengths")
+    if args.lengths is not None or args.rule != "none" or args.predict or args.horizon:
+        raise ConfigError("a delay task's run is evaluated at its training length against the delay: --lengths, "
+                          "--rule, --predict and --horizon do not apply (use --delays)")
+    curve = delay_curve(run.model, config, args.delays, args.samples, args.seed)
+    return {"run_id": run.run_id, "task": config.task.task, "verdict": run.verdict.to_dict(), **curve.to_dict(),
+            **_device(run)}
+
+
+def command_transfer(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
+    """Steps to learn the configured run's delays after `--before` delays, against from scratch (trains
+    three runs in memory; none is stored)."""
+    config = config_from_args(args)
+    pricer = args.console.pricer()
+    for priced in (with_changes(config, delays=args.before, steps=args.pretrain_steps or config.train.steps),
+                   config, config):
+        pricer.check_training(priced)
+    args.console.estimate()
+    result = transfer(config, args.before, args.pretrain_steps, args.device, args.patience)
+    return {"run_config": config.to_dict(), **result.to_dict()}
 
 
 def _stored_measurement(run_id: str, store: RunStore):
@@ -555,6 +611,7 @@ COMMANDS = {
     "construct": command_construct,
     "continue": command_continue,
     "evaluate": command_evaluate,
+    "transfer": command_transfer,
     "carrier": command_carrier,
     "heads": command_heads,
     "runs": command_runs,
@@ -586,8 +643,37 @@ def _head_line(head: dict[str, Any]) -> str:
     return line
 
 
+def _delay_summary(result: dict[str, Any]) -> str:
+    lines = [f"{'delay':>6} {'seen':>5} {'accuracy':>9} {'95% interval':>14} {'source mass':>12} {'margin':>7}"]
+    lines += [f"{p['delay']:>6} {'yes' if p['seen'] else 'no':>5} {p['accuracy']:>9.3f} "
+              f"{p['accuracy_low']:>6.3f}–{p['accuracy_high']:<7.3f} {p['source_mass']:>12.3f} {p['source_margin']:>7.2f}"
+              for p in result["points"]]
+    mean = lambda value: "—" if value is None else f"{value:.3f}"
+    lines.append(f"mean accuracy: seen {mean(result['mean_seen'])}, unseen {mean(result['mean_unseen'])} "
+                 f"(chance {result['chance']:.3f}; {result['samples']} sequences a delay at length {result['length']}; "
+                 f"carrier head {result['head']})")
+    lines.append(f"verdict: {result['verdict']['reason']}")
+    lines.append(f"device: {result['device_name']}")
+    return "\n".join(lines)
+
+
+def _transfer_summary(result: dict[str, Any]) -> str:
+    steps = lambda value: f"not within {result['budget']:,} steps" if value is None else f"{value:,} steps"
+    speedup = result["speedup"]
+    word = "positive" if speedup > 1 else "negative" if speedup < 1 else "no"
+    return (f"delays {result['after']} learned in {steps(result['steps_from_scratch'])} from scratch, "
+            f"{steps(result['steps_from_pretrained'])} after {result['pretrain_steps']:,} steps on delays "
+            f"{result['before']} (which alone gave {result['pretrain_accuracy_on_b']:.2f} on them): "
+            f"{word} transfer, ×{speedup:.2f} (learned: batch accuracy ≥ {result['bar']:g} for {result['patience']} "
+            "steps)")
+
+
 def _summary(result: dict[str, Any]) -> str:
     """A short readable form of a result for people (use --json for everything)."""
+    if "points" in result and "run_delays" in result:
+        return _delay_summary(result)
+    if "steps_from_scratch" in result:
+        return _transfer_summary(result)
     if "lengths" in result:
         number = lambda value: "—" if value is None else f"{value:.3f}"
         header = (f"{'length':>9} {'accuracy':>9} {'beyond':>7} {'vote':>7} {'predicted':>9} {'p':>7} {'p pred':>7} "
@@ -616,6 +702,9 @@ def _summary(result: dict[str, Any]) -> str:
         lines = [f"{c['encoding']:>10} {c['attention']:>8} k {c['offset']:>3} L {c['train_length']:>4} "
                  f"V {c['vocab_size']:>3} seed {c['seed']:>3}  "
                  + (f"error: {c['error']}" if "error" in c else
+                    f"delays {c['delays']:>6} {'learned' if c['learned'] else 'did not learn':>13}  seen "
+                    f"{number(c['mean_seen'], '.2f')}  unseen {number(c['mean_unseen'], '.2f')}  near unseen "
+                    f"{number(c['mean_near_unseen'], '.2f')}  {c['run_id']}" if c.get("delays") else
                     f"{'learned' if c['learned'] else 'did not learn':>13}  m_out {number(c['m_out'], '.2f'):>6}  "
                     f"horizon {number(c['predicted_horizon'], ',')}  {c['run_id']}")
                  for c in result["cells"]]

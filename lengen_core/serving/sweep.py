@@ -7,7 +7,11 @@ into one table.
     result.table()                                           # one row per cell and length (pandas)
 
 A cell is one config: the grid's product of encodings, attentions, offsets, training lengths,
-vocabulary sizes and seeds over the `base` settings. Each cell runs `run_cell`, a plain function of
+vocabulary sizes, seeds and delay sets over the `base` settings. The delay sets are the data-diversity
+axis of the delay tasks (`base` task delay-copy or selective-copy): how many delays training saw, e.g.
+"2;2-4;2-8" on the command line; a delay cell is read against the delay at its training length
+(lengen_core.analysis.delays: the mean accuracy over its trained and its unseen delays), not at the
+lengths. A grid without delay sets keeps the id it had before the axis existed. Each cell runs `run_cell`, a plain function of
 picklable arguments, in a worker: it loads the run from the store (or the presets) or trains and saves it, checks
 every cost against the budgets before the work, then evaluates at the grid's lengths and reads the
 verdict, the dilution fit (m_out), the carrier's argmax offset and the predicted horizon. A cell
@@ -52,9 +56,10 @@ import torch
 
 from lengen_core.analysis.carrier import extract_carrier
 from lengen_core.analysis.collapse import Collapse, collapse
+from lengen_core.analysis.delays import DELAY_TOKENS, delay_curve
 from lengen_core.analysis.evaluate import MAX_EVAL_SAMPLES, LengthError, check_lengths
 from lengen_core.analysis.sequence import tokens_per_batch
-from lengen_core.config import MAX_EVAL_LENGTH, ConfigError, RunConfig, with_changes
+from lengen_core.config import DELAY_TASKS, MAX_EVAL_LENGTH, ConfigError, RunConfig, parse_delays, with_changes
 from lengen_core.measure import measure
 from lengen_core.serving import budget
 from lengen_core.serving.budget import SERVER, BudgetError, Budgets, Pricer, duration
@@ -80,6 +85,7 @@ class Axis:
     example: str  # the command line's help
     note: str = ""  # what else a value must be, for the help
     aliases: tuple[str, ...] = ()  # older spellings, still accepted in a TOML file and on the command line
+    separator: str = ","  # between values on the command line (a delays value holds commas itself)
 
     @property
     def flag(self) -> str:
@@ -94,14 +100,18 @@ AXES = (
     Axis("train_length", "train_lengths", int, "Training lengths", "16"),
     Axis("vocab_size", "vocab_sizes", int, "Vocabulary sizes V", "16", aliases=("vocabs",)),
     Axis("seed", "seeds", int, "Seeds", "0,1,2"),
+    Axis("delays", "delay_sets", str, "Training delays", "2;2-4;2-8", separator=";",
+         note="a delay task's (--set task=delay-copy): each value a delays spec, separated by ';'"),
 )
+NO_DELAYS = ("",)  # the delay sets of a grid without the axis: left out of its id
 GRID_AXES = tuple(axis.setting for axis in AXES)  # the config's own names
 SWEEPS_DIR = "sweeps"
 NOT_RUN = "not run: the sweep was cancelled"  # the error of a cell a cancelled sweep left for next time
 NUMBER_COLUMNS = {"m_out", "m_out_low", "m_out_high", "m_out_lengths_low", "m_out_lengths_high", "plain_m_out",
                   "carrier_margin", "argmax_offset", "predicted_horizon",
                   "measured_horizon", "predicted_horizon_ceiling", "steps", "length", "accuracy", "accuracy_low",
-                  "accuracy_high", "target_mass"}  # the table's numeric figures, whichever cells have them
+                  "accuracy_high", "target_mass", "delay_count", "mean_seen", "mean_unseen",
+                  "mean_near_unseen"}  # the table's numeric figures, whichever cells have them
 LENGTH_COLUMNS = ("length", "accuracy", "accuracy_low", "accuracy_high", "target_mass")  # a row of a cell's lengths
 
 
@@ -119,6 +129,7 @@ class SweepGrid:
     train_lengths: tuple[int, ...] = (16,)
     vocab_sizes: tuple[int, ...] = (16,)
     seeds: tuple[int, ...] = (0,)
+    delay_sets: tuple[str, ...] = NO_DELAYS
     lengths: tuple[int, ...] = (16, 64, 256, 1024)
     samples: int = 512
     base: tuple[tuple[str, Any], ...] = ()  # other settings, e.g. (("steps", 600),) or {"steps": 600}
@@ -140,14 +151,33 @@ class SweepGrid:
         if self.size > MAX_CELLS:
             raise SweepError(f"the grid has {self.size} cells; a sweep allows at most {MAX_CELLS}: "
                              "fewer seeds, offsets or other values")
+        self._check_delay_sets()
         try:
-            with_changes(RunConfig(), **dict(self.base))
+            with_changes(RunConfig(), **{**dict(self.base), "delays": self.delay_sets[0]})
         except ConfigError as error:
             raise SweepError(f"the grid's base settings: {error}") from None
 
+    def _check_delay_sets(self) -> None:
+        """Delay sets exactly for a delay task in the base, each a valid spec."""
+        task = dict(self.base).get("task", RunConfig().task.task)
+        if "delays" in dict(self.base):
+            raise SweepError("the training delays are the grid's delay sets (--delay-sets), not a base setting")
+        if task in DELAY_TASKS and "" in self.delay_sets:
+            raise SweepError(f"a sweep of the {task} task needs its delay sets, e.g. --delay-sets '2;2-4;2-8'")
+        if task not in DELAY_TASKS and self.delay_sets != NO_DELAYS:
+            raise SweepError(f"delay sets need a delay task in the base (--set task=delay-copy or selective-copy); "
+                             f"the base task is {task}")
+        for spec in self.delay_sets:
+            try:
+                parse_delays(spec)
+            except ConfigError as error:
+                raise SweepError(f"the grid's delay sets: {error}") from None
     @property
     def axes(self) -> dict[str, tuple]:
-        return {axis.setting: getattr(self, axis.field) for axis in AXES}
+        """Setting -> values of every axis the grid has (the delay sets only where it has them: a grid of
+        the length tasks has the cells, columns and id it had before that axis existed)."""
+        return {axis.setting: getattr(self, axis.field) for axis in AXES
+                if axis.field != "delay_sets" or self.delay_sets != NO_DELAYS}
 
     @property
     def size(self) -> int:
@@ -155,11 +185,14 @@ class SweepGrid:
 
     def cells(self) -> list[dict[str, Any]]:
         """Each cell's axis settings, in a fixed order (the index of a cell is stable)."""
-        return [dict(zip(GRID_AXES, values, strict=True)) for values in itertools.product(*self.axes.values())]
+        axes = self.axes
+        return [dict(zip(axes, values, strict=True)) for values in itertools.product(*axes.values())]
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["base"] = dict(self.base)
+        if self.delay_sets == NO_DELAYS:  # a grid of the length tasks: its id as before the axis
+            del data["delay_sets"]
         return data
 
     @classmethod
@@ -229,6 +262,8 @@ def measure_run(run, lengths: Sequence[int], samples: int, prices: Pricer = SERV
     line's evaluate and the app take it), and the carrier's argmax offset and margin (single head only);
     each cost is checked against the budgets first."""
     config, model = run.config, run.model
+    if config.task.task in DELAY_TASKS:
+        return measure_delays(run, samples)
     allowed = []
     for n in lengths:
         try:
@@ -268,6 +303,24 @@ def measure_run(run, lengths: Sequence[int], samples: int, prices: Pricer = SERV
         record["prediction_status"] = m.prediction_status.status
         record["prediction_status_reason"] = m.prediction_status.reason
     return record
+
+
+NEAR = 2  # an unseen delay this close to a trained one is "near" (the neighbours a kernel may still reach)
+
+
+def measure_delays(run, samples: int) -> dict[str, Any]:
+    """A delay cell: its verdict and its accuracy against the delay at every delay its context holds, summed
+    up as the mean over its trained delays, its unseen ones and the unseen ones within `NEAR` of a trained one
+    (samples cut to the request's token budget, `DELAY_TOKENS`)."""
+    config = run.config
+    L = config.task.train_length
+    samples = max(1, min(samples, DELAY_TOKENS // (L * (L - 1))))
+    curve = delay_curve(run.model, config, None, samples)
+    own = config.task.delay_set
+    near = [p.accuracy for p in curve.unseen() if min(abs(p.delay - d) for d in own) <= NEAR]
+    return {"learned": run.verdict.learned, "steps": run.steps, "verdict": run.verdict.reason, "lengths": [],
+            "delay_count": len(own), "mean_seen": curve.mean_accuracy(True), "mean_unseen": curve.mean_accuracy(False),
+            "mean_near_unseen": sum(near) / len(near) if near else None, "delay_samples": samples}
 
 
 @dataclass
@@ -577,6 +630,8 @@ def sweep_seconds(grid: SweepGrid) -> float:
             continue  # reported as the cell's error, costs nothing
         L = config.task.train_length
         total += budget.training_cost(config).seconds
+        if config.task.task in DELAY_TASKS:
+            continue  # the curve: at most DELAY_TOKENS tokens through one head, a second or two
         if config.single_head:
             total += budget.single_head_evaluation_cost(config, grid.lengths, grid.samples).seconds
             total += budget.prediction_cost(config, sorted({L, *grid.lengths})).seconds

@@ -299,7 +299,7 @@ def test_a_preset_id_opens_from_a_fresh_home_and_cannot_be_deleted(home: Path) -
 
 def test_train_help_lists_the_choices() -> None:
     text = cli.build_parser()._subparsers._group_actions[0].choices["train"].format_help()
-    for choices in ("{retrieval,shift}", "{rope,learned,sinusoidal,alibi,nope}", "{softmax,linear}",
+    for choices in ("{retrieval,shift,delay-copy,selective-copy}", "{rope,learned,sinusoidal,alibi,nope}", "{softmax,linear}",
                     "{fixed,sampled}", "{auto,cpu,cuda,mps}"):
         assert choices in text, choices
 

@@ -4,7 +4,8 @@
       thresholds
     tasks, models/, claims       the data, the models, what each encoding and attention is expected to show
     analysis/                    what a trained model shows; reads models, never trains
-    training, optimisation       trainings (the trainer knows nothing of its observers: it is given a probe)
+    training, optimisation,      trainings
+      transfer (the trainer knows nothing of its observers: it is given a probe)
     measure                      the one measurement of a run (evaluate → predict → fit → horizon)
     serving/                     store, jobs, budgets, links, sweeps, the CLI
 
@@ -131,15 +132,16 @@ def _layer(name: str) -> str:
 
 # What each layer may not import (besides the cycles the graph already forbids).
 FORBIDDEN = {
-    "config": {"measure", "models", "analysis", "serving", "training", "optimisation", "tasks"},
-    "frequencies": {"measure", "config", "models", "analysis", "serving", "training", "optimisation", "tasks"},
-    "thresholds": {"measure", "config", "models", "analysis", "serving", "training", "optimisation", "tasks"},
-    "tasks": {"measure", "models", "analysis", "serving", "training", "optimisation"},
-    "models": {"measure", "analysis", "serving", "training", "optimisation", "claims"},
-    "claims": {"measure", "analysis", "serving", "training", "optimisation"},
-    "analysis": {"measure", "serving", "training", "optimisation"},
-    "training": {"measure", "serving", "optimisation"},
+    "config": {"transfer", "measure", "models", "analysis", "serving", "training", "optimisation", "tasks"},
+    "frequencies": {"transfer", "measure", "config", "models", "analysis", "serving", "training", "optimisation", "tasks"},
+    "thresholds": {"transfer", "measure", "config", "models", "analysis", "serving", "training", "optimisation", "tasks"},
+    "tasks": {"transfer", "measure", "models", "analysis", "serving", "training", "optimisation"},
+    "models": {"transfer", "measure", "analysis", "serving", "training", "optimisation", "claims"},
+    "claims": {"transfer", "measure", "analysis", "serving", "training", "optimisation"},
+    "analysis": {"transfer", "measure", "serving", "training", "optimisation"},
+    "training": {"transfer", "measure", "serving", "optimisation"},
     "optimisation": {"measure", "serving"},
+    "transfer": {"measure", "serving", "optimisation"},
     "measure": {"serving", "optimisation"},
 }
 

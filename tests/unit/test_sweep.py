@@ -111,9 +111,9 @@ def test_an_unknown_backend_is_refused_before_any_work(tmp_path):
 
 
 def test_one_registry_names_each_axis_in_the_grid_the_file_the_options_and_the_table(tmp_path):
-    assert GRID_AXES == ("encoding", "attention", "offset", "train_length", "vocab_size", "seed")  # cell order
+    assert GRID_AXES == ("encoding", "attention", "offset", "train_length", "vocab_size", "seed", "delays")  # cell order
     assert {axis.field for axis in AXES} <= {item.name for item in dataclasses.fields(SweepGrid)}
-    assert tuple(GRID.axes) == GRID_AXES
+    assert tuple(GRID.axes) == GRID_AXES[:-1]  # no delay sets: a grid of the length tasks, its cells as before
     parser = build_parser()
     for axis in AXES:  # each axis's option, named after its field
         value = "rope" if axis.kind is str else "3"

@@ -36,14 +36,17 @@ FORM = {  # setting -> widget key; the widgets start from a link's config when o
     "task": "train-task", "encoding": "train-encoding", "attention": "train-attention", "offset": "train-offset",
     "train_length": "train-length", "length_mode": "train-length-mode", "vocab_size": "train-vocab",
     "d_model": "train-d-model", "n_layers": "train-layers", "n_heads": "train-heads", "steps": "train-steps",
-    "learning_rate": "train-lr", "seed": "train-seed", "qk_init": "train-qk-init",
+    "learning_rate": "train-lr", "seed": "train-seed", "qk_init": "train-qk-init", "delays": "train-delays",
 }
-COLUMNS = (("task", "encoding", "attention", "offset"), ("train_length", "length_mode", "vocab_size", "n_layers",
+COLUMNS = (("task", "delays", "encoding", "attention", "offset"), ("train_length", "length_mode", "vocab_size", "n_layers",
                                                          "n_heads"), ("d_model", "qk_init", "steps", "learning_rate",
                                                                       "seed"))
 S = SETTINGS  # the bounds and choices are the config's own (lengen_core.config.SETTINGS)
 HELP = {
-    "task": "retrieval: answer x[L−1−k] at the last position; shift: every position answers k back.",
+    "task": "retrieval: answer x[L−1−k] at the last position; shift: every position answers k back; delay-copy and "
+            "selective-copy: the answer lies a delay back, the length stays fixed (the Delays page).",
+    "delays": "delay-copy and selective-copy only: the delays training draws from, e.g. 2-8 or 2,4,8 (each below "
+              "the training length); empty for retrieval and shift.",
     "encoding": "rope: relative rotations (C1, C3); learned: a trained absolute table (C4).",
     "attention": "linear: no softmax normalisation, the C7 control.",
     "offset": "The answer is the token k places before the query.",
@@ -58,7 +61,7 @@ HELP = {
     "steps": "Most optimisation steps (Adam).", "learning_rate": "Adam's step size.",
     "seed": "Every random stream derives from it.",
 }
-LABELS = {"task": "Task", "encoding": "Positional encoding", "attention": "Attention", "offset": "Offset k",
+LABELS = {"task": "Task", "delays": "Training delays", "encoding": "Positional encoding", "attention": "Attention", "offset": "Offset k",
           "train_length": "Training length", "length_mode": "Length mode", "vocab_size": "Vocabulary V",
           "n_layers": "Layers", "n_heads": "Heads", "d_model": "Model width d_model",
           "qk_init": "Query-key init scale", "steps": "Steps", "learning_rate": "Learning rate", "seed": "Seed"}
@@ -93,7 +96,9 @@ def _flat(config: RunConfig) -> dict:
 
 def _widget(where, name: str, locked: bool) -> None:
     key, label, about = FORM[name], LABELS[name], HELP[name] + (" Fixed by the lesson." if locked else "")
-    if S[name].choices and name == "length_mode":
+    if name == "delays":
+        where.text_input(label, key=key, help=about, disabled=locked, placeholder="e.g. 2-8")
+    elif S[name].choices and name == "length_mode":
         where.radio(label, S[name].choices, horizontal=True, key=key, help=about, disabled=locked)
     elif S[name].choices:
         where.selectbox(label, S[name].choices, key=key, help=about, disabled=locked)

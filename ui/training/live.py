@@ -16,7 +16,7 @@ import streamlit as st
 
 from lengen_core.analysis.horizon import NEAR_MULTIPLE, probe_seconds_estimate
 from lengen_core.analysis.watch import LiveView
-from lengen_core.config import RunConfig
+from lengen_core.config import DELAY_TASKS, RunConfig
 from lengen_core.serving.jobs import JobStatus, SharedTraining, TrainingPool
 from lengen_core.serving.stepping import MAX_STEPS_PER_SECOND, PaceError
 from lengen_core.thresholds import ACCURACY_BAR
@@ -120,13 +120,14 @@ def progress_text(status: JobStatus) -> str:
 
 
 def open_trained_run(config: RunConfig) -> None:
-    """A button that opens `config`'s stored run on the page that reads it (Dilution for a single head, else
-    Transformer), shown only while this session has no training waiting, running or paused: beside a live
+    """A button that opens `config`'s stored run on the page that reads it (Delays for a delay task, Dilution
+    for a single head, else Transformer), shown only while this session has no training waiting, running or paused: beside a live
     training the only run with controls is that one."""
     run_id = config.run_id()
     if TICKET_KEY in st.session_state or not any(store.exists(run_id) for store in stores()):
         return
-    page, title = ("pages/dilution.py", "Dilution") if config.single_head else ("pages/transformer.py", "Transformer")
+    page, title = (("pages/delays.py", "Delays") if config.task.task in DELAY_TASKS else
+                   ("pages/dilution.py", "Dilution") if config.single_head else ("pages/transformer.py", "Transformer"))
     if st.button(f"Open the trained run on the {title} page", icon=":material/open_in_new:", key="lesson-open-run",
                  help=f"Select run {run_id} and open the {title} page."):
         select_run(run_id)

@@ -1,0 +1,192 @@
+"""The Delays page's pieces: a delay-task run's accuracy against the delay at its training length, the
+delays it trained on shaded apart from those it never saw, its attention on the source (the carrier's
+view of the result), and captions read from this run's numbers against the claim (C10,
+lengen_core.claims.delay_expectation)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+from plotly.subplots import make_subplots
+
+from lengen_core.analysis.delays import DELAY_SAMPLES, DELAY_SEED, DelayCurve, delay_curve
+from lengen_core.claims import DELAY_CLAIM, DELAY_OUTCOME_WORDS, delay_expectation, delay_outcome
+from lengen_core.config import DELAY_TASKS, format_delays
+from lengen_core.serving.sweep import SweepResult, stored_sweep
+from lengen_core.thresholds import ACCURACY_BAR
+from lengen_core.training import Run
+from ui.charts.common import HEIGHT, REFERENCE
+from ui.presets import DIVERSITY_GRID, PRESET_ROOT
+from ui.runs import load_run, stored_configs
+
+SEEN, UNSEEN = "#2ca02c", "#ff7f0e"  # the delays a run trained on, and those it never saw
+SEEN_SHADE = "rgba(44, 160, 44, 0.12)"
+SAMPLE_CHOICES = (64, 128, 256, 512)
+
+def delay_run_ids() -> list[str]:
+    """Every stored run of a delay task (the person's and the shipped ones)."""
+    return [run_id for run_id, config in stored_configs().items() if config.task.task in DELAY_TASKS]
+
+
+@st.cache_data(show_spinner="Reading every delay…", max_entries=128)
+def curve(run_id: str, samples: int = DELAY_SAMPLES, seed: int = DELAY_SEED) -> DelayCurve:
+    """The run's accuracy, source mass and margin at every delay its context holds (lengen_core.analysis.delays)."""
+    run = load_run(run_id)
+    return delay_curve(run.model, run.config, None, samples, seed)
+
+
+def curve_table(result: DelayCurve) -> pd.DataFrame:
+    return pd.DataFrame([{"delay": p.delay, "seen": p.seen, "accuracy": p.accuracy, "accuracy_low": p.accuracy_low,
+                          "accuracy_high": p.accuracy_high, "source_mass": p.source_mass,
+                          "source_margin": p.source_margin, "samples": result.samples} for p in result.points])
+
+
+def _shade(figure: go.Figure, delays: tuple[int, ...], rows: int) -> None:
+    """A band behind each run of consecutive training delays, on every row."""
+    for part in format_delays(delays).split(","):
+        low, _, high = part.partition("-")
+        for row in range(1, rows + 1):
+            figure.add_vrect(x0=int(low) - 0.5, x1=int(high or low) + 0.5, fillcolor=SEEN_SHADE, line_width=0,
+                             layer="below", row=row, col=1)
+
+
+def delay_figure(result: DelayCurve) -> go.Figure:
+    """Accuracy against the delay (bars, seen green on a shaded band, unseen red, with 95% intervals), and
+    under it the carrier head's attention on the source at each delay."""
+    table = curve_table(result)
+    figure = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08, row_heights=[0.6, 0.4],
+                           subplot_titles=("Accuracy at the query", f"Attention on the source (head {result.head})"))
+    for seen, color, name in ((True, SEEN, "trained delays"), (False, UNSEEN, "unseen delays")):
+        part = table[table["seen"] == seen]
+        if part.empty:
+            continue
+        figure.add_bar(x=part["delay"], y=part["accuracy"], marker_color=color, name=name, row=1, col=1,
+                       error_y=dict(type="data", symmetric=False, array=part["accuracy_high"] - part["accuracy"],
+                                    arrayminus=part["accuracy"] - part["accuracy_low"], thickness=1, width=2),
+                       hovertemplate="delay %{x}: accuracy %{y:.3f}" + f" ({result.samples} sequences)<extra>{name}"
+                                     "</extra>")
+        figure.add_scatter(x=part["delay"], y=part["source_mass"], mode="markers", marker=dict(color=color, size=8),
+                           name=f"{name}: attention on the source", showlegend=False, row=2, col=1,
+                           hovertemplate="delay %{x}: weight on the source %{y:.3f}<extra></extra>")
+    figure.add_scatter(x=table["delay"], y=table["source_mass"], mode="lines", line=dict(color=REFERENCE, width=1),
+                       name="attention on the source", row=2, col=1, hoverinfo="skip")
+    figure.add_hline(y=result.chance, line=dict(color=REFERENCE, dash="dot"), row=1, col=1,
+                     annotation_text=f"chance {result.chance:.2f}", annotation_position="top left")
+    figure.add_hline(y=ACCURACY_BAR, line=dict(color=REFERENCE, dash="dash", width=1), row=1, col=1,
+                     annotation_text=f"bar {ACCURACY_BAR:g}", annotation_position="bottom left")
+    _shade(figure, result.run_delays, 2)
+    figure.update_layout(height=int(HEIGHT * 1.5), margin=dict(l=60, r=20, t=50, b=60), bargap=0.15,
+                         legend=dict(orientation="h", yanchor="bottom", y=1.06, x=0, xanchor="left"),
+                         hoverlabel=dict(namelength=-1))
+    figure.update_yaxes(range=[0, 1.05], title_text="accuracy", row=1, col=1)
+    figure.update_yaxes(range=[0, 1.05], title_text="weight", row=2, col=1)
+    figure.update_xaxes(title_text=f"delay d (source d places before the query; length {result.length})", row=2,
+                        col=1, dtick=2 if len(table) <= 40 else None)
+    return figure
+
+
+def delay_caption(run: Run, result: DelayCurve) -> str:
+    """What this run shows at its own and at unseen delays, from its numbers, against the claim."""
+    config = run.config
+    seen, unseen = result.mean_accuracy(True), result.mean_accuracy(False)
+    learned = run.verdict.learned if run.verdict is not None else (seen or 0) >= ACCURACY_BAR
+    text = (f"On its training delays {config.task.delays} this run answers {seen:.2f} of the queries (chance "
+            f"{result.chance:.2f}, {result.samples} sequences a delay)")
+    if unseen is None:
+        return text + "; every delay the context holds was in training, so there is no unseen delay to read."
+    points = result.unseen()
+    worst = min(points, key=lambda p: p.accuracy)
+    text += (f"; on the {len(points)} delays it never saw, {unseen:.2f} on average (lowest {worst.accuracy:.2f} at "
+             f"delay {worst.delay}).")
+    held = [p.delay for p in points if p.accuracy >= ACCURACY_BAR]
+    if held and len(held) < len(points):
+        text += (f" {len(held)} unseen delay{'s reach' if len(held) > 1 else ' reaches'} the bar ({format_delays(held)}"
+                 f"{': next to the trained range' if all(min(abs(d - s) for s in result.run_delays) == 1 for d in held) else ''}).")
+    mass_seen = sum(p.source_mass for p in result.seen()) / len(result.seen())
+    mass_unseen = sum(p.source_mass for p in points) / len(points)
+    text += (f" Its head puts {mass_seen:.2f} of its attention on the source at the trained delays and "
+             f"{mass_unseen:.2f} at the unseen ones")
+    if mass_seen > 2 * mass_unseen and mass_seen > 0.3:
+        text += ": a kernel that peaks at the delays it trained on, which is why the unseen ones fail."
+    elif mass_unseen >= 0.5:
+        text += ": it finds the source wherever it is, by what the source holds, not where it is."
+    else:
+        text += "."
+    if config.task.task == "delay-copy":
+        text += (f" (In delay-copy the source has L − 1 − d content tokens before it: at delay {result.length - 1} "
+                 "it is the only one, so the longest delays need no sense of order to answer.)")
+    outcome = delay_outcome(learned, unseen, result.chance)
+    expected = delay_expectation(config.task.task, config.model.encoding, config.model.attention,
+                                 config.model.minimal)
+    if expected is None:
+        return text + f" The lab makes no claim ({DELAY_CLAIM}) for this kind of run."
+    if outcome == expected:
+        return text + f" As {DELAY_CLAIM} expects: a {config.model.encoding} head {DELAY_OUTCOME_WORDS[expected]}."
+    return (text + f" This run contradicts {DELAY_CLAIM}, which expects that a {config.model.encoding} head "
+            f"{DELAY_OUTCOME_WORDS[expected]}; this one {DELAY_OUTCOME_WORDS[outcome]}.")
+
+
+# Data diversity: how many delays training saw, from the shipped sweep (ui.presets.DIVERSITY_GRID).
+
+
+def preset_diversity() -> SweepResult | None:
+    """The shipped diversity sweep, read back (None when its cells are missing)."""
+    return stored_sweep(DIVERSITY_GRID, PRESET_ROOT)
+
+
+DIVERSITY_MEASURES = {"mean_seen": "trained delays", "mean_near_unseen": "unseen, within 2 of a trained one",
+                      "mean_unseen": "every unseen delay"}
+ENCODING_DASH = {"rope": "solid", "sinusoidal": "dash", "learned": "dot"}
+
+
+def diversity_table(cells: list[dict]) -> pd.DataFrame:
+    """One row per learned-or-not cell: encoding, seed, delays, how many, and its three means."""
+    rows = [{key: cell.get(key) for key in ("encoding", "seed", "delays", "delay_count", "learned", *DIVERSITY_MEASURES)}
+            for cell in cells if "error" not in cell]
+    return pd.DataFrame(rows)
+
+
+def diversity_figure(table: pd.DataFrame) -> go.Figure:
+    """Mean accuracy against the number of training delays, per encoding (line style) and measure (colour),
+    averaged over seeds; every seed as a faint point."""
+    figure = go.Figure()
+    colours = {"mean_seen": SEEN, "mean_near_unseen": UNSEEN, "mean_unseen": REFERENCE}
+    for encoding, part in table.groupby("encoding", sort=False):
+        for measure, label in DIVERSITY_MEASURES.items():
+            mean = part.groupby("delay_count")[measure].mean().reset_index()
+            figure.add_scatter(x=mean["delay_count"], y=mean[measure], mode="lines+markers",
+                               line=dict(color=colours[measure], dash=ENCODING_DASH.get(encoding, "solid")),
+                               name=f"{encoding}: {label}", legendgroup=encoding,
+                               hovertemplate=f"{encoding}, {label}: " + "%{y:.2f} with %{x} training delays"
+                                             "<extra>mean over seeds</extra>")
+            figure.add_scatter(x=part["delay_count"], y=part[measure], mode="markers", showlegend=False,
+                               marker=dict(color=colours[measure], size=5, opacity=0.35), legendgroup=encoding,
+                               hovertemplate=f"{encoding}, {label}: " + "%{y:.2f}<extra>one seed</extra>")
+    figure.update_layout(height=HEIGHT + 80, margin=dict(l=60, r=20, t=30, b=160),
+                         legend=dict(orientation="h", yanchor="top", y=-0.3, x=0, xanchor="left"),
+                         hoverlabel=dict(namelength=-1))
+    counts = sorted(table["delay_count"].unique())
+    figure.update_xaxes(title_text="delays training saw (from delay 2: 2, 2-4, 2-8, 2-16)", type="log",
+                        tickvals=counts, ticktext=[str(c) for c in counts])
+    figure.update_yaxes(title_text="mean accuracy", range=[0, 1.05])
+    return figure
+
+
+def diversity_caption(table: pd.DataFrame) -> str:
+    """What the shipped sweep shows, from its numbers: does seeing more delays carry a head to the unseen ones?"""
+    fewest, most = int(table["delay_count"].min()), int(table["delay_count"].max())
+    parts = []
+    for encoding, part in table.groupby("encoding", sort=False):
+        low = part[part["delay_count"] == fewest]
+        high = part[part["delay_count"] == most]
+        parts.append(f"{encoding} {low['mean_near_unseen'].mean():.2f} → {high['mean_near_unseen'].mean():.2f} next to "
+                     f"its range and {low['mean_unseen'].mean():.2f} → {high['mean_unseen'].mean():.2f} over every unseen "
+                     "delay")
+    best = table["mean_unseen"].max()
+    verdict = (f"no cell reaches the bar ({ACCURACY_BAR:g}) over its unseen delays: more delays widen the trained "
+               "range, they do not teach the distances outside it" if best < ACCURACY_BAR else
+               f"a cell reaches the bar ({ACCURACY_BAR:g}) over its unseen delays: seeing more delays carried it")
+    return (f"From {fewest} training delay{'s' * (fewest > 1)} to {most} (delay-copy, length 32, {table['seed'].nunique()} seeds a "
+            f"point): {'; '.join(parts)}. The best cell holds {best:.2f} over its unseen delays: {verdict}. "
+            "The faint points are the single seeds.")
