@@ -35,10 +35,14 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
+import torch
+
+from lengen_core.config import RunConfig, with_changes
 from lengen_core.serving.jobs import TrainingPool
 from lengen_core.serving.runtime import CUBLAS_ENV, CUBLAS_WORKSPACE
 from lengen_core.serving.store import RunStore
-from lengen_core.serving.training_process import serve_training
+from lengen_core.serving.training_process import TrainingFailed, serve_training
+from lengen_core.training import Training
 
 ADDRESS_ENV = "LENGEN_RAY_ADDRESS"  # set: the app trains on this Ray cluster; unset: in child processes here
 GPU_SHARE_ENV = "LENGEN_RAY_GPU_SHARE"  # the share of one GPU a training asks for, where the cluster has GPUs
@@ -125,11 +129,6 @@ class Trainer:
     reaches the next."""
 
     def __init__(self, root: str, device: str, threads: int) -> None:
-        import torch
-
-        from lengen_core.config import RunConfig, with_changes
-        from lengen_core.training import Training
-
         torch.set_num_threads(threads)
         self.store, self.device = RunStore(Path(root)), device
         self._pipes: dict[int, _Pipe] = {}
@@ -178,8 +177,6 @@ class RayTraining:
     def train(self, config, report, stop, keep, commands=list, view=lambda _: None, measuring=lambda: None):
         """As TrainingProcess.train: ("done", run id) or ("cancelled", None); ChildProcessError when the
         actor's worker is lost, TrainingFailed when the training raised."""
-        from lengen_core.serving.training_process import TrainingFailed
-
         ray = _ray()
         try:
             self.start()
