@@ -6,8 +6,8 @@
     pool.owned(browser)                                 # a reload on another replica finds its training
 
 The queue is the one TrainingPool of lengen_core.serving.jobs, held by a named detached actor
-(`PoolHost`, name POOL_NAME in namespace NAMESPACE), found or made by the first replica
-(`get_if_exists=True`). So every replica sees one queue, one limit per browser and one training per
+(`PoolHost`, name POOL_NAME in namespace NAMESPACE) on the head node (not on a replica's node, which
+may die), found or made by the first replica (`get_if_exists=True`). So every replica sees one queue, one limit per browser and one training per
 identical request, with the budgets, queue limit, pause, step, pace and wall-clock rules of a single
 server, because they are that pool's code. Its workers train each on a Ray actor of their own
 (`Trainer`, one CPU, and a share of a GPU where the cluster has GPUs), which serves trainings exactly
@@ -49,6 +49,7 @@ GPU_SHARE_ENV = "LENGEN_RAY_GPU_SHARE"  # the share of one GPU a training asks f
 DEFAULT_GPU_SHARE = 0.25  # four small trainings to a GPU: one of ours leaves most of an H200 idle
 POOL_NAME, NAMESPACE = "lengen-training-pool", "lengen"
 EXCHANGE_SECONDS = 0.05  # a command reaches a training within this (pause, step), as a pipe's poll does
+HEAD = "node:__internal_head__"  # the head node's own resource: the queue lives there, as Ray's state actors do
 CALL_SECONDS = 30.0  # a pool call not answered in this means the cluster is not answering
 ENV_PREFIXES = ("LENGEN_", CUBLAS_ENV)  # what the pool host and its trainings take from the replica that made it
 
@@ -67,8 +68,9 @@ def _ray():
 
 
 def gpu_share() -> float:
-    """The share of one GPU a training asks Ray for: `$LENGEN_RAY_GPU_SHARE`, DEFAULT_GPU_SHARE when unset;
-    ClusterUnreachable (the pool cannot be made) for anything but a number above 0 and at most 1."""
+    """The share of one GPU a training asks Ray for where the cluster has GPUs: `$LENGEN_RAY_GPU_SHARE`,
+    DEFAULT_GPU_SHARE when unset, 0 to train on CPUs all the same; ClusterUnreachable (the pool cannot be
+    made) for anything but a number from 0 to 1."""
     text = os.environ.get(GPU_SHARE_ENV, "").strip()
     if not text:
         return DEFAULT_GPU_SHARE
@@ -76,9 +78,9 @@ def gpu_share() -> float:
         share = float(text)
     except ValueError:
         share = float("nan")
-    if not 0 < share <= 1:
+    if not 0 <= share <= 1:
         raise ClusterUnreachable(f"{GPU_SHARE_ENV}={text!r} is not allowed: give the share of one GPU a training "
-                                 "asks for, a number above 0 and at most 1 (0.25: four trainings to a GPU)")
+                                 "asks for, a number from 0 (CPUs only) to 1 (0.25: four trainings to a GPU)")
     return share
 
 
@@ -274,7 +276,7 @@ class RayTrainingPool:
             limit = max_concurrent or max(1, min(cpus, int(gpus / share)) if share else cpus)
             self._host = ray.remote(PoolHost).options(
                 name=name, namespace=NAMESPACE, lifetime="detached", get_if_exists=True, num_cpus=0,
-                max_concurrency=64, max_restarts=-1,
+                max_concurrency=64, max_restarts=-1, resources={HEAD: 0.001},
             ).remote(str(store.root.resolve()), limit, share)
             described = self._get(self._host.describe.remote())
         except ray.exceptions.RayError as error:

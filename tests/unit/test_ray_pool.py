@@ -48,14 +48,14 @@ def test_the_pipe_carries_a_paused_training_step_by_step_to_its_stored_run(tmp_p
     assert run_id == with_changes(config, steps=2).run_id() and store.exists(run_id)
 
 
-@pytest.mark.parametrize("text, share", [("", 0.25), ("0.5", 0.5), ("1", 1.0)])
+@pytest.mark.parametrize("text, share", [("", 0.25), ("0.5", 0.5), ("1", 1.0), ("0", 0.0)])
 def test_the_gpu_share_is_read_from_its_variable(monkeypatch, text, share):
     monkeypatch.setenv(GPU_SHARE_ENV, text)
     assert gpu_share() == share
 
 
-@pytest.mark.parametrize("text", ["0", "2", "-0.5", "half", "nan"])
+@pytest.mark.parametrize("text", ["2", "-0.5", "half", "nan"])
 def test_a_gpu_share_outside_its_bounds_says_what_is_allowed(monkeypatch, text):
     monkeypatch.setenv(GPU_SHARE_ENV, text)
-    with pytest.raises(ClusterUnreachable, match="above 0 and at most 1"):
+    with pytest.raises(ClusterUnreachable, match="a number from 0 "):
         gpu_share()
