@@ -53,13 +53,26 @@ BROWSER_COOKIE = "_streamlit_xsrf"  # Streamlit's XSRF cookie: set once per brow
 
 
 def browser_id() -> str | None:
-    """Who is asking, for the pool's one-training-per-browser rule: a hash of Streamlit's XSRF cookie,
-    which every tab of one browser shares (None without it, e.g. XSRF protection off: no rule then)."""
+    """Who is asking, for the pool's one-training-per-browser rule: a hash of the token in Streamlit's XSRF
+    cookie, which every tab of one browser shares (None without it, e.g. XSRF protection off: no rule then)."""
     with contextlib.suppress(Exception):  # no context outside a browser session
         cookie = st.context.cookies.get(BROWSER_COOKIE)
         if cookie:
-            return hashlib.sha256(cookie.encode()).hexdigest()[:16]
+            return hashlib.sha256(cookie_token(cookie)).hexdigest()[:16]
     return None
+
+
+def cookie_token(cookie: str) -> bytes:
+    """The token an XSRF cookie carries. Streamlit re-sends the cookie on every page load with the same
+    token masked anew ("2|mask|masked token|time", the mask XORed over it), so the cookie's text differs
+    between two tabs, or a reload, of one browser while its token does not. Any other form: its text."""
+    value = cookie.strip("\"'")
+    with contextlib.suppress(ValueError):
+        version, mask, masked, _ = value.split("|")
+        if version == "2":
+            mask_bytes, masked_bytes = bytes.fromhex(mask), bytes.fromhex(masked)
+            return bytes(byte ^ mask_bytes[i % len(mask_bytes)] for i, byte in enumerate(masked_bytes))
+    return value.encode()
 
 
 @st.cache_resource(show_spinner=False)
