@@ -51,6 +51,7 @@ POOL_NAME, NAMESPACE = "lengen-training-pool", "lengen"
 EXCHANGE_SECONDS = 0.05  # a command reaches a training within this (pause, step), as a pipe's poll does
 HEAD = "node:__internal_head__"  # the head node's own resource: the queue lives there, as Ray's state actors do
 CALL_SECONDS = 30.0  # a pool call not answered in this means the cluster is not answering
+START_SECONDS = 300.0  # a new Trainer's first answer: a free CPU, a worker process, torch imported
 ENV_PREFIXES = ("LENGEN_", CUBLAS_ENV)  # what the pool host and its trainings take from the replica that made it
 
 
@@ -167,10 +168,15 @@ class RayTraining:
         self._numbers = itertools.count(1)
 
     def start(self) -> None:
+        ray = _ray()
+        if self._pid is not None:  # an actor that answered before: its worker may have died idle (a node lost)
+            try:
+                ray.get(self._actor.pid.remote(), timeout=CALL_SECONDS)
+            except ray.exceptions.RayError:
+                self.close()
         if self._actor is None:
-            ray = _ray()
+            # not waited for: it may wait for a free CPU, and a pool worker warms one up before any job
             self._actor = _remote_trainer().options(**self.options).remote(str(self.store.root), self.device, 1)
-            self._pid = ray.get(self._actor.pid.remote())
 
     @property
     def pid(self) -> int | None:
@@ -193,10 +199,17 @@ class RayTraining:
             if stop.is_set() and not stop_sent:
                 outgoing.append(("stop", None))
                 stop_sent = True
-            try:
-                messages = ray.get(actor.exchange.remote(number, outgoing, EXCHANGE_SECONDS), timeout=CALL_SECONDS)
+            try:  # a new actor's first answer waits for a free CPU, a worker process and torch's import
+                wait = CALL_SECONDS if self._pid is not None else START_SECONDS
+                messages = ray.get(actor.exchange.remote(number, outgoing, EXCHANGE_SECONDS), timeout=wait)
+                if self._pid is None:
+                    self._pid = ray.get(actor.pid.remote(), timeout=CALL_SECONDS)
                 if ended:
                     ray.get(finished, timeout=CALL_SECONDS)  # raises what the actor's train raised
+            except ray.exceptions.GetTimeoutError:
+                self.close()
+                raise ChildProcessError(f"no Ray worker answered the training within {wait:.0f} s (no free CPU in the "
+                                        "cluster? `ray status` says); nothing was saved: press Train to try again") from None
             except ray.exceptions.RayError as error:
                 self.close()
                 raise ChildProcessError(f"the training's Ray worker was lost ({_reason(error)}); nothing was "
