@@ -245,13 +245,28 @@ def _reason(error: BaseException) -> str:
     return " ".join(str(error).split())[:300]
 
 
+def plan(resources: dict[str, float], max_concurrent: int | None = None) -> tuple[int, float]:
+    """(trainings at once, the GPU share each asks for) on a cluster with these resources: with GPUs, each
+    training asks for `gpu_share()` of one and at most the CPUs and the GPUs' shares train at once; without,
+    one per CPU. `max_concurrent` (LENGEN_MAX_TRAININGS) overrides the count."""
+    gpus, cpus = resources.get("GPU", 0.0), int(resources.get("CPU", 1))
+    share = gpu_share() if gpus else 0.0
+    return max_concurrent or max(1, min(cpus, int(gpus / share)) if share else cpus), share
+
+
+def trainer_options(share: float) -> tuple[str, dict[str, Any]]:
+    """The device a Trainer trains on and the Ray options it is made with, for this GPU share: one CPU
+    (one torch thread), the share of a GPU (then CUDA), two threads (`train` beside `exchange`), no restart
+    (a training cannot resume on a new actor: it fails and says so)."""
+    return ("cuda" if share > 0 else "cpu"), {"num_cpus": 1, "num_gpus": share, "max_concurrency": 2, "max_restarts": 0}
+
+
 class PoolHost:
     """The cluster's one training queue (a named detached actor): a TrainingPool whose workers train on
     Trainer actors. Every replica's calls go through `call`."""
 
     def __init__(self, root: str, max_concurrent: int, gpu_share: float) -> None:
-        device = "cuda" if gpu_share > 0 else "cpu"
-        options = {"num_cpus": 1, "num_gpus": gpu_share, "max_concurrency": 2, "max_restarts": 0}
+        device, options = trainer_options(gpu_share)
         self.pool = TrainingPool(RunStore(Path(root)), max_concurrent=max_concurrent, device=device, isolate=True,
                                  process=lambda store, device, _threads: RayTraining(store, device, options))
 
@@ -283,10 +298,7 @@ class RayTrainingPool:
             except (ray.exceptions.RayError, ConnectionError, RuntimeError, ValueError) as error:
                 raise ClusterUnreachable(_unreachable(address, error)) from None
         try:
-            resources = ray.cluster_resources()
-            gpus, cpus = resources.get("GPU", 0.0), int(resources.get("CPU", 1))
-            share = gpu_share() if gpus else 0.0
-            limit = max_concurrent or max(1, min(cpus, int(gpus / share)) if share else cpus)
+            limit, share = plan(ray.cluster_resources(), max_concurrent)
             self._host = ray.remote(PoolHost).options(
                 name=name, namespace=NAMESPACE, lifetime="detached", get_if_exists=True, num_cpus=0,
                 max_concurrency=64, max_restarts=-1, resources={HEAD: 0.001},

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from lengen_core.config import RunConfig, with_changes
-from lengen_core.serving.ray_pool import GPU_SHARE_ENV, ClusterUnreachable, _Pipe, gpu_share
+from lengen_core.serving.ray_pool import GPU_SHARE_ENV, ClusterUnreachable, _Pipe, gpu_share, plan, trainer_options
 from lengen_core.serving.store import RunStore
 from lengen_core.serving.training_process import serve_training
 
@@ -59,3 +59,16 @@ def test_a_gpu_share_outside_its_bounds_says_what_is_allowed(monkeypatch, text):
     monkeypatch.setenv(GPU_SHARE_ENV, text)
     with pytest.raises(ClusterUnreachable, match="a number from 0 "):
         gpu_share()
+
+
+def test_a_cluster_with_gpus_gives_each_training_a_share_of_one(monkeypatch):
+    monkeypatch.delenv(GPU_SHARE_ENV, raising=False)
+    assert plan({"CPU": 20.0, "GPU": 1.0}) == (4, 0.25)  # four to the GPU, though there are 20 CPUs
+    assert plan({"CPU": 2.0, "GPU": 2.0}) == (2, 0.25)  # and never more than the CPUs
+    assert plan({"CPU": 16.0}) == (16, 0.0)  # no GPU: one per CPU
+    assert plan({"CPU": 16.0, "GPU": 1.0}, max_concurrent=3) == (3, 0.25)  # LENGEN_MAX_TRAININGS
+    device, options = trainer_options(0.25)
+    assert device == "cuda" and options["num_gpus"] == 0.25 and options["num_cpus"] == 1
+    assert trainer_options(0.0)[0] == "cpu" and trainer_options(0.0)[1]["num_gpus"] == 0
+    monkeypatch.setenv(GPU_SHARE_ENV, "0")  # the operator keeps trainings on CPUs beside a GPU
+    assert plan({"CPU": 16.0, "GPU": 1.0}) == (16, 0.0)
