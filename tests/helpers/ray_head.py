@@ -57,6 +57,10 @@ def ray_head(home: Path, cpus: int = 2) -> Iterator[tuple[str, dict[str, str]]]:
     head = {**env, "RAY_AUTH_MODE": "token"}
     starter = subprocess.Popen([RAY, "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}",
                                 f"--num-cpus={cpus}", "--num-gpus=0", "--include-dashboard=false",
+                                # ports Ray fixes by default: free ones, so that two heads (two xdist workers,
+                                # or another checkout's tests) can run on one machine at once
+                                f"--dashboard-agent-listen-port={free_port()}",
+                                f"--metrics-export-port={free_port()}",
                                 "--disable-usage-stats", f"--temp-dir={temp}"],
                                env=head, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                start_new_session=True)  # its daemons stay in this session: ended below, alone
