@@ -51,4 +51,4 @@ try:
     page.run()
 finally:
     early.done(plotly_early)  # the page's own charts are drawn (or it stopped): the early chart goes
-ui.training.pool.training_pool()  # the training processes start after the first page is drawn, and warm up
+ui.training.pool.usable_pool()  # the training processes start after the first page is drawn, and warm up

@@ -7,13 +7,14 @@ from ui.glossary import lead
 from ui.state import linked_config
 from ui.training.form import request, show_message, train_form
 from ui.training.live import TICKET_KEY, live_training, stored_training
-from ui.training.pool import training_device_name, training_pool
+from ui.training.pool import training_device_name, usable_pool
 from ui.widgets import selected_run
 
 base = linked_config() or RunConfig()
 st.title("Train a run")
 lead("train")
-pool = training_pool()
+if (pool := usable_pool()) is None:  # its cluster (LENGEN_RAY_ADDRESS) is out of reach: the page said so
+    st.stop()
 st.caption(f"Device in use: **{training_device_name()}**. The task: answer the token k places before the "
            "last one (C2), shift the whole sequence by k, or recall a token a delay back at a fixed length (delay-copy, "
            "selective-copy: the Delays page). Training stops early once the batch accuracy "

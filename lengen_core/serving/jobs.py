@@ -125,8 +125,12 @@ class TrainingPool:
         runs_per_owner: int | None = None,
         warm_delay: float = 0.0,
         pause_seconds: float | None = None,
+        process: Callable[[RunStore, str, int], TrainingProcess] | None = None,
     ) -> None:
         self.store = store
+        # what an isolated worker trains in: a child process of its own, or (lengen_core.serving.ray_pool)
+        # an actor on a Ray cluster, anything with TrainingProcess's start / train / close / pid
+        self._process = process or TrainingProcess
         self.train_seconds = train_seconds
         # a paused training keeps its worker: paused this long in all, it is stopped and its steps kept
         self.pause_seconds = pause_seconds or env_whole_number(PAUSE_SECONDS_ENV, DEFAULT_PAUSE_SECONDS)
@@ -344,6 +348,14 @@ class TrainingPool:
                 if job.state == "queued":
                     self._drop(job)
 
+    def owned(self, owner: str) -> int | None:
+        """The earliest ticket still held on `owner`'s queued or running training (None: it has none), so a
+        browser that reloads, here or on another replica of a shared pool, finds the training it started."""
+        with self._lock:
+            job = next((j for j in self._jobs.values() if j.owner == owner and j.state in ("queued", "running")
+                        and not j.stop.is_set() and j.tickets), None)
+            return None if job is None else min(job.tickets)
+
     def counts(self) -> dict[str, int]:
         with self._lock:
             running = sum(job.state == "running" for job in self._jobs.values())
@@ -382,7 +394,7 @@ class TrainingPool:
         when the pool is first that busy."""
         child = None
         if self.isolate:
-            child = TrainingProcess(self.store, self.device, self.threads)
+            child = self._process(self.store, self.device, self.threads)
             with self._lock:
                 self._children.append(child)
             if index == 0:  # ready before the first request: a process start and a torch import take seconds

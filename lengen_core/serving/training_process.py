@@ -278,24 +278,33 @@ def _child_main(conn: Connection, root: str, device: str, threads: int) -> None:
             return
         if kind != "train":
             continue  # a stop that arrived after its training had ended
-        try:
-            config, first = payload
-            training = live_training(config, device, store)
-            stopped = _drive(training, conn, first)
-            run = training.finish()
-            if stopped:
-                conn.send(("stopped", None))
-                while (verdict := conn.recv()[0]) not in ("save", "discard"):
-                    pass  # a stop or a pause sent before the parent saw "stopped"
-                if verdict != "save":
-                    conn.send(("cancelled", None))
-                    continue
-            conn.send(("done", save_run(store, run, lambda: conn.send(("measuring", None)))))
-        except (EOFError, BrokenPipeError):
+        if not serve_training(conn, store, device, payload):
             return
-        except MemoryError:
-            conn.send(("failed", _out_of_memory()))
-        except Exception as error:  # noqa: BLE001 — sent to the server, which reports it in the status
-            text = " ".join(str(error).split())
-            # torch's allocator past the address-space limit raises a RuntimeError saying so
-            conn.send(("failed", _out_of_memory() if "can't allocate memory" in text else f"{type(error).__name__}: {text}"))
+
+
+def serve_training(conn: Connection, store: RunStore, device: str, payload) -> bool:
+    """One ("train", (config, commands)) request, answered on `conn` as the pipe's protocol says (progress,
+    views, then done, cancelled or failed); False when the other end is gone. A Ray actor serves its
+    trainings with it too (lengen_core.serving.ray_pool), over anything with `send`, `recv` and `poll`."""
+    try:
+        config, first = payload
+        training = live_training(config, device, store)
+        stopped = _drive(training, conn, first)
+        run = training.finish()
+        if stopped:
+            conn.send(("stopped", None))
+            while (verdict := conn.recv()[0]) not in ("save", "discard"):
+                pass  # a stop or a pause sent before the parent saw "stopped"
+            if verdict != "save":
+                conn.send(("cancelled", None))
+                return True
+        conn.send(("done", save_run(store, run, lambda: conn.send(("measuring", None)))))
+    except (EOFError, BrokenPipeError):
+        return False
+    except MemoryError:
+        conn.send(("failed", _out_of_memory()))
+    except Exception as error:  # noqa: BLE001 — sent to the server, which reports it in the status
+        text = " ".join(str(error).split())
+        # torch's allocator past the address-space limit raises a RuntimeError saying so
+        conn.send(("failed", _out_of_memory() if "can't allocate memory" in text else f"{type(error).__name__}: {text}"))
+    return True

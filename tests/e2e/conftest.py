@@ -10,6 +10,7 @@ by the next (the run store, `LENGEN_HOME`, was already the session's).
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -17,6 +18,7 @@ import pytest
 
 from lengen_core.serving.first_visit import MEASURE_ENV
 from tests.helpers.browser import BROWSER_ARGS, CHROMIUM, SHOTS
+from tests.helpers.ray_head import ray_head
 from tests.helpers.serving import serve_checkout
 
 _LAUNCHED: list = []  # the session's browser, once launched
@@ -27,6 +29,16 @@ def server() -> Iterator[str]:
     """The app's address; the server inherits `LENGEN_HOME` (a temp store) from the test session."""
     with serve_checkout() as served:
         yield served["url"]
+
+
+@pytest.fixture(scope="session")
+def ray_cluster(tmp_path_factory) -> Iterator[tuple[str, dict[str, str]]]:
+    """One local Ray head with token authentication for the session (starting one takes many seconds):
+    (address, a client's environment). Shared by the Ray sweep and the Ray training pool's tests."""
+    if importlib.util.find_spec("ray") is None:  # (not imported here: a client reads its token when it imports Ray)
+        pytest.skip("Ray is not installed here (pip install -r requirements-ray.txt)")
+    with ray_head(tmp_path_factory.mktemp("ray-home")) as cluster:
+        yield cluster
 
 
 @pytest.fixture(scope="session")

@@ -5,53 +5,30 @@ only where Ray is not installed (requirements-ray.txt; CI installs it)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
-import os
-import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-ray = pytest.importorskip("ray", reason="Ray is not installed here (pip install -r requirements-ray.txt)")
-# slow: a head starts in many seconds and each grid trains twice. One worker: `ray stop` ends every Ray
-# process of the machine, so the module's cluster must not meet another.
+# Ray reads its token from the environment once, when it is imported: not here, but in the process that connects
+if importlib.util.find_spec("ray") is None:
+    pytest.skip("Ray is not installed here (pip install -r requirements-ray.txt)", allow_module_level=True)
+# slow: each grid trains twice. One xdist worker for every test on the session's one Ray head.
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]
 
 ROOT = Path(__file__).resolve().parents[2]
-RAY = str(Path(sys.executable).with_name("ray"))
 GRID = ["--encodings", "rope,learned", "--offsets", "1", "--seeds", "0", "--lengths", "16,64", "--samples", "64",
         "--set", "steps=400", "--set", "d_model=32", "--set", "qk_init=1.0"]
 FIGURES = ("run_id", "learned", "steps", "m_out", "argmax_offset", "predicted_horizon", "measured_horizon", "lengths")
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    """A Ray head on this machine with token authentication, one for the module (starting one takes
-    many seconds); yields (address, the client's environment). The tests leave it as they found it."""
-    home, temp = tmp_path_factory.mktemp("ray-home"), Path("/tmp") / f"ray-{os.getpid()}"  # Ray's socket paths must stay short
-    env = {**os.environ, "HOME": str(home), "RAY_USAGE_STATS_ENABLED": "0"}
-    subprocess.run([RAY, "get-auth-token", "--generate"], env=env, check=True, capture_output=True, timeout=120)
-    token = (home / ".ray" / "auth_token").read_text().strip()
-    port = free_port()
-    head = {**env, "RAY_AUTH_MODE": "token"}
-    started = subprocess.run([RAY, "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}", "--num-cpus=2",
-                              "--include-dashboard=false", "--disable-usage-stats", f"--temp-dir={temp}"],
-                             env=head, capture_output=True, text=True, timeout=300, check=False)
-    assert started.returncode == 0, started.stderr[-2000:]
-    try:
-        yield f"127.0.0.1:{port}", {**env, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token}
-    finally:
-        subprocess.run([RAY, "stop", "--force"], env=head, capture_output=True, timeout=120, check=False)
-        shutil.rmtree(temp, ignore_errors=True)
+def cluster(ray_cluster):
+    """The session's Ray head (tests/e2e/conftest.py), shared with the training pool's tests."""
+    return ray_cluster
 
 
 def sweep(argv: list[str], env: dict[str, str], home: Path) -> dict:

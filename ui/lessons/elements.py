@@ -45,7 +45,7 @@ from ui.rules import view as rules_view
 from ui.runs import allowed_lengths, carrier, dilution_data, evaluation, heatmap, load_run, measurement
 from ui.training.form import request, show_message, train_form
 from ui.training.live import live_training, open_trained_run
-from ui.training.pool import training_pool
+from ui.training.pool import usable_pool
 from ui.transformer import absolute
 from ui.widgets import chart, refusal, run_summary
 
@@ -246,7 +246,8 @@ def position_probe(step: Step, presenting: Projector | None) -> None:
 def train(step: Step, presenting: Projector | None, locked: bool = False) -> None:
     """The Train form holding the lesson's run (in presenter mode only the settings the lesson sets, beside the
     live view), the live view of a training started here, and the message it leaves."""
-    pool = training_pool()
+    if (pool := usable_pool()) is None:  # its cluster is out of reach: said in its place
+        return
     with presenting.notes if presenting else st.container():
         choice = train_form(step.config, shown=step.fixed if presenting else None,
                             locked=step.fixed if locked else (), pace=step.pace)

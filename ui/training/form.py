@@ -22,6 +22,7 @@ from lengen_core.serving.budget import (
 )
 from lengen_core.serving.calibration import speed_source, training_speed
 from lengen_core.serving.jobs import OwnerBusy, QueueFull, TrainingPool
+from lengen_core.serving.ray_pool import ClusterUnreachable
 from lengen_core.serving.stepping import MAX_STEPS_PER_SECOND, MIN_STEPS_PER_SECOND, UNPACED, Pace, PaceError
 from lengen_core.serving.store import StoreError
 from ui.runs import stores
@@ -226,6 +227,9 @@ def request(pool: TrainingPool, config: RunConfig, pace: Pace = UNPACED) -> None
             ticket = pool.submit(config, owner=browser_id(), pace=pace)
         except (QueueFull, OwnerBusy) as error:
             st.error(f"The server is busy: {error}.")
+            return
+        except ClusterUnreachable as error:  # LENGEN_RAY_ADDRESS names a cluster that stopped answering
+            st.error(f"Nothing was trained: {error}.", icon=":material/cloud_off:")
             return
         except ConfigError as error:  # over this server's budgets, or a continuation that changes the model
             st.error(f"Cannot train this configuration: {plain(str(error))}")

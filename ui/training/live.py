@@ -18,6 +18,7 @@ from lengen_core.analysis.horizon import NEAR_MULTIPLE, probe_seconds_estimate
 from lengen_core.analysis.watch import LiveView
 from lengen_core.config import DELAY_TASKS, RunConfig
 from lengen_core.serving.jobs import JobStatus, SharedTraining, TrainingPool
+from lengen_core.serving.ray_pool import ClusterUnreachable
 from lengen_core.serving.stepping import MAX_STEPS_PER_SECOND, PaceError
 from lengen_core.thresholds import ACCURACY_BAR
 from lengen_core.training import PROBE_SHARE, Run
@@ -27,7 +28,7 @@ from ui.captions import mechanism as mechanism_captions
 from ui.charts import common as charts
 from ui.runs import stores
 from ui.state import select_run
-from ui.training.pool import let_go
+from ui.training.pool import let_go, rejoin
 from ui.widgets import chart, present_chart
 
 TICKET_KEY, MESSAGE_KEY = "training_ticket", "training_message"
@@ -45,13 +46,14 @@ def ordinal(n: int) -> str:
 def live_training(pool: TrainingPool, height: int | None = None) -> None:
     """Show this session's training, if it has one, refreshing by itself until it ends; with `height`, its four
     charts that many px tall, two by two (a lesson on a projector)."""
+    rejoin(pool, TICKET_KEY)
     ticket = st.session_state.get(TICKET_KEY)
     if ticket is None:
         return
     try:
         counts = pool.counts()  # queued behind a full pool: it really waits (else it starts at once)
         waiting = pool.status(ticket).state == "queued" and counts["running"] >= counts["limit"]
-    except KeyError:
+    except (KeyError, ClusterUnreachable):
         waiting = False  # the fragment says what happened
     st.fragment(run_every=WAITING_SECONDS if waiting else LIVE_SECONDS)(_live)(pool, waiting, height)
 
@@ -65,6 +67,9 @@ def _live(pool: TrainingPool, drawn_waiting: bool, height: int | None = None) ->
     except KeyError:  # released by the server, e.g. after the session was away too long
         del st.session_state[TICKET_KEY]
         st.warning("This training was released by the server; press Train to ask again.")
+        return
+    except ClusterUnreachable as error:  # the cluster's pool (LENGEN_RAY_ADDRESS) stopped answering
+        st.error(f"This training cannot be followed now: {error}.", icon=":material/cloud_off:")
         return
     if status.state == "running" and status.progress is None and not status.paused:
         status = pool.status_after_first_step(ticket, FIRST_STEP_SECONDS)  # its first step is milliseconds away
