@@ -18,7 +18,8 @@ if (pool := usable_pool()) is None:  # its cluster (LENGEN_RAY_ADDRESS) is out o
 st.caption(f"Device in use: **{training_device_name()}**. The task: answer the token k places before the "
            "last one (C2), shift the whole sequence by k, or recall a token a delay back at a fixed length (delay-copy, "
            "selective-copy: the Delays page). Training stops early once the batch accuracy "
-           f"holds at 100%. This server trains at most {pool.max_concurrent} runs at once; the rest wait in line.")
+           f"holds at 100%. {'The training cluster' if getattr(pool, 'shared', False) else 'This server'} trains at most "
+           f"{pool.max_concurrent} runs at once; the rest wait in line.")
 
 if base.train.continues:  # a link from Dilution's "Train longer"
     st.info(f"This run continues `{base.train.continues}`: it starts from that run's trained weights and trains "

@@ -38,3 +38,32 @@ def test_an_unreachable_cluster_is_said_on_the_train_page(monkeypatch):
         assert took < 30, f"the page waited {took:.0f} s for the absent cluster"
     finally:
         training_pool.clear()
+
+
+def _control_clicked(kind: str) -> None:
+    """A control's click whose pool fails as `kind` says ('cluster' or 'released'), then the message shown."""
+    import streamlit as st
+
+    from lengen_core.serving.ray_pool import ClusterUnreachable
+    from ui.training.form import show_message
+    from ui.training.live import _command
+
+    def pause(ticket: int) -> None:
+        if kind == "cluster":
+            raise ClusterUnreachable(f"the training cluster stopped answering ticket {ticket}")
+        raise KeyError(ticket)
+
+    if st.button("Pause", on_click=_command, args=(pause, 7)):
+        pass
+    show_message()
+
+
+def test_a_control_clicked_when_the_cluster_stopped_answering_is_a_message_not_a_traceback():
+    for kind, expected in (("cluster", "did not take the command: the training cluster stopped answering ticket 7"),
+                           ("released", "no longer held by the server")):
+        app = AppTest.from_function(_control_clicked, args=(kind,), default_timeout=60)
+        app.run()
+        app.button[0].click().run()
+        assert not app.exception, [e.value for e in app.exception]
+        shown = " ".join(m.value for m in (*app.error, *app.warning))
+        assert expected in shown, shown

@@ -149,19 +149,19 @@ def controls(pool: TrainingPool, ticket: int, status: JobStatus, compact: bool =
                                 f"{'s' * (status.holders != 2)} for the same run: the one that asked first drives it.")
     pause, one, ten, stop = st.columns(4)
     if status.paused:
-        pause.button("Resume", icon=":material/play_arrow:", on_click=pool.resume, args=(ticket,), key="resume-training",
+        pause.button("Resume", icon=":material/play_arrow:", on_click=_command, args=(pool.resume, ticket), key="resume-training",
                      width="stretch", disabled=not drives, help="Go on training from here, as if it had never paused." + shared)
     else:
-        pause.button("Pause", icon=":material/pause:", on_click=pool.pause, args=(ticket,), key="pause-training",
+        pause.button("Pause", icon=":material/pause:", on_click=_command, args=(pool.pause, ticket), key="pause-training",
                      width="stretch", disabled=not (running and drives), help="Hold the training before its next step." + shared)
-    one.button("Step", icon=":material/skip_next:", on_click=pool.advance, args=(ticket, 1), key="step-training",
+    one.button("Step", icon=":material/skip_next:", on_click=_command, args=(pool.advance, ticket, 1), key="step-training",
                width="stretch", disabled=not (status.paused and drives),
                help="While paused: exactly one more step, then pause." + shared)
-    ten.button("10 steps", icon=":material/fast_forward:", on_click=pool.advance, args=(ticket, 10),
+    ten.button("10 steps", icon=":material/fast_forward:", on_click=_command, args=(pool.advance, ticket, 10),
                key="step10-training", width="stretch", disabled=not (status.paused and drives),
                help="While paused: exactly ten more steps, then pause." + shared)
     if drives:
-        stop.button("Stop", on_click=pool.stop, args=(ticket,), key="stop-training", width="stretch",
+        stop.button("Stop", on_click=_command, args=(pool.stop, ticket), key="stop-training", width="stretch",
                     help="Stop now; the run so far is saved with steps set to the steps done (a waiting request is dropped).")
     else:
         stop.button("Leave", on_click=_leave, args=(ticket,), key="leave-training", width="stretch",
@@ -178,13 +178,24 @@ def controls(pool: TrainingPool, ticket: int, status: JobStatus, compact: bool =
         st.caption(shared.strip())
 
 
+def _command(action, ticket: int, *args) -> None:
+    """A control's click: `action(ticket, *args)` on the pool; a cluster that stopped answering (LENGEN_RAY_ADDRESS)
+    or a ticket the pool let go of is a message on the next run, not a traceback."""
+    try:
+        action(ticket, *args)
+    except ClusterUnreachable as error:
+        st.session_state[MESSAGE_KEY] = ("error", f"The training cluster did not take the command: {error}")
+    except KeyError:
+        st.session_state[MESSAGE_KEY] = ("warning", "This training is no longer held by the server; press Train to ask again.")
+
+
 def _set_pace(pool: TrainingPool, ticket: int) -> None:
     key = f"{PACE_KEY}-{ticket}"
     try:
         pool.set_pace(ticket, st.session_state[key])
-    except (PaceError, SharedTraining, KeyError) as error:
+    except (PaceError, SharedTraining, KeyError, ClusterUnreachable) as error:
         st.session_state[PACE_ERROR_KEY] = str(error).strip("'")
-        with contextlib.suppress(KeyError):
+        with contextlib.suppress(KeyError, ClusterUnreachable):
             st.session_state[key] = pool.status(ticket).steps_per_second  # the pace it keeps
 
 
