@@ -16,12 +16,14 @@ from ui.delays import (
     diversity_table,
     preset_diversity,
 )
+from ui.glossary import lead
 from ui.presets import delay_presets
 from ui.runs import load_run, run_labels
 from ui.state import select_run, selected_run_id
 from ui.widgets import chart, refusal, run_summary
 
 st.title("Unseen distances at a fixed length")
+lead("delays")
 st.markdown("The context length stays the one the run trained at; what changes is the **delay** between the source "
             "token and the query that recalls it. **Delay-copy**: the source is the last content token, followed by "
             "d fillers. **Selective-copy**: the source carries a marker (its marked copy), anywhere among ordinary "

@@ -239,6 +239,13 @@ LEADS = {
         f"or seed, falls on one curve once length is scaled by its {term('m_out')} (the data collapse of the "
         f"{term('dilution law')}), while {term('learned positions')} stay at {term('chance')}."
     ),
+    "delays": (
+        f"A run trains at one {term('training length')} on a set of delays, the gap between a source token and the "
+        f"query that recalls it, and this page reads it at every delay the context holds, seen in training or not. "
+        f"In the delay-copy presets a {term('RoPE')} head answers its trained delays and falls towards {term('chance')} "
+        f"at most unseen ones, its {term('carrier')} peaking only where it trained, while selective-copy, whose "
+        f"source carries a marker, is found at any delay."
+    ),
     "transformer": (
         f"The same question for a full model: a transformer with several layers and heads, trained in the presets "
         f"on the {term('shift task')}. Each head gets its own {term('carrier')}, so you can see whether one head "

@@ -173,7 +173,9 @@ def test_a_killed_writers_leftovers_are_gone_once_the_next_pool_starts(tmp_path)
     """kill -9 in the middle of saves; the next pool (a server start) removes the killed process's
     temp folders at once, whatever their age, and every listed run loads."""
     leftovers = []
-    for attempt in range(5):
+    for attempt in range(15):  # until a kill lands inside a save: not every one does (5 kills missed once in CI)
+        if leftovers:
+            break
         writer = subprocess.Popen([sys.executable, "-c", WRITER], cwd=ROOT, env=_env(tmp_path),
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         assert writer.stdout.readline().strip() == "trained", writer.stderr.read()
@@ -188,7 +190,7 @@ def test_a_killed_writers_leftovers_are_gone_once_the_next_pool_starts(tmp_path)
     assert store.corrupt_runs() == {}
     for summary in store.list_runs()[:3]:
         store.load(summary.run_id)
-    assert leftovers, "no save was interrupted in 5 kills: the test did not test anything"
+    assert leftovers, "no save was interrupted in 15 kills: the test did not test anything"
 
 
 def test_two_concurrent_retrains_of_one_id_print_no_error(tmp_path):
