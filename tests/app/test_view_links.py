@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from streamlit.testing.v1 import AppTest
 
 from ui.presets import preset_ids, single_head_presets, transformer_presets
@@ -58,6 +59,7 @@ def test_compare_with_only_bad_ids_keeps_its_runs() -> None:
     assert app.multiselect(key="compare-runs").value == list(single_head_presets().values())
 
 
+@pytest.mark.slow  # 22 s; the bad-head and best-head tests below open the same page from links
 def test_transformer_head_and_samples_come_from_the_link_and_go_back() -> None:
     run_id = transformer_presets()["Transformer RoPE"]
     app = open_link({"run": run_id, "head": "L1H0", "samples": "16"}, "pages/transformer.py")

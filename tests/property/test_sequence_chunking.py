@@ -76,6 +76,7 @@ def blocks_of(queries: int, batch: int | None = None, heads: int = 1, length: in
 
 # One example runs a model over up to 256 tokens five times, and the first to draw a (shape,
 # encoding, attention) trains that model (20 steps): no deadline fits.
+@pytest.mark.slow  # 24 s in the fast tier; test_blocked_evaluation_equals_the_plain_one below stays there
 @fewer_examples(8, deadline=None)
 @given(
     shape=st.sampled_from(sorted(SHAPES)),

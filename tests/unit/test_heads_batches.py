@@ -40,6 +40,7 @@ def test_a_wide_models_batches_keep_their_activations_within_the_target():
     assert len(sizes) > 2  # more than one batch at each length
 
 
+@pytest.mark.slow  # 19 s; the batches' memory bound above is the quick representative
 def test_the_reports_do_not_depend_on_the_batches(monkeypatch):
     model = initial_model(WIDE).eval()
     batched = analyse_heads(model, WIDE, samples=900)

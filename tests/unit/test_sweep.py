@@ -72,6 +72,7 @@ def test_a_sweep_runs_every_cell_and_a_second_run_trains_nothing(tmp_path):
     assert kinds["accuracy"] == "float64" and kinds["m_out"] == "float64" and pd.api.types.is_string_dtype(kinds["run_id"])
 
 
+@pytest.mark.slow  # 26 s in the fast tier; test_a_sweep_runs_every_cell_and_a_second_run_trains_nothing stays there
 def test_a_cancelled_sweep_resumes_where_it_left_off_and_gives_the_same_table(tmp_path):
     cancel, seen = threading.Event(), []
 
