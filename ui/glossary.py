@@ -163,8 +163,9 @@ ENTRIES = (
     Entry("linear-attention", "Linear attention",
           "Attention without the softmax: the scores themselves are the weights, and nothing makes them sum to 1. "
           "The lab uses it as the control (C7) for what the softmax's normalisation does to length generalisation."),
-    Entry("claims", "Claims C1–C9",
-          "The paper's claims that the lab puts to the test, numbered C1 to C9. The Start page lists each with the "
+    Entry("claims", "Claims C1–C10",
+          "The claims that the lab puts to the test: C1 to C9 from the paper, C10 on unseen distances at a fixed "
+          "length (the Delays page). The Start page lists each with the "
           "page where it is seen, and docs/science.md says what in the app would contradict it."),
 )
 
