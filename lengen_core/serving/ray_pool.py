@@ -41,7 +41,7 @@ from lengen_core.config import RunConfig, with_changes
 from lengen_core.serving.jobs import TrainingPool
 from lengen_core.serving.runtime import CUBLAS_ENV, CUBLAS_WORKSPACE
 from lengen_core.serving.store import RunStore
-from lengen_core.serving.training_process import TrainingFailed, serve_training
+from lengen_core.serving.training_process import answer, serve_training
 from lengen_core.training import Training
 
 ADDRESS_ENV = "LENGEN_RAY_ADDRESS"  # set: the app trains on this Ray cluster; unset: in child processes here
@@ -216,20 +216,8 @@ class RayTraining:
                                         "saved: press Train to try again") from None
             outgoing = []
             for kind, payload in messages:
-                if kind == "progress":
-                    report(payload)
-                elif kind == "view":
-                    view(payload)
-                elif kind == "measuring":
-                    measuring()
-                elif kind == "stopped":
-                    outgoing.append(("save" if keep() else "discard", None))
-                elif kind == "cancelled":
-                    return "cancelled", None
-                elif kind == "done":
-                    return "done", payload
-                elif kind == "failed":
-                    raise TrainingFailed(payload)
+                if (outcome := answer(kind, payload, report, view, measuring, keep, outgoing.append)) is not None:
+                    return outcome
             if ended and not messages:
                 raise ChildProcessError("the training's Ray actor ended without an answer; nothing was saved")
             ended = ended or bool(ray.wait([finished], timeout=0)[0])

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from multiprocessing import Pipe
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 
@@ -136,20 +136,8 @@ class TrainingProcess:
                 raise ChildProcessError(
                     f"the training process ended unexpectedly (exit code {process.poll()}); nothing was saved"
                 ) from None
-            if kind == "progress":
-                report(payload)
-            elif kind == "view":
-                view(payload)
-            elif kind == "measuring":
-                measuring()
-            elif kind == "stopped":
-                conn.send(("save" if keep() else "discard", None))
-            elif kind == "cancelled":
-                return "cancelled", None
-            elif kind == "done":
-                return "done", payload
-            else:  # "failed"
-                raise TrainingFailed(payload)
+            if (outcome := answer(kind, payload, report, view, measuring, keep, conn.send)) is not None:
+                return outcome
 
     def close(self, timeout: float = 5.0) -> None:
         if self._conn is not None:
@@ -170,6 +158,29 @@ class TrainingFailed(RuntimeError):
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else ""
+
+
+def answer(kind: str, payload: Any, report: Callable[[Progress], None], view: Callable[[LiveView], None],
+           measuring: Callable[[], None], keep: Callable[[], bool],
+           reply: Callable[[tuple[str, None]], None]) -> tuple[Outcome, str | None] | None:
+    """One message of a training's protocol (`serve_training`'s, from a child process or a Ray actor): hand on
+    its progress, view or measuring; `reply` save or discard to a stopped training; the outcome once it ended
+    (None before); TrainingFailed when the training raised."""
+    if kind == "progress":
+        report(payload)
+    elif kind == "view":
+        view(payload)
+    elif kind == "measuring":
+        measuring()
+    elif kind == "stopped":
+        reply(("save" if keep() else "discard", None))
+    elif kind == "cancelled":
+        return "cancelled", None
+    elif kind == "done":
+        return "done", payload
+    else:  # "failed"
+        raise TrainingFailed(payload)
+    return None
 
 
 ADDRESS_HEADROOM = 2 << 30  # torch's libraries and thread arenas: an idle training process maps ~0.85 GB
