@@ -3,7 +3,8 @@ head of one layer; and the mean map of one head over several sequences (`head_ma
 
 Only the head drawn is kept: one forward pass runs with an observer (lengen_core.models.attention) that
 receives each block of queries of every layer, keeps the drawn layer's head, max-pools the block
-at once to the drawn resolution and drops it; the layers above the drawn one are not run. Memory is then the forward pass of one sequence,
+at once to the drawn resolution and drops it; the layers above the drawn one are not run, and at the drawn
+layer only the drawn head is computed (its `only`, attention.drawn_head). Memory is then the forward pass of one sequence,
 the blocks of `attention.QUERY_BLOCK_ELEMENTS` logits, and the pooled map (at most max_cells²),
 whatever the number of layers and heads; several sequences are run one after another. The argmax
 key j*(t) of every query is kept at full resolution: slope 1 (j* = t − k) for a relative rule, a
@@ -54,6 +55,7 @@ class _OneHead:
     def __init__(self, layer: int, head: int, length: int, pool: int, zoom_query: int, zoom_key: int,
                  device: torch.device) -> None:
         self.layer, self.head, self.length, self.pool = layer, head, length, pool
+        self.only = (layer, head)  # the attention computes this head alone at this layer (attention.drawn_head)
         cells = -(-length // pool)
         self.pooled = torch.zeros(cells, cells, device=device)
         self.argmax = torch.zeros(length, dtype=torch.long, device=device)
@@ -64,7 +66,7 @@ class _OneHead:
     def __call__(self, layer: int, start: int, logits: torch.Tensor, weights: torch.Tensor) -> None:
         if layer != self.layer:
             return
-        raw = weights[0, self.head]  # (q, T): one sequence, the drawn head
+        raw = weights[0, 0]  # (q, T): one sequence, the drawn head, the only one computed at this layer
         w = raw.abs()
         stop = start + w.shape[0]
         self.argmax[start:stop] = w.argmax(dim=1)

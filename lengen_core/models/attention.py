@@ -22,12 +22,14 @@ def attention_logits(
     query_positions: torch.Tensor,
     key_positions: torch.Tensor,
     encoding: PositionalEncoding,
+    heads: slice = slice(None),
 ) -> torch.Tensor:
     """q·k/√D plus the encoding's bias, times the encoding's logit scale where an inference rule sets
-    one (lengen_core.analysis.rules); q and k already carry the encoding's rotation."""
+    one (lengen_core.analysis.rules); q and k already carry the encoding's rotation. `heads`: the model's
+    heads that q and k hold (all of them unless one head is drawn), so a per-head bias is taken for them."""
     logits = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])  # (B, H, Tq, Tk)
     bias = encoding.bias(query_positions, key_positions)  # (H, Tq, Tk) or None
-    logits = logits if bias is None else logits + bias
+    logits = logits if bias is None else logits + bias[heads]
     scale = encoding.logit_scale(query_positions)  # (Tq,) or None
     return logits if scale is None else logits * scale[:, None].to(logits.dtype)
 
@@ -52,7 +54,9 @@ ATTENTIONS: dict[str, Callable[[torch.Tensor, torch.Tensor | None], torch.Tensor
 }
 
 
-# Called with (layer, first query position, logits, weights) for each block of queries.
+# Called with (layer, first query position, logits, weights) for each block of queries. An observer that reads
+# one head of one layer and stops the forward pass there (by raising, once that layer's last query is seen)
+# says so with an attribute `only = (layer, head)`: that layer then computes that head alone (`drawn_head`).
 Observer = Callable[[int, int, torch.Tensor, torch.Tensor], None]
 QUERY_BLOCK_ELEMENTS = 1 << 22  # logits held at once
 
@@ -71,7 +75,11 @@ def blocked_attention(
     O(block · T): q (B, H, Tq, D) already rotated, k and v (B, H, T, D) -> (B, H, Tq, D).
     A block holds at most QUERY_BLOCK_ELEMENTS logits (fewer queries as heads and length grow); with
     several blocks each one's output is written into the result as it is made (no list to join), and
-    its logits and weights are let go before the next block's."""
+    its logits and weights are let go before the next block's. At the layer where the observer reads one
+    head and stops (`drawn_head`), only that head is computed: the observer gets (B, 1, q, T)."""
+    head = drawn_head(observe, layer)
+    heads = slice(None) if head is None else slice(head, head + 1)
+    q, k, v = q[:, heads], k[:, heads], v[:, heads]
     B, H, T, _ = k.shape
     positions = torch.arange(T, device=k.device)
     block = max(1, QUERY_BLOCK_ELEMENTS // (B * H * T))
@@ -79,16 +87,27 @@ def blocked_attention(
     for start in range(query_start, T, block):
         stop = min(start + block, T)
         query_positions = positions[start:stop]
-        logits = attention_logits(q[:, :, start - query_start : stop - query_start], k, query_positions, positions, encoding)
+        logits = attention_logits(q[:, :, start - query_start : stop - query_start], k, query_positions, positions, encoding,
+                                  heads)
         visible = None if start == T - 1 else causal_mask(query_positions, positions)  # the last query sees all
         weights = weights_from_logits(logits, visible)  # (B, H, q, T)
         if observe is not None:
             observe(layer, start, logits, weights)
+        if head is not None:
+            continue  # the observer stops the pass at this layer: no output is needed
         if out is None:
             return weights @ v  # one block: (B, H, Tq, D)
         out[:, :, start - query_start : stop - query_start] = weights @ v  # (B, H, q, D)
         del logits, weights
+    if head is not None:
+        raise RuntimeError(f"an observer reading only head {head} of layer {layer} must stop the forward pass there")
     return out
+
+
+def drawn_head(observe: Observer | None, layer: int) -> int | None:
+    """The one head `observe` reads at `layer`, where it stops the forward pass (its `only`); None elsewhere."""
+    only = getattr(observe, "only", None)
+    return only[1] if only is not None and only[0] == layer else None
 
 
 def collect_patterns(record: list) -> Observer:
