@@ -11,7 +11,8 @@ under the request memory budget (`LENGEN_REQUEST_MEMORY_MB`; the map's estimate 
 It can fail: the full-pattern path the page used before (every layer's and head's L × L logits and
 weights, `model.attend`) grew a fresh process by 8.3 GB for this model at only 2,048 tokens, 2.7 ×
 the default 3 GB budget, against 0.1 GB for the one-head path; at 16,384 tokens it would need 275 GB.
-The heatmap is about 4 CPU-minutes on 2 cores: hence the long timeouts on a shared machine.
+The heatmap took about 4 CPU-minutes while the drawn layer computed all 16 heads, about 20 CPU-seconds since it
+computes the drawn head alone; the long timeouts stay for a shared machine.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ def largest_run() -> str:
     return LARGEST.run_id()
 
 
-@pytest.mark.timeout(3_600)  # about 4 CPU-minutes of heatmap: over 15 minutes when others share the 2 cores
+@pytest.mark.timeout(3_600)  # minutes of heatmap when others share the 2 cores
 def test_the_largest_transformers_attention_page_keeps_the_server_under_its_memory_bound(largest_run, browser,
                                                                                        record_property):
     budget = Budgets.from_env().memory_bytes
