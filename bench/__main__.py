@@ -31,6 +31,7 @@ from lengen_core.config import ConfigError, RunConfig, with_changes
 
 PARTS = ("training", "evaluation", "long", "prediction", "app", "scaling", "profile")
 DEFAULT_WIDTH = RunConfig().model.d_model  # today's default config's width, measured first
+REPORTED = "reported (the target is at the default width)"
 NOTE = ("Wall-clock timings. Ratios compare the two libraries run back to back on the same machine and torch "
         "build; absolute figures depend on the machine's load (see load averages in latest.json).")
 
@@ -240,10 +241,13 @@ def _targets(results: dict) -> list[dict]:
         for width, part in widths.items():
             lengen, peer = part["lengen"], part.get("peer") or {}
             case = f"{ENCODING_NAMES.get(encoding, encoding)}, d_model {width}"
-            rows.append(TARGETS["training_steps_per_second"].check(
+            pair = [TARGETS["training_steps_per_second"].check(
                 lengen["steps_per_second"], peer.get("steps_per_second"), case=case,
-                note=part.get("peer_error") or ""))
-            rows.append(_time_to_target(lengen, peer, case, part.get("peer_error")))
+                note=part.get("peer_error") or ""), _time_to_target(lengen, peer, case, part.get("peer_error"))]
+            if int(width) != DEFAULT_WIDTH:  # issue 28's training targets are at today's default config; another
+                # width is measured beside it to show what the width costs each side, its ratio reported, not checked
+                pair = [{**row, "status": REPORTED} if row["status"] in ("met", "missed") else row for row in pair]
+            rows += pair
     for encoding, part in results.get("evaluation", {}).items():
         rows.append(TARGETS["evaluation_speedup"].check(
             part["lengen_total_seconds"], part.get("peer_total_seconds"),

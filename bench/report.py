@@ -60,6 +60,8 @@ def targets_table(rows: list[dict]) -> list[str]:
          {"met": "**met**", "missed": "**missed**"}.get(row["status"], row["status"])] for row in rows])
     notes = [f"- {row['figure']}: {row['note']}" for row in rows if row.get("note")]
     counts = {status: sum(row["status"] == status for row in rows) for status in ("met", "missed", "not measured")}
+    if (beside := sum(row["status"].startswith("reported") for row in rows)):
+        counts["reported beside them"] = beside
     summary = [", ".join(f"{n} {status}" for status, n in counts.items()) + ".", ""] if rows else []
     return lines + (notes + [""] if notes else []) + summary
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from bench.__main__ import RESULTS, _targets, main
+from bench.__main__ import REPORTED, RESULTS, _targets, main
 from bench.common import TARGETS
-from bench.report import render
+from bench.report import render, targets_table
 
 GB = 1e9
 
@@ -34,19 +34,27 @@ def rows_by_figure(rows: list[dict]) -> dict[str, dict]:
     return {row["figure"]: row for row in rows}
 
 
-def test_training_is_judged_per_encoding_and_width_on_the_ratio_to_the_peer() -> None:
+def test_training_is_judged_per_encoding_at_the_default_width_on_the_ratio_to_the_peer() -> None:
     rows = rows_by_figure(_targets(results(training={
         "rope": {"128": training(600, 100, 0.5, 2.0), "64": training(400, 100, 1.5, 2.0)},
-        "learned": {"128": training(600, 100, None, 2.0)},
+        "learned": {"128": training(400, 100, None, 2.0)},
     })))
     fast = rows["training steps/s, RoPE, d_model 128"]
     assert (fast["lengen"], fast["peer"], fast["value"], fast["status"]) == (600, 100, 6.0, "met")
-    assert rows["training steps/s, RoPE, d_model 64"]["status"] == "missed"  # 4× < 5×
+    assert rows["training steps/s, learned positions, d_model 128"]["status"] == "missed"  # 4× < 5×
     assert rows["training seconds to 99%, RoPE, d_model 128"]["value"] == 0.25
     assert rows["training seconds to 99%, RoPE, d_model 128"]["status"] == "met"
-    assert rows["training seconds to 99%, RoPE, d_model 64"]["status"] == "missed"  # 0.75 > ½
     never = rows["training seconds to 99%, learned positions, d_model 128"]
     assert never["status"] == "missed" and "lengen did not reach 99%" in never["note"]
+    # another width is measured beside the default one: its ratio is reported, not judged (issue 28's targets
+    # are at today's default config)
+    narrow = rows["training steps/s, RoPE, d_model 64"]
+    assert narrow["value"] == 4.0 and narrow["status"] == REPORTED
+    assert rows["training seconds to 99%, RoPE, d_model 64"]["value"] == 0.75
+    assert rows["training seconds to 99%, RoPE, d_model 64"]["status"] == REPORTED
+    summary = "\n".join(targets_table(list(rows.values())))
+    assert "2 met, 2 missed, 0 not measured, 2 reported beside them." in summary
+    assert "reported" not in "\n".join(targets_table([fast]))
 
 
 def test_a_peer_that_never_reaches_99_percent_bounds_the_ratio_from_above() -> None:
