@@ -11,7 +11,7 @@ in a temporary LENGEN_HOME (the shipped presets are read from assets/), so nothi
    in the sidebar → Dilution's charts drawn (cold: first evaluation of that run).
 3. page switch with a run selected: from Dilution to each of Attention, Carrier, Compare,
    Transformer and Theory (each its first visit: cold), and back to Dilution after each (warm: their
-   median). The target is checked against the slowest cold switch.
+   median), then from Dilution to Train (cold). The target is checked against the slowest cold switch.
 4. first live update: on Train, a new seed, click Train → the live training chart drawn (the first
    progress text, "… steps/s", is timed on the way).
 
@@ -66,7 +66,7 @@ SWITCHES = {"Attention": 6, "Carrier": 3, "Compare": 3, "Transformer": 0, "Theor
 DILUTION_CHARTS = 2
 FIGURES = ("server_healthy_seconds", "start_seconds", "preset_click_seconds", "dilution_open_seconds",
            "preset_dilution_seconds", *(f"switch_{page.lower()}_cold_seconds" for page in SWITCHES),
-           "switch_dilution_warm_seconds", "page_switch_seconds", "first_progress_text_seconds",
+           "switch_train_cold_seconds", "switch_dilution_warm_seconds", "page_switch_seconds", "first_progress_text_seconds",
            "first_live_update_seconds")
 
 
@@ -156,9 +156,11 @@ def session(timeout_s: float = 240, train_steps: int = 400) -> dict:
                 result[f"switch_{page.lower()}_cold_seconds"] = switch(tab, page, charts, timeout_s)
                 back.append(switch(tab, "Dilution", DILUTION_CHARTS, timeout_s))
             result["switch_dilution_warm_seconds"] = statistics.median(back)
-            result["page_switch_seconds"] = max(result[f"switch_{page.lower()}_cold_seconds"] for page in SWITCHES)
+            # Train last: its first visit measures this machine's training speed (lengen_core.serving.calibration)
+            result["switch_train_cold_seconds"] = switch(tab, "Train", 0, timeout_s)
+            result["page_switch_seconds"] = max(result[f"switch_{page.lower()}_cold_seconds"]
+                                                for page in (*SWITCHES, "Train"))
 
-            switch(tab, "Train", 0, timeout_s)
             seed = tab.get_by_role("spinbutton", name="Seed")
             seed.fill(str(10_000 + os.getpid() % 10_000))  # a config no store holds, so it really trains
             seed.press("Tab")

@@ -186,6 +186,7 @@ def render(results: dict) -> str:
             ("  Dilution → Compare (cold)", "switch_compare_cold_seconds", ""),
             ("  Dilution → Transformer (cold)", "switch_transformer_cold_seconds", ""),
             ("  Dilution → Theory (cold)", "switch_theory_cold_seconds", ""),
+            ("  Dilution → Train (cold)", "switch_train_cold_seconds", ""),
             ("  back to Dilution (warm)", "switch_dilution_warm_seconds", ""),
             ("Train click → first progress text", "first_progress_text_seconds", ""),
             ("Train click → first live chart", "first_live_update_seconds", "app_first_live_update_seconds"),

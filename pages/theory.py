@@ -12,7 +12,7 @@ from ui.presets import science_document
 from ui.state import show_view, view_number
 from ui.theory import charts as theory_charts
 from ui.theory import gradients as optimisation
-from ui.widgets import chart, run_summary, selected_run
+from ui.widgets import chart, document, run_summary, selected_run
 
 TOLERANCE = 1e-3
 LAST_POSITION = 1_000  # the live check's positions t, u: 0 … LAST_POSITION
@@ -125,5 +125,4 @@ st.header("8. The lab's science document")
 st.markdown("Everything on these pages in one place, with what each readout means and does **not** mean, the "
             "verdict on every run, the fitted law and the prediction: `docs/science.md` in the lab's repository, "
             "shown here in full.")
-with st.expander("docs/science.md", icon=":material/menu_book:"):
-    st.markdown(science_document())
+document("docs/science.md", science_document, key="theory-science-document")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
@@ -200,6 +202,16 @@ def verdict_banner(run: Run) -> bool:
         st.warning(text + " The charts below show what this run does; no law or carrier claim is made for it.",
                    icon=":material/warning:")
     return verdict.learned
+
+
+def document(label: str, read: Callable[[], str], key: str) -> None:
+    """A whole document (docs/*.md) in an expander whose text is sent only once it is opened. A collapsed
+    expander's content is still sent and laid out by the browser: docs/science.md (69 kB of markdown and
+    math) made every Theory visit cost the browser seconds of CPU, docs/rules.md (20 kB) every Dilution and
+    Attention visit (bench/README.md, "Where a switch's seconds go"). Opening it reruns the page."""
+    with st.expander(label, icon=":material/menu_book:", key=key, on_change="rerun") as shown:
+        if shown.open:
+            st.markdown(read())
 
 
 def refusal(what: str, error: Exception) -> None:

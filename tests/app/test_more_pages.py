@@ -73,10 +73,14 @@ def test_theory_equivariance_check(label: str, holds: bool) -> None:
     assert app.get("plotly_chart")
 
 
-def test_theory_shows_the_labs_science_document() -> None:
+def test_theory_shows_the_labs_science_document_once_opened() -> None:
     from ui.presets import SCIENCE_DOCUMENT
 
     app = open_page("pages/theory.py")
+    (expander,) = [e for e in app.expander if e.label == "docs/science.md"]
+    assert not expander.markdown  # collapsed, its 69 kB are not sent (the browser lays out what it is sent)
+    app.session_state["theory-science-document"] = True  # what opening it does: the page reruns
+    app.run()
     (expander,) = [e for e in app.expander if e.label == "docs/science.md"]
     shown = "\n".join(m.value for m in expander.markdown)
     assert shown == SCIENCE_DOCUMENT.read_text(encoding="utf-8").strip()

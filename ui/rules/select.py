@@ -27,6 +27,7 @@ from lengen_core.analysis.rules import (
 )
 from lengen_core.config import RunConfig
 from ui.state import new_link_values, plain, show_view
+from ui.widgets import document
 
 LINK_NAME = "rules"
 MAX_LINK_CHARACTERS = 200 + MAX_TABLE_CHARACTERS  # every rule with a parameter and a longrope table written out
@@ -180,8 +181,7 @@ def rule_selector(key: str, configs: dict[str, RunConfig], names: Sequence[str] 
     )
     for name in chosen:
         st.caption(explain(name))
-    with st.expander("How the rules work (docs/rules.md)", icon=":material/menu_book:"):
-        st.markdown(rules_document())
+    document("How the rules work (docs/rules.md)", rules_document, key=f"{key}-document")
     parsed: dict[str, InferenceRule] = {n: make_rule(n) for n in chosen if RULES[n].param_name is None}
     with_parameter = [n for n in chosen if RULES[n].param_name is not None]
     for column, name in zip(st.columns(len(with_parameter)) if with_parameter else [], with_parameter, strict=True):
