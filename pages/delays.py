@@ -81,6 +81,8 @@ if diversity is None:
 else:
     table = diversity_table(diversity.cells)
     chart(diversity_figure(table), diversity_caption(table), table, "delay-diversity", stem=diversity.sweep_id)
+    st.caption("Run a diversity sweep of your own (other encodings, delay sets, seeds or the selective-copy task) on "
+               "the Sweeps page: choose the task delay-copy or selective-copy there.")
 transfer_section(run)
 st.caption("The same measurement from the command line, with A trained first: `python -m lengen_core transfer --task "
            "delay-copy --delays 9-16 --before 2-8 --train-length 32 --d-model 64` (docs/cli.md).")

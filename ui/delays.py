@@ -14,7 +14,7 @@ from lengen_core.analysis.delays import DELAY_SAMPLES, DELAY_SEED, DelayCurve, d
 from lengen_core.claims import DELAY_CLAIM, DELAY_OUTCOME_WORDS, delay_expectation, delay_outcome
 from lengen_core.config import DELAY_TASKS, ConfigError, format_delays, with_changes
 from lengen_core.serving.budget import check_transfer
-from lengen_core.serving.sweep import SweepResult, stored_sweep
+from lengen_core.serving.sweep import SweepResult, cell_config, stored_sweep
 from lengen_core.thresholds import ACCURACY_BAR
 from lengen_core.training import Run
 from lengen_core.transfer import TRANSFER_PATIENCE, TRANSFER_PHASES, Transfer, transfer_from
@@ -140,7 +140,7 @@ def preset_diversity() -> SweepResult | None:
 
 DIVERSITY_MEASURES = {"mean_seen": "trained delays", "mean_near_unseen": "unseen, within 2 of a trained one",
                       "mean_unseen": "every unseen delay"}
-ENCODING_DASH = {"rope": "solid", "sinusoidal": "dash", "learned": "dot"}
+ENCODING_DASH = {"rope": "solid", "sinusoidal": "dash", "learned": "dot", "alibi": "dashdot", "nope": "longdash"}
 
 
 def diversity_table(cells: list[dict]) -> pd.DataFrame:
@@ -170,19 +170,23 @@ def diversity_figure(table: pd.DataFrame) -> go.Figure:
                          legend=dict(orientation="h", yanchor="top", y=-0.3, x=0, xanchor="left"),
                          hoverlabel=dict(namelength=-1))
     counts = sorted(table["delay_count"].unique())
-    figure.update_xaxes(title_text="delays training saw (from delay 2: 2, 2-4, 2-8, 2-16)", type="log",
+    sets = ", ".join(dict.fromkeys(table.sort_values("delay_count")["delays"]))
+    figure.update_xaxes(title_text=f"delays training saw ({sets})", type="log",
                         tickvals=counts, ticktext=[str(c) for c in counts])
     figure.update_yaxes(title_text="mean accuracy", range=[0, 1.05])
     return figure
 
 
-def diversity_caption(table: pd.DataFrame) -> str:
+def diversity_caption(table: pd.DataFrame, what: str = "delay-copy, length 32") -> str:
     """What the shipped sweep shows, from its numbers: does seeing more delays carry a head to the unseen ones?"""
     fewest, most = int(table["delay_count"].min()), int(table["delay_count"].max())
     parts = []
     for encoding, part in table.groupby("encoding", sort=False):
         low = part[part["delay_count"] == fewest]
         high = part[part["delay_count"] == most]
+        if low["mean_unseen"].isna().all() or high["mean_unseen"].isna().all():
+            parts.append(f"{encoding}: a set that covers every delay of the context leaves no unseen delay to read")
+            continue
         parts.append(f"{encoding} {low['mean_near_unseen'].mean():.2f} → {high['mean_near_unseen'].mean():.2f} next to "
                      f"its range and {low['mean_unseen'].mean():.2f} → {high['mean_unseen'].mean():.2f} over every unseen "
                      "delay")
@@ -190,8 +194,8 @@ def diversity_caption(table: pd.DataFrame) -> str:
     verdict = (f"no cell reaches the bar ({ACCURACY_BAR:g}) over its unseen delays: more delays widen the trained "
                "range, they do not teach the distances outside it" if best < ACCURACY_BAR else
                f"a cell reaches the bar ({ACCURACY_BAR:g}) over its unseen delays: seeing more delays carried it")
-    return (f"From {fewest} training delay{'s' * (fewest > 1)} to {most} (delay-copy, length 32, {table['seed'].nunique()} seeds a "
-            f"point): {'; '.join(parts)}. The best cell holds {best:.2f} over its unseen delays: {verdict}. "
+    return (f"From {fewest} training delay{'s' * (fewest > 1)} to {most} ({what}, {table['seed'].nunique()} seed"
+            f"{'s' * (table['seed'].nunique() > 1)} a point): {'; '.join(parts)}. The best cell holds {best:.2f} over its unseen delays: {verdict}. "
             "The faint points are the single seeds.")
 
 
@@ -312,3 +316,24 @@ def transfer_section(run: Run) -> None:
         chart(transfer_figure(result), transfer_caption(result), transfer_table(result), "delay-transfer",
               stem=run.run_id)
 
+
+
+def diversity_view(result: SweepResult) -> None:
+    """A delay sweep (the shipped diversity sweep or a person's): mean accuracy against how many delays training
+    saw, its caption from the sweep's numbers, and its cells."""
+    table = diversity_table(result.cells)
+    failed = [cell for cell in result.cells if "error" in cell]
+    if failed:
+        st.warning(f"{len(failed)} of {len(result.cells)} cells failed; the rest are shown. " +
+                   "; ".join(f"{c.get('encoding')} delays {c.get('delays')} seed {c.get('seed')}: {c['error']}"
+                             for c in failed[:5]))
+    if table.empty:
+        st.info("No cell of this sweep has results to show.")
+        return
+    configs = [cell_config(result.grid, settings) for settings in result.grid.cells()]
+    tasks = sorted({config.task.task for config in configs})
+    lengths = sorted({config.task.train_length for config in configs})
+    what = f"{' and '.join(tasks)}, length {', '.join(map(str, lengths))}"
+    st.subheader("Data diversity: accuracy on unseen delays against how many delays training saw")
+    chart(diversity_figure(table), diversity_caption(table, what), table, "delay-diversity", stem=result.sweep_id)
+    st.dataframe(table, hide_index=True)
