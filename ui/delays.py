@@ -337,3 +337,51 @@ def diversity_view(result: SweepResult) -> None:
     st.subheader("Data diversity: accuracy on unseen delays against how many delays training saw")
     chart(diversity_figure(table), diversity_caption(table, what), table, "delay-diversity", stem=result.sweep_id)
     st.dataframe(table, hide_index=True)
+
+
+# Several delay runs on one chart (the distance lesson's first step).
+
+OVERLAY_COLOURS = ("#1f77b4", "#d62728", "#7f7f7f", "#9467bd", "#2ca02c", "#8c564b")
+
+
+def overlay_table(curves: dict[str, DelayCurve]) -> pd.DataFrame:
+    return pd.concat([curve_table(result).assign(run=label) for label, result in curves.items()], ignore_index=True)
+
+
+def overlay_figure(curves: dict[str, DelayCurve]) -> go.Figure:
+    """Accuracy against the delay, one line per run, with its 95% band; the first run's trained delays shaded."""
+    figure = go.Figure()
+    for colour, (label, result) in zip(OVERLAY_COLOURS, curves.items(), strict=False):
+        table = curve_table(result)
+        figure.add_scatter(x=table["delay"], y=table["accuracy"], mode="lines+markers", name=label,
+                           line=dict(color=colour), marker=dict(size=5),
+                           error_y=dict(type="data", symmetric=False, array=table["accuracy_high"] - table["accuracy"],
+                                        arrayminus=table["accuracy"] - table["accuracy_low"], thickness=1, width=0),
+                           hovertemplate=f"{label}: " + "accuracy %{y:.3f} at delay %{x}<extra></extra>")
+    first = next(iter(curves.values()))
+    for part in format_delays(first.run_delays).split(","):
+        low, _, high = part.partition("-")
+        figure.add_vrect(x0=int(low) - 0.5, x1=int(high or low) + 0.5, fillcolor=SEEN_SHADE, line_width=0, layer="below",
+                         annotation_text="trained delays", annotation_position="top left")
+    figure.add_hline(y=first.chance, line=dict(color=REFERENCE, dash="dot"), annotation_text=f"chance {first.chance:.2f}",
+                     annotation_position="bottom right")
+    figure.update_layout(height=HEIGHT, margin=dict(l=60, r=20, t=40, b=60), hoverlabel=dict(namelength=-1),
+                         legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0, xanchor="left"))
+    figure.update_yaxes(range=[0, 1.05], title_text="accuracy at the query")
+    figure.update_xaxes(title_text=f"delay d (length {first.length})", dtick=2)
+    return figure
+
+
+def overlay_caption(curves: dict[str, DelayCurve]) -> str:
+    """Each run's mean on its trained and its unseen delays, from its numbers, and which hold the unseen ones."""
+    parts = []
+    for label, result in curves.items():
+        seen, unseen = result.mean_accuracy(True), result.mean_accuracy(False)
+        parts.append(f"{label} {seen:.2f} on its trained delays and {unseen:.2f} on the unseen ones" if unseen is not None
+                     else f"{label} {seen:.2f} (every delay trained)")
+    chance = next(iter(curves.values())).chance
+    holding = [label for label, result in curves.items() if (result.mean_accuracy(False) or 0) >= ACCURACY_BAR]
+    learned = [label for label, result in curves.items() if (result.mean_accuracy(True) or 0) >= ACCURACY_BAR]
+    said = (f"Learned their trained delays (≥ {ACCURACY_BAR:g}): {', '.join(learned) or 'none'}; held the unseen "
+            f"ones: {', '.join(holding) or 'none'}.")
+    return f"Mean accuracy (chance {chance:.2f}): {'; '.join(parts)}. {said}"
