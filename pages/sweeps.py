@@ -82,8 +82,7 @@ choices = {"The preset sweep (3 seeds × 4 offsets × RoPE and learned, shipped)
            "The diversity sweep (delay-copy: 4 delay sets × 3 encodings × 2 seeds, shipped)": preset_diversity()}
 if current is not None and current.result is not None:
     choices[f"This server's last sweep ({current.grid.size} runs{', cancelled' if current.result.cancelled else ''})"] = current.result
-label = st.radio("Show", list(choices), index=len(choices) - 1 if len(choices) > 2 else int(delay_task),
-                 horizontal=True)
+label = st.radio("Show", list(choices), index=sweeps.shown_first(list(choices.values()), delay_task), horizontal=True)
 result = choices[label]
 if result is None:
     st.info("No sweep to show yet: this shipped sweep is missing from this installation; run one above.")

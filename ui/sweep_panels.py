@@ -110,6 +110,14 @@ def is_delay_sweep(result: SweepResult) -> bool:
     return result.grid.delay_sets != NO_DELAYS
 
 
+def shown_first(results: list[SweepResult | None], delay_task: bool) -> int:
+    """Which sweep the Show choice starts on: the server's last one (after the two shipped) when it is of the
+    task's kind, else the shipped one of that kind (the length sweep first, the diversity sweep second)."""
+    if len(results) > 2 and results[-1] is not None and is_delay_sweep(results[-1]) == delay_task:
+        return len(results) - 1
+    return int(delay_task)
+
+
 def encoding_colour(present) -> alt.Color:
     """One colour per encoding, the same on every chart; the legend lists only the encodings present."""
     domain = [name for name in COLOURS if name in set(present)]
