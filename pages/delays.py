@@ -15,6 +15,7 @@ from ui.delays import (
     diversity_figure,
     diversity_table,
     preset_diversity,
+    transfer_section,
 )
 from ui.glossary import lead
 from ui.presets import delay_presets
@@ -80,6 +81,8 @@ if diversity is None:
 else:
     table = diversity_table(diversity.cells)
     chart(diversity_figure(table), diversity_caption(table), table, "delay-diversity", stem=diversity.sweep_id)
-st.caption("Transfer between delay sets (training on delays A first, then B, against B from scratch) is measured "
-           "from the command line: `python -m lengen_core transfer --task delay-copy --delays 9-16 --before 2-8 "
-           "--train-length 32 --d-model 64` (docs/cli.md).")
+    st.caption("Run a diversity sweep of your own (other encodings, delay sets, seeds or the selective-copy task) on "
+               "the Sweeps page: choose the task delay-copy or selective-copy there.")
+transfer_section(run)
+st.caption("The same measurement from the command line, with A trained first: `python -m lengen_core transfer --task "
+           "delay-copy --delays 9-16 --before 2-8 --train-length 32 --d-model 64` (docs/cli.md).")

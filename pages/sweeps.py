@@ -3,13 +3,14 @@
 import pandas as pd
 import streamlit as st
 
-from lengen_core.config import SETTINGS, ConfigError
+from lengen_core.config import DELAY_TASKS, SETTINGS, ConfigError
 from lengen_core.serving.budget import duration
-from lengen_core.serving.sweep import AXES, SweepError, SweepGrid, check_sweep
+from lengen_core.serving.sweep import SweepError, check_sweep
 from ui import sweep_panels as sweeps
 from ui import sweep_runs
+from ui.delays import diversity_view, preset_diversity
 from ui.glossary import lead
-from ui.presets import SWEEP_LENGTHS, SWEEP_LONGEST_CHOICES
+from ui.presets import SWEEP_LONGEST_CHOICES
 from ui.training.pool import browser_id
 from ui.widgets import refusal
 
@@ -17,39 +18,37 @@ st.title("Sweeps: many runs, one law")
 lead("sweeps")
 
 runner = sweeps.sweep_runner()
-with st.form("sweep-grid"):
+task = st.segmented_control("Task", sweeps.SWEEP_TASKS, default="retrieval", key="sweep-task",
+                            help="retrieval: accuracy against length (the preset sweep). delay-copy and "
+                                 "selective-copy: accuracy against the delay at the training length, over the "
+                                 "delay sets training saw (data diversity).") or "retrieval"
+delay_task = task in DELAY_TASKS
+with st.form("sweep-grid-delays" if delay_task else "sweep-grid"):
     st.markdown("**A grid**: every combination below is one run (trained, or taken from the store if it exists), "
-                "measured at each length.")
+                + ("read at every delay its context holds." if delay_task else "measured at each length."))
     left, middle, right = st.columns(3)
-    chosen = {}  # each axis of the grid (lengen_core.serving.sweep.AXES), first showing the preset sweep's values
-    for axis in (axis for axis in AXES if axis.setting != "delays"):  # delay sets: the command line's (docs/sweeps.md)
-        shown, key = getattr(sweeps.PRESET_GRID, axis.field), f"sweep-{axis.field}"
-        if axis.kind is str:  # a setting with named choices
+    chosen = {}  # each axis of the grid the task has (ui.sweep_panels.form_axes), first showing a shipped sweep's values
+    for axis in sweeps.form_axes(task):
+        shown, key = sweeps.shown_values(axis, task), sweeps.axis_key(axis, task)
+        if axis.kind is str and axis.setting != "delays":  # a setting with named choices
             chosen[axis] = left.multiselect(axis.label, SETTINGS[axis.setting].choices, default=list(shown), key=key)
         else:
-            chosen[axis] = middle.text_input(axis.label, ",".join(map(str, shown)), key=key,
-                                             help=f"comma separated{axis.note and ', ' + axis.note}")
-    longest = right.select_slider("Longest test length", SWEEP_LONGEST_CHOICES, value=1 << 12,
-                                  format_func=lambda n: f"{n:,}")
-    samples = right.select_slider("Sequences per length", [64, 128, 256, 512], value=128)
+            column = right if axis.setting == "delays" else middle
+            chosen[axis] = column.text_input(axis.label, sweeps.axis_text(axis, shown), key=key,
+                                             help=f"separated by '{axis.separator}'{axis.note and ': ' + axis.note}")
+    longest = 0 if delay_task else right.select_slider("Longest test length", SWEEP_LONGEST_CHOICES, value=1 << 12,
+                                                       format_func=lambda n: f"{n:,}")
+    samples = right.select_slider("Sequences per delay" if delay_task else "Sequences per length",
+                                  [64, 128, 256, 512], value=128)
     start = st.form_submit_button("Run the sweep", type="primary")
 
-
-def numbers(text: str, label: str) -> tuple[int, ...]:
-    try:
-        values = tuple(int(part) for part in text.replace(" ", "").split(",") if part)
-    except ValueError:
-        raise SweepError(f"{label}: give whole numbers separated by commas, got {text!r}") from None
-    return values
-
-
 try:
-    grid = SweepGrid(**{axis.field: tuple(value) if axis.kind is str else numbers(value, axis.label)
-                        for axis, value in chosen.items()},
-                     samples=samples, lengths=tuple(n for n in SWEEP_LENGTHS if n <= longest))
+    grid = sweeps.form_grid(task, chosen, samples, longest)
     estimate = check_sweep(grid)
-    st.caption(f"{grid.size} runs, each at {len(grid.lengths)} lengths up to {longest:,}: about "
-               f"{duration(estimate)} of work estimated on this server (runs already stored take less).")
+    each = ("each read at every delay of its training length" if delay_task else
+            f"each at {len(grid.lengths)} lengths up to {longest:,}")
+    st.caption(f"{grid.size} runs, {each}: about {duration(estimate)} of work estimated on this server (runs "
+               "already stored take less).")
 except (SweepError, ConfigError) as error:  # ConfigError covers the budgets' BudgetError
     refusal("This sweep cannot run here", error)
     grid = None
@@ -79,13 +78,17 @@ def live() -> None:
 
 live()
 current = runner.current
-choices = {"The preset sweep (3 seeds × 4 offsets × RoPE and learned, shipped)": sweeps.preset_result()}
+choices = {"The preset sweep (3 seeds × 4 offsets × RoPE and learned, shipped)": sweeps.preset_result(),
+           "The diversity sweep (delay-copy: 4 delay sets × 3 encodings × 2 seeds, shipped)": preset_diversity()}
 if current is not None and current.result is not None:
     choices[f"This server's last sweep ({current.grid.size} runs{', cancelled' if current.result.cancelled else ''})"] = current.result
-label = st.radio("Show", list(choices), index=len(choices) - 1, horizontal=True)
+label = st.radio("Show", list(choices), index=sweeps.shown_first(list(choices.values()), delay_task), horizontal=True)
 result = choices[label]
 if result is None:
-    st.info("No sweep to show yet: the preset sweep is missing from this installation; run one above.")
+    st.info("No sweep to show yet: this shipped sweep is missing from this installation; run one above.")
+    st.stop()
+if sweeps.is_delay_sweep(result):
+    diversity_view(result)
     st.stop()
 
 table = result.table()

@@ -19,6 +19,7 @@ import json
 
 from lengen_core.analysis.carrier import extract_carrier
 from lengen_core.analysis.evaluate import evaluate
+from lengen_core.config import ConfigError
 from lengen_core.measure import Shipped
 from lengen_core.models.initial import initial_model
 from lengen_core.optimisation import trace_training
@@ -146,8 +147,13 @@ def main() -> None:
     parser.add_argument("--refit", action="store_true",
                         help="only fit the law anew in the precomputed files whose stored law is stale (no measuring)")
     parser.add_argument("--carriers", action="store_true", help="only extract the presets' stored carriers again")
+    parser.add_argument("--absolute", action="store_true",
+                        help="only ship the transformer presets' absolute-position analysis (the Transformer page's section)")
     parser.add_argument("--delays", action="store_true", help="only train the Delays page's runs (ui.presets.DELAY_PRESETS)")
     args = parser.parse_args()
+    if args.absolute:
+        build_absolute()
+        return
     if args.carriers:
         refresh_carriers()
     if args.refit:
@@ -181,6 +187,28 @@ def main() -> None:
         store.save(run)  # a table shared by several layers is written once (the store's own dedup)
         print(f"{label}: {run_id} trained in {run.train_seconds:.1f}s, {run.steps} steps, "
               f"train accuracy {run.train_accuracy:.3f}")
+
+
+def build_absolute() -> None:
+    """The Transformer page's absolute-position analysis of each transformer preset, at each probe length the
+    run allows, with the default samples: what its first visit would compute (lengen_core.serving.shipped_absolute)."""
+    from lengen_core.analysis.absolute import PROBE_SAMPLES, analyse_absolute_position
+    from lengen_core.serving.shipped_absolute import ship_absolute
+    from ui.transformer.absolute import PROBE_MULTIPLES
+
+    store = RunStore(root=PRESET_ROOT)
+    for label, config in PRESETS.items():
+        if config.single_head:
+            continue
+        run = store.load(config.run_id())
+        results = {}
+        for multiple in PROBE_MULTIPLES:
+            length = multiple * config.task.train_length
+            try:
+                results[length] = analyse_absolute_position(run.model, run.config, PROBE_SAMPLES, length)
+            except (ConfigError, ValueError) as error:  # a length past a learned table's end
+                print(f"{label}: not at {length}: {error}")
+        print(f"{label}: shipped at {sorted(results)} in {ship_absolute(run.run_id, results)}")
 
 
 if __name__ == "__main__":

@@ -12,13 +12,16 @@ from plotly.subplots import make_subplots
 
 from lengen_core.analysis.delays import DELAY_SAMPLES, DELAY_SEED, DelayCurve, delay_curve
 from lengen_core.claims import DELAY_CLAIM, DELAY_OUTCOME_WORDS, delay_expectation, delay_outcome
-from lengen_core.config import DELAY_TASKS, format_delays
-from lengen_core.serving.sweep import SweepResult, stored_sweep
+from lengen_core.config import DELAY_TASKS, ConfigError, format_delays, with_changes
+from lengen_core.serving.budget import check_transfer
+from lengen_core.serving.sweep import SweepResult, cell_config, stored_sweep
 from lengen_core.thresholds import ACCURACY_BAR
 from lengen_core.training import Run
+from lengen_core.transfer import TRANSFER_PATIENCE, TRANSFER_PHASES, Transfer, transfer_from
 from ui.charts.common import HEIGHT, REFERENCE
 from ui.presets import DIVERSITY_GRID, PRESET_ROOT
 from ui.runs import load_run, stored_configs
+from ui.widgets import chart, refusal
 
 SEEN, UNSEEN = "#2ca02c", "#ff7f0e"  # the delays a run trained on, and those it never saw
 SEEN_SHADE = "rgba(44, 160, 44, 0.12)"
@@ -137,7 +140,7 @@ def preset_diversity() -> SweepResult | None:
 
 DIVERSITY_MEASURES = {"mean_seen": "trained delays", "mean_near_unseen": "unseen, within 2 of a trained one",
                       "mean_unseen": "every unseen delay"}
-ENCODING_DASH = {"rope": "solid", "sinusoidal": "dash", "learned": "dot"}
+ENCODING_DASH = {"rope": "solid", "sinusoidal": "dash", "learned": "dot", "alibi": "dashdot", "nope": "longdash"}
 
 
 def diversity_table(cells: list[dict]) -> pd.DataFrame:
@@ -167,19 +170,23 @@ def diversity_figure(table: pd.DataFrame) -> go.Figure:
                          legend=dict(orientation="h", yanchor="top", y=-0.3, x=0, xanchor="left"),
                          hoverlabel=dict(namelength=-1))
     counts = sorted(table["delay_count"].unique())
-    figure.update_xaxes(title_text="delays training saw (from delay 2: 2, 2-4, 2-8, 2-16)", type="log",
+    sets = ", ".join(dict.fromkeys(table.sort_values("delay_count")["delays"]))
+    figure.update_xaxes(title_text=f"delays training saw ({sets})", type="log",
                         tickvals=counts, ticktext=[str(c) for c in counts])
     figure.update_yaxes(title_text="mean accuracy", range=[0, 1.05])
     return figure
 
 
-def diversity_caption(table: pd.DataFrame) -> str:
+def diversity_caption(table: pd.DataFrame, what: str = "delay-copy, length 32") -> str:
     """What the shipped sweep shows, from its numbers: does seeing more delays carry a head to the unseen ones?"""
     fewest, most = int(table["delay_count"].min()), int(table["delay_count"].max())
     parts = []
     for encoding, part in table.groupby("encoding", sort=False):
         low = part[part["delay_count"] == fewest]
         high = part[part["delay_count"] == most]
+        if low["mean_unseen"].isna().all() or high["mean_unseen"].isna().all():
+            parts.append(f"{encoding}: a set that covers every delay of the context leaves no unseen delay to read")
+            continue
         parts.append(f"{encoding} {low['mean_near_unseen'].mean():.2f} → {high['mean_near_unseen'].mean():.2f} next to "
                      f"its range and {low['mean_unseen'].mean():.2f} → {high['mean_unseen'].mean():.2f} over every unseen "
                      "delay")
@@ -187,6 +194,194 @@ def diversity_caption(table: pd.DataFrame) -> str:
     verdict = (f"no cell reaches the bar ({ACCURACY_BAR:g}) over its unseen delays: more delays widen the trained "
                "range, they do not teach the distances outside it" if best < ACCURACY_BAR else
                f"a cell reaches the bar ({ACCURACY_BAR:g}) over its unseen delays: seeing more delays carried it")
-    return (f"From {fewest} training delay{'s' * (fewest > 1)} to {most} (delay-copy, length 32, {table['seed'].nunique()} seeds a "
-            f"point): {'; '.join(parts)}. The best cell holds {best:.2f} over its unseen delays: {verdict}. "
+    return (f"From {fewest} training delay{'s' * (fewest > 1)} to {most} ({what}, {table['seed'].nunique()} seed"
+            f"{'s' * (table['seed'].nunique() > 1)} a point): {'; '.join(parts)}. The best cell holds {best:.2f} over its unseen delays: {verdict}. "
             "The faint points are the single seeds.")
+
+
+# Transfer: the run's own delays are A (it is trained on them already); a person names delays B.
+
+
+def default_after(run: Run) -> str:
+    """Delays B to suggest: the unseen block just past the run's longest delay, as long as its own range."""
+    own, L = run.config.task.delay_set, run.config.task.train_length
+    low = own[-1] + 1
+    if low >= L:
+        return format_delays([d for d in range(1, L) if d not in own][:8]) or format_delays(own)
+    return format_delays(range(low, min(L - 1, low + len(own)) + 1))
+
+
+def transfer_config(run: Run, after: str, steps: int):
+    """The run's config on delays B for at most `steps` steps; `ConfigError` says what is wrong with B or the steps."""
+    if not isinstance(after, str) or not after.strip():
+        raise ConfigError(f"name delays B, e.g. {default_after(run)}")
+    if not isinstance(steps, int) or steps < 1:
+        raise ConfigError(f"most steps on B {steps!r}: allowed a whole number of steps, at least 1")
+    config = with_changes(run.config, delays=after.strip(), steps=steps, continues="")
+    if set(config.task.delay_set) <= set(run.config.task.delay_set):
+        raise ConfigError(f"delays B ({config.task.delays}) are all among the delays this run trained on "
+                          f"({run.config.task.delays}): name at least one it never saw, e.g. {default_after(run)}")
+    return config
+
+
+def measure_transfer(run: Run, after: str, steps: int, told=None) -> Transfer:
+    """Priced first (`check_transfer`: two trainings on B, held to the request's time), then measured from the
+    run's weights (`lengen_core.transfer.transfer_from`); `ConfigError` (and `BudgetError`) before any work."""
+    config = transfer_config(run, after, steps)
+    check_transfer(config)
+    return transfer_from(run, config.task.delays, steps, "cpu", TRANSFER_PATIENCE, told)
+
+
+def transfer_table(result: Transfer) -> pd.DataFrame:
+    rows = [("from scratch", result.steps_from_scratch), (f"after delays {result.before}", result.steps_from_pretrained)]
+    return pd.DataFrame([{"start": start, "delays_b": result.after, "steps_to_learn": steps,
+                          "learned": steps is not None, "budget": result.budget, "bar": result.bar,
+                          "patience": result.patience, "pretrain_steps": result.pretrain_steps,
+                          "pretrain_accuracy_on_b": result.pretrain_accuracy_on_b} for start, steps in rows])
+
+
+def transfer_figure(result: Transfer) -> go.Figure:
+    """Steps to learn delays B, from scratch and from the run's weights; a side that never learned is drawn
+    at the budget, hatched, and says so."""
+    table = transfer_table(result)
+    steps = [row.steps_to_learn if row.learned else row.budget for row in table.itertuples()]
+    texts = [f"{s:,} steps" if row.learned else f"not within {row.budget:,}" for s, row in zip(steps, table.itertuples(),
+                                                                                                 strict=True)]
+    figure = go.Figure(go.Bar(y=table["start"], x=steps, orientation="h", marker_color=[REFERENCE, SEEN],
+                              marker_pattern_shape=["" if learned else "/" for learned in table["learned"]],
+                              text=texts, textposition="outside", cliponaxis=False, showlegend=False,
+                              hovertemplate="%{y}: %{text}" + f"<extra>delays {result.after}</extra>"))
+    if not table["learned"].all():  # the budget is then the end of a bar: draw it
+        figure.add_vline(x=result.budget, line=dict(color=REFERENCE, dash="dot"),
+                         annotation_text=f"budget {result.budget:,}", annotation_position="top left")
+    figure.update_layout(height=HEIGHT - 120, margin=dict(l=150, r=30, t=40, b=60), bargap=0.35)
+    figure.update_xaxes(title_text=f"steps on delays {result.after} until the batch accuracy holds ≥ {result.bar:g} "
+                                   f"for {result.patience} steps", range=[0, 1.3 * max(steps)])
+    return figure
+
+
+def transfer_caption(result: Transfer) -> str:
+    """What this measurement shows, from its numbers."""
+    said = lambda steps: f"{steps:,} steps" if steps is not None else f"not within {result.budget:,} steps"
+    text = (f"Learning delays {result.after} took {said(result.steps_from_scratch)} from scratch and "
+            f"{said(result.steps_from_pretrained)} from this run's weights (trained {result.pretrain_steps:,} steps "
+            f"on delays {result.before}, which alone answer {result.pretrain_accuracy_on_b:.2f} of delays "
+            f"{result.after}).")
+    speedup = result.speedup
+    bound = result.steps_from_scratch is None or result.steps_from_pretrained is None
+    if result.steps_from_scratch is None and result.steps_from_pretrained is None:
+        return text + " Neither learned within the budget, so this run says nothing about transfer: allow more steps."
+    if speedup > 1:
+        word = f"positive transfer: training on {result.before} first made {result.after} ×{speedup:.1f} faster"
+    elif speedup < 1:
+        word = f"negative transfer: training on {result.before} first made {result.after} ×{1 / speedup:.1f} slower"
+    else:
+        word = "no transfer: the same number of steps either way"
+    return text + f" {word[0].upper()}{word[1:]}{' (at least: one side never learned)' if bound else ''}."
+
+
+def transfer_section(run: Run) -> None:
+    """The form (delays B, steps on B), the price check, a progress bar while the two trainings run, the chart."""
+    st.subheader("Transfer: does training on these delays speed up others?")
+    st.markdown(f"This run trained on delays **{run.config.task.delays}** (A). Name delays **B**: the lab trains the "
+                "run's config on B twice, from this run's weights and from scratch (same seed, same everything "
+                f"else), and counts the steps until each holds {ACCURACY_BAR:g} batch accuracy for "
+                f"{TRANSFER_PATIENCE} steps. Fewer steps from A is positive transfer; more is negative.")
+    left, right = st.columns(2)
+    after = left.text_input("Delays B", value=default_after(run), key=f"transfer-after-{run.run_id}",
+                            help=f"e.g. '9-16' or '3,12'; each 1 to {run.config.task.train_length - 1} (the run's "
+                                 "length stays), at least one the run never trained on")
+    steps = right.number_input("Most steps on B", 1, 100_000, run.config.train.steps, step=100,
+                               key=f"transfer-steps-{run.run_id}",
+                               help="Each training stops once it has learned; a side that never does counts this.")
+    results = st.session_state.setdefault("delay-transfers", {})
+    key = (run.run_id, after.strip(), int(steps))
+    if st.button("Measure transfer", key=f"transfer-go-{run.run_id}", type="primary"):
+        bar = st.progress(0.0, text="Pricing the measurement…")
+
+        def told(phase: str, step: int, total: int) -> None:
+            index = TRANSFER_PHASES.index(phase) - 1  # two phases here: from A, from scratch
+            if step % 10 == 0 or step == total:
+                bar.progress(min(1.0, (index + step / total) / 2), text=f"{phase}: step {step:,} of at most {total:,}")
+
+        try:
+            results[key] = measure_transfer(run, after, int(steps), told)
+        except ConfigError as error:
+            bar.empty()
+            refusal("Transfer not measured", error)
+            return
+        bar.empty()
+    result = results.get(key)
+    if result is not None:
+        chart(transfer_figure(result), transfer_caption(result), transfer_table(result), "delay-transfer",
+              stem=run.run_id)
+
+
+
+def diversity_view(result: SweepResult) -> None:
+    """A delay sweep (the shipped diversity sweep or a person's): mean accuracy against how many delays training
+    saw, its caption from the sweep's numbers, and its cells."""
+    table = diversity_table(result.cells)
+    failed = [cell for cell in result.cells if "error" in cell]
+    if failed:
+        st.warning(f"{len(failed)} of {len(result.cells)} cells failed; the rest are shown. " +
+                   "; ".join(f"{c.get('encoding')} delays {c.get('delays')} seed {c.get('seed')}: {c['error']}"
+                             for c in failed[:5]))
+    if table.empty:
+        st.info("No cell of this sweep has results to show.")
+        return
+    configs = [cell_config(result.grid, settings) for settings in result.grid.cells()]
+    tasks = sorted({config.task.task for config in configs})
+    lengths = sorted({config.task.train_length for config in configs})
+    what = f"{' and '.join(tasks)}, length {', '.join(map(str, lengths))}"
+    st.subheader("Data diversity: accuracy on unseen delays against how many delays training saw")
+    chart(diversity_figure(table), diversity_caption(table, what), table, "delay-diversity", stem=result.sweep_id)
+    st.dataframe(table, hide_index=True)
+
+
+# Several delay runs on one chart (the distance lesson's first step).
+
+OVERLAY_COLOURS = ("#1f77b4", "#d62728", "#7f7f7f", "#9467bd", "#2ca02c", "#8c564b")
+
+
+def overlay_table(curves: dict[str, DelayCurve]) -> pd.DataFrame:
+    return pd.concat([curve_table(result).assign(run=label) for label, result in curves.items()], ignore_index=True)
+
+
+def overlay_figure(curves: dict[str, DelayCurve]) -> go.Figure:
+    """Accuracy against the delay, one line per run, with its 95% band; the first run's trained delays shaded."""
+    figure = go.Figure()
+    for colour, (label, result) in zip(OVERLAY_COLOURS, curves.items(), strict=False):
+        table = curve_table(result)
+        figure.add_scatter(x=table["delay"], y=table["accuracy"], mode="lines+markers", name=label,
+                           line=dict(color=colour), marker=dict(size=5),
+                           error_y=dict(type="data", symmetric=False, array=table["accuracy_high"] - table["accuracy"],
+                                        arrayminus=table["accuracy"] - table["accuracy_low"], thickness=1, width=0),
+                           hovertemplate=f"{label}: " + "accuracy %{y:.3f} at delay %{x}<extra></extra>")
+    first = next(iter(curves.values()))
+    for part in format_delays(first.run_delays).split(","):
+        low, _, high = part.partition("-")
+        figure.add_vrect(x0=int(low) - 0.5, x1=int(high or low) + 0.5, fillcolor=SEEN_SHADE, line_width=0, layer="below",
+                         annotation_text="trained delays", annotation_position="top left")
+    figure.add_hline(y=first.chance, line=dict(color=REFERENCE, dash="dot"), annotation_text=f"chance {first.chance:.2f}",
+                     annotation_position="bottom right")
+    figure.update_layout(height=HEIGHT, margin=dict(l=60, r=20, t=40, b=60), hoverlabel=dict(namelength=-1),
+                         legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0, xanchor="left"))
+    figure.update_yaxes(range=[0, 1.05], title_text="accuracy at the query")
+    figure.update_xaxes(title_text=f"delay d (length {first.length})", dtick=2)
+    return figure
+
+
+def overlay_caption(curves: dict[str, DelayCurve]) -> str:
+    """Each run's mean on its trained and its unseen delays, from its numbers, and which hold the unseen ones."""
+    parts = []
+    for label, result in curves.items():
+        seen, unseen = result.mean_accuracy(True), result.mean_accuracy(False)
+        parts.append(f"{label} {seen:.2f} on its trained delays and {unseen:.2f} on the unseen ones" if unseen is not None
+                     else f"{label} {seen:.2f} (every delay trained)")
+    chance = next(iter(curves.values())).chance
+    holding = [label for label, result in curves.items() if (result.mean_accuracy(False) or 0) >= ACCURACY_BAR]
+    learned = [label for label, result in curves.items() if (result.mean_accuracy(True) or 0) >= ACCURACY_BAR]
+    said = (f"Learned their trained delays (≥ {ACCURACY_BAR:g}): {', '.join(learned) or 'none'}; held the unseen "
+            f"ones: {', '.join(holding) or 'none'}.")
+    return f"Mean accuracy (chance {chance:.2f}): {'; '.join(parts)}. {said}"

@@ -43,12 +43,13 @@ PRESETS: dict[str, RunConfig] = {
 DEFAULT_PRESET = "RoPE"
 
 # The shipped delay runs (scripts.build_presets --delays): the minimal head at L 32, V 16, d_model 64, on
-# delays 2-8, the three encodings the claim (C10) compares; the page opens them with one click.
+# delays 2-8, the encodings the claim (C10) compares; the page opens them with one click.
 DELAY_BASE = with_changes(RunConfig(), task="delay-copy", delays="2-8", train_length=32, vocab_size=16, d_model=64,
                           max_positions=64, steps=1_000, seed=0)
 DELAY_PRESETS: dict[str, RunConfig] = {
     "Delay-copy RoPE": DELAY_BASE,
     "Delay-copy NoPE": with_changes(DELAY_BASE, encoding="nope"),
+    "Delay-copy ALiBi": with_changes(DELAY_BASE, encoding="alibi"),
     "Delay-copy learned": with_changes(DELAY_BASE, encoding="learned"),
     "Selective-copy RoPE": with_changes(DELAY_BASE, task="selective-copy"),
     "Selective-copy learned": with_changes(DELAY_BASE, task="selective-copy", encoding="learned"),

@@ -20,12 +20,18 @@ import pandas as pd
 import streamlit as st
 
 from lengen_core.analysis.collapse import vote_accuracy
+from lengen_core.config import DELAY_TASKS, ConfigError
 from lengen_core.serving.runtime import env_whole_number
 from lengen_core.serving.store import PRESET_ROOT, default_root
 from lengen_core.serving.sweep import (
+    AXES,
+    NO_DELAYS,
+    Axis,
+    SweepError,
     SweepGrid,
     SweepProgress,
     SweepResult,
+    cell_config,
     check_sweep,
     collapse_summary,
     run_sweep,
@@ -33,13 +39,83 @@ from lengen_core.serving.sweep import (
     sweep_collapse,
 )
 from lengen_core.thresholds import ACCURACY_BAR
-from ui.presets import SWEEP_LENGTHS
+from ui.presets import DIVERSITY_GRID, SWEEP_LENGTHS
 
 WORKERS_ENV = "LENGEN_SWEEP_WORKERS"
 # The preset sweep: 3 seeds × 4 offsets × RoPE and learned positions at the default size (scripts.build_presets).
 PRESET_GRID = SweepGrid(encodings=("rope", "learned"), offsets=(1, 3, 5, 7), seeds=(0, 1, 2),
                         lengths=SWEEP_LENGTHS, samples=256)
 COLOURS = {"rope": "#1f77b4", "learned": "#d62728", "sinusoidal": "#9467bd", "alibi": "#2ca02c", "nope": "#7f7f7f"}
+
+
+SWEEP_TASKS = ("retrieval", *DELAY_TASKS)  # the page's tasks: the length task of the preset sweep, the delay tasks
+
+
+def form_axes(task: str) -> list[Axis]:
+    """The axes the form offers for `task`: a delay task's have its delay sets and no offset (its answer is at
+    the delay); the retrieval task's every axis but the delay sets."""
+    delay = task in DELAY_TASKS
+    return [axis for axis in AXES if (axis.setting == "delays") == delay or (delay and axis.setting != "offset")]
+
+
+def shown_values(axis: Axis, task: str) -> tuple:
+    """What the form shows first: the shipped sweep of the task's kind (the preset sweep, the diversity sweep)."""
+    return getattr(DIVERSITY_GRID if task in DELAY_TASKS else PRESET_GRID, axis.field)
+
+
+def axis_key(axis: Axis, task: str) -> str:
+    """The form field's key: 'sweep-offsets' for the retrieval task, 'sweep-delay-copy-delay_sets' for a delay task."""
+    return f"sweep-{task}-{axis.field}" if task in DELAY_TASKS else f"sweep-{axis.field}"
+
+
+def axis_text(axis: Axis, values) -> str:
+    return axis.separator.join(map(str, values))
+
+
+def numbers(text: str, label: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(part) for part in text.replace(" ", "").split(",") if part)
+    except ValueError:
+        raise SweepError(f"{label}: give whole numbers separated by commas, got {text!r}") from None
+
+
+def form_grid(task: str, chosen: dict[Axis, object], samples: int, longest: int) -> SweepGrid:
+    """The grid the form describes; `SweepError` (or `ConfigError`) says what is wrong and what is allowed,
+    before anything runs. A delay task's grid is the diversity sweep's base with the task; each cell's
+    delays must fit each training length."""
+    values = {}
+    for axis, value in chosen.items():
+        if axis.kind is str and axis.setting == "delays":
+            values[axis.field] = tuple(part.strip() for part in str(value).split(axis.separator) if part.strip())
+        elif axis.kind is str:
+            values[axis.field] = tuple(value)
+        else:
+            values[axis.field] = numbers(str(value), axis.label)
+    if task in DELAY_TASKS:
+        base = {**dict(DIVERSITY_GRID.base), "task": task}
+        grid = SweepGrid(**values, samples=samples, lengths=DIVERSITY_GRID.lengths, base=base)
+    else:
+        grid = SweepGrid(**values, samples=samples, lengths=tuple(n for n in SWEEP_LENGTHS if n <= longest))
+    for cell in grid.cells():  # a cell that cannot be a run is refused now, not reported after the sweep
+        try:
+            cell_config(grid, cell)
+        except ConfigError as error:
+            named = ("train_length", "delays") if task in DELAY_TASKS else ("offset", "train_length")
+            where = ", ".join(f"{key} {value}" for key, value in cell.items() if key in named)
+            raise SweepError(f"the cell with {where}: {error}") from None
+    return grid
+
+
+def is_delay_sweep(result: SweepResult) -> bool:
+    return result.grid.delay_sets != NO_DELAYS
+
+
+def shown_first(results: list[SweepResult | None], delay_task: bool) -> int:
+    """Which sweep the Show choice starts on: the server's last one (after the two shipped) when it is of the
+    task's kind, else the shipped one of that kind (the length sweep first, the diversity sweep second)."""
+    if len(results) > 2 and results[-1] is not None and is_delay_sweep(results[-1]) == delay_task:
+        return len(results) - 1
+    return int(delay_task)
 
 
 def encoding_colour(present) -> alt.Color:

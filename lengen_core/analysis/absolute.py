@@ -346,3 +346,35 @@ def analyse_absolute_position(model: nn.Module, config: RunConfig, samples: int 
         log_denominator=read.log_denominator if softmax else None,
         exact_log_denominator=exact_log_denominator(model, sink_length) if softmax and model.encoding.rotary else None,
         scored=trained.scored)
+
+
+# ------------------------------------------------------------------------------- shipped with a preset
+
+
+def _array(value) -> np.ndarray | None:
+    return None if value is None else np.asarray(value, dtype=np.float64)
+
+
+def absolute_to_dict(found: AbsolutePosition) -> dict:
+    """The analysis as plain JSON values (arrays as nested lists), for a preset to ship (scripts.build_presets)."""
+    listed = lambda array: None if array is None else np.asarray(array).tolist()
+    return {"length": found.length, "samples": found.samples, "scored": found.scored, "sink_length": found.sink_length,
+            "probe": {"r2": list(found.probe.r2), "baseline": [list(b) for b in found.probe.baseline],
+                      "seeds": list(found.probe.seeds), "margin": found.probe.margin},
+            "variants": [{"name": v.name, "accuracy": v.accuracy, "r2": list(v.r2), "sink": [list(s) for s in v.sink],
+                          "reason": v.reason} for v in found.variants],
+            "sink": listed(found.sink), "uniform_sink": listed(found.uniform_sink),
+            "log_denominator": listed(found.log_denominator),
+            "exact_log_denominator": listed(found.exact_log_denominator)}
+
+
+def absolute_from_dict(data: dict) -> AbsolutePosition:
+    """`absolute_to_dict` read back: the same numbers (float64 arrays)."""
+    probe = data["probe"]
+    return AbsolutePosition(
+        data["length"], data["samples"],
+        Probe(tuple(probe["r2"]), tuple(tuple(b) for b in probe["baseline"]), tuple(probe["seeds"]), probe["margin"]),
+        tuple(Variant(v["name"], v["accuracy"], tuple(v["r2"]), tuple(tuple(s) for s in v["sink"]), v["reason"])
+              for v in data["variants"]),
+        data["sink_length"], _array(data["sink"]), _array(data["uniform_sink"]), _array(data["log_denominator"]),
+        _array(data["exact_log_denominator"]), data["scored"])

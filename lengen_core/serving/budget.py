@@ -6,7 +6,7 @@
 Every training, evaluation, heatmap, per-head analysis, carrier extraction and prediction from the
 weights is checked here before the serving side calls the science (`check_training` in the training
 pool and the command line; `check_attention_map`, `check_sequence_evaluation`,
-`check_single_head_evaluation`, `check_head_analysis`, `check_absolute_position`, `check_carrier` and `check_prediction` in the
+`check_single_head_evaluation`, `check_head_analysis`, `check_absolute_position`, `check_transfer`, `check_carrier` and `check_prediction` in the
 command line and the app's analyses), so a command, a link and the Train form all meet the same limits. The
 budgets are the operator's, from the environment, with defaults that keep one request well inside
 a 2-core, 8 GB container:
@@ -169,6 +169,18 @@ def training_cost(config: RunConfig, pace: Pace | None = None, speed: float = 1.
     if pace is not None and pace.paced:
         knobs = "a faster pace (more steps per second), or " + knobs
     return Cost("this training", memory, seconds, knobs)
+
+
+def transfer_cost(config: RunConfig, pretrain: RunConfig | None = None) -> Cost:
+    """The transfer measurement (lengen_core.transfer): `config` (delays B) trained twice to its last step at
+    most (from A's weights and from scratch; early stopping only shortens them), after `pretrain` (delays A)
+    when it is trained too (None: A is a stored run). Run inline by the app, it is an on-demand request:
+    `check` holds it to the request's time, not a training's."""
+    trainings = [config, config] + ([pretrain] if pretrain is not None else [])
+    costs = [training_cost(each) for each in trainings]
+    return Cost("this transfer measurement", max(cost.memory_bytes for cost in costs),
+                sum(cost.seconds for cost in costs), "fewer steps on delays B, or a run with a smaller d_model",
+                "each training's every step; early stopping ends most sooner")
 
 
 def shortest_training_steps(config: RunConfig) -> int:
@@ -398,6 +410,9 @@ class Pricer:
         cost = evaluation_cost(config, [L, 4 * L], samples, tokens_per_batch(config))  # the batches it runs
         return self.check(Cost("this per-head analysis", cost.memory_bytes, cost.seconds, cost.knobs))
 
+    def check_transfer(self, config: RunConfig, pretrain: RunConfig | None = None) -> Cost:
+        return self.check(transfer_cost(config, pretrain))
+
     def check_absolute_position(self, config: RunConfig, length: int, samples: int = PROBE_SAMPLES) -> Cost:
         return self.check(absolute_position_cost(config, length, samples))
 
@@ -436,6 +451,7 @@ check_attention_map = SERVER.check_attention_map
 check_head_analysis = SERVER.check_head_analysis
 check_carrier = SERVER.check_carrier
 check_absolute_position = SERVER.check_absolute_position
+check_transfer = SERVER.check_transfer
 check_mask_share = SERVER.check_mask_share
 check_prediction = SERVER.check_prediction
 check_horizon = SERVER.check_horizon

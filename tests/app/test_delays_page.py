@@ -3,6 +3,7 @@ of another task gets the presets to open instead; the other pages send a delay r
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -71,3 +72,64 @@ def test_the_train_form_asks_a_delay_task_for_its_delays() -> None:
     next(text for text in app.text_input if text.label == "Training delays").set_value("8-2")
     app.run()
     assert any("the range 8-2 runs backwards; write 2-8" in w for w in warnings(app))
+
+
+def transfer_app(monkeypatch: pytest.MonkeyPatch, after: str, steps: int, seconds: str = "120",
+                 app: AppTest | None = None) -> AppTest:
+    """The Delays page on the RoPE delay preset (A = 2-8), its transfer form filled in and clicked."""
+    monkeypatch.setenv("LENGEN_REQUEST_SECONDS", seconds)
+    app = app or open_page("pages/delays.py", delay_presets()["Delay-copy RoPE"])
+    next(t for t in app.text_input if t.label == "Delays B").set_value(after)
+    next(n for n in app.number_input if n.label == "Most steps on B").set_value(steps)
+    next(b for b in app.button if b.label == "Measure transfer").click()
+    app.run()
+    assert not app.exception, [e.value for e in app.exception]
+    return app
+
+
+def test_transfer_is_refused_before_any_training_with_what_is_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The form's checks without the page (quick): bad delays B, bad steps, and over the request's time."""
+    from lengen_core.config import ConfigError
+    from ui.delays import measure_transfer
+    from ui.runs import load_run
+
+    run = load_run(delay_presets()["Delay-copy RoPE"])
+    told = []
+    for after, steps, seconds, message in (
+            ("3-5", 100, "120", "all among the delays this run trained on (2-8)"),
+            ("9-", 100, "120", "is not a delay or a range"),
+            ("32", 100, "120", "must be smaller than"),
+            ("9-16", 0, "120", "steps"),
+            ("9-16", 1_000, "5", "this transfer measurement would take about")):
+        monkeypatch.setenv("LENGEN_REQUEST_SECONDS", seconds)
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            measure_transfer(run, after, steps, lambda *args: told.append(args))
+    assert told == []  # refused before any step
+
+
+@pytest.mark.slow  # one page run (≈ 5 s) and three clicks
+def test_transfer_refuses_bad_delays_and_an_over_budget_request_before_any_training(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    app = transfer_app(monkeypatch, "3-5", 1_000)
+    assert any("are all among the delays this run trained on (2-8): name at least one it never saw" in w
+               for w in warnings(app))
+    app = transfer_app(monkeypatch, "40", 1_000, app=app)
+    assert any("must be smaller than" in w for w in warnings(app)), warnings(app)
+    app = transfer_app(monkeypatch, "9-16", 1_000, seconds="5", app=app)
+    assert any("this transfer measurement would take about" in w and "LENGEN_REQUEST_SECONDS" in w
+               for w in warnings(app)), warnings(app)
+    assert not any("Learning delays" in c for c in (c.value for c in app.caption))
+
+
+@pytest.mark.slow  # two trainings on delays B (≈ 3 s) besides the page
+def test_transfer_in_the_browser_is_the_cores_measurement_with_its_own_numbers(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from lengen_core.transfer import transfer_from
+    from ui.runs import load_run
+
+    app = transfer_app(monkeypatch, "9-16", 400)
+    expected = transfer_from(load_run(delay_presets()["Delay-copy RoPE"]), "9-16", 400)
+    text = captions(app)
+    assert (f"Learning delays 9-16 took {expected.steps_from_scratch:,} steps from scratch and "
+            f"{expected.steps_from_pretrained:,} steps from this run's weights") in text, text
+    assert f"×{expected.speedup:.1f} faster" in text  # positive on this preset: A = 2-8 helps B = 9-16

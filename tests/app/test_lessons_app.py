@@ -38,6 +38,8 @@ def test_every_step_of_every_lesson_opens_from_its_link_and_draws_its_element(na
     if ELEMENTS[step.element].runs == "config":  # the Train form, holding the lesson's run
         assert any(b.label == "Train" for b in app.button)
         assert app.session_state["_train_prefilled"] == step.config
+    elif step.element == "delay-transfer":  # measured on a click, not on the way through (keeps the walk cheap)
+        assert any(b.label == "Measure transfer" for b in app.button)
     else:
         assert app.get("plotly_chart"), f"{name} step {number}: no chart drawn"
     assert [e.label for e in app.expander] == ["Show the answer"]

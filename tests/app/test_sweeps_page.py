@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import pytest
 from streamlit.testing.v1 import AppTest
 
 from lengen_core.serving.sweep import collapse_summary
@@ -107,3 +108,53 @@ def test_a_grid_over_the_servers_sweep_budget_is_refused_before_it_runs(monkeypa
     assert "this sweep has 24 cells, over this server's limit of 2 (LENGEN_SWEEP_CELLS)" in warnings
     app.button[0].click().run()
     assert sweeps.sweep_runner().current is None or not sweeps.sweep_runner().current.running
+
+
+def sweep_warnings(app: AppTest) -> str:
+    return " ".join(w.value for w in app.warning).replace("\\", "")
+
+
+def test_a_delay_task_offers_the_delay_set_axis_and_shows_the_shipped_diversity_sweep(monkeypatch):
+    """delay-copy: the form has the delay sets (the diversity sweep's first) and no offsets, the results show
+    accuracy against how many delays training saw; bad delay sets are refused with what is allowed; nothing trains."""
+    monkeypatch.setattr("lengen_core.serving.sweep.run_cell", lambda *a, **k: (_ for _ in ()).throw(AssertionError))
+    app = open_sweeps()
+    app.get("button_group")[0].set_value("delay-copy").run()
+    assert not app.exception, [e.value for e in app.exception]
+    delays = app.text_input(key="sweep-delay-copy-delay_sets")
+    assert delays.value == "2;2-4;2-8;2-16"
+    assert not any(box.label == "Offsets k" for box in app.text_input)
+    assert app.radio[0].value.startswith("The diversity sweep")
+    assert "From 1 training delay to 15 (delay-copy, length 32, 2 seeds a point)" in captions(app)
+    assert "24 runs, each read at every delay of its training length" in captions(app)
+    for bad, message in (("2;9-", "'9-' is not a delay or a range; write e.g. '2-8'"),
+                         ("2;2-40", "the cell with train_length 32, delays 2-40"),
+                         (";", "the grid's delay sets are empty: give at least one")):
+        app.text_input(key="sweep-delay-copy-delay_sets").set_value(bad)
+        app.button[0].click().run()
+        assert message in sweep_warnings(app), (bad, sweep_warnings(app))
+    assert sweeps.sweep_runner().current is None or not sweeps.sweep_runner().current.running
+
+
+@pytest.mark.slow  # trains one delay run (a few seconds) on the server's sweep thread
+def test_a_delay_sweep_runs_on_the_server_and_is_shown_against_the_delay_count(monkeypatch):
+    monkeypatch.setenv("LENGEN_SWEEP_WORKERS", "1")
+    app = open_sweeps()
+    app.get("button_group")[0].set_value("delay-copy").run()
+    app.multiselect(key="sweep-delay-copy-encodings").set_value(["rope"])
+    app.text_input(key="sweep-delay-copy-seeds").set_value("0")
+    app.text_input(key="sweep-delay-copy-train_lengths").set_value("16")
+    app.text_input(key="sweep-delay-copy-delay_sets").set_value("2-4")
+    app.button[0].click().run()
+    assert not app.exception, [e.value for e in app.exception]
+    runner = sweeps.sweep_runner()
+    deadline = time.monotonic() + 300
+    while runner.current.running:
+        assert time.monotonic() < deadline
+        time.sleep(0.5)
+    cell = runner.current.result.cells[0]
+    assert runner.current.error is None and "error" not in cell, cell
+    app.run()
+    assert app.radio[0].value.startswith("This server's last sweep (1 runs")
+    assert f"rope {cell['mean_near_unseen']:.2f} → {cell['mean_near_unseen']:.2f} next to its range" in captions(app)
+    assert "(delay-copy, length 16, 1 seed a point)" in captions(app)

@@ -204,3 +204,57 @@ def test_a_shift_past_a_learned_tables_end_is_not_run_and_says_why() -> None:
     assert moved.accuracy is None and moved.r2 == ()
     assert "beyond the learned position table" in moved.reason
     assert found.sink_length == 8  # the sink is read up to the table's end, not 4 × L_train
+
+
+def _same(shipped, computed) -> None:
+    """Every number of the shipped analysis is the core's (float32 work: equal to rounding)."""
+    assert (shipped.length, shipped.samples, shipped.scored, shipped.sink_length) == (
+        computed.length, computed.samples, computed.scored, computed.sink_length)
+    assert np.allclose(shipped.probe.r2, computed.probe.r2, atol=1e-6)
+    assert np.allclose(shipped.probe.baseline, computed.probe.baseline, atol=1e-6)
+    assert shipped.probe.seeds == computed.probe.seeds and shipped.probe.beats == computed.probe.beats
+    for ours, theirs in zip(shipped.variants, computed.variants, strict=True):
+        assert (ours.name, ours.reason) == (theirs.name, theirs.reason)
+        assert ours.accuracy == pytest.approx(theirs.accuracy, abs=1e-9)
+        assert np.allclose(ours.r2, theirs.r2, atol=1e-6) and np.allclose(ours.sink, theirs.sink, atol=1e-6)
+    for name in ("sink", "uniform_sink", "log_denominator", "exact_log_denominator"):
+        ours, theirs = getattr(shipped, name), getattr(computed, name)
+        assert (ours is None) == (theirs is None), name
+        assert ours is None or np.allclose(ours, theirs, atol=1e-5), name
+
+
+def test_the_shipped_probe_of_the_rope_preset_is_the_cores_at_its_training_length(transformer_rope) -> None:
+    """The Transformer page reads the preset's analysis from assets (no ~4 s on a first visit); at L_train it is
+    exactly what the core computes now."""
+    from lengen_core.analysis.absolute import PROBE_SAMPLES
+    from lengen_core.serving.shipped_absolute import shipped_absolute
+
+    length = transformer_rope.config.task.train_length
+    shipped = shipped_absolute(transformer_rope.run_id, length, PROBE_SAMPLES)
+    assert shipped is not None
+    _same(shipped, analyse_absolute_position(transformer_rope.model, transformer_rope.config, PROBE_SAMPLES, length))
+    assert shipped_absolute(transformer_rope.run_id, length, 64) is None  # other samples: computed, not shipped
+
+
+@pytest.mark.slow  # both transformer presets at 1× and 4× L_train (≈ 10 s)
+@pytest.mark.parametrize("label", ["Transformer RoPE", "Transformer learned"])
+def test_every_shipped_probe_is_the_cores(label: str) -> None:
+    from lengen_core.analysis.absolute import PROBE_SAMPLES
+    from lengen_core.serving.shipped_absolute import shipped_absolute
+    from ui.transformer.absolute import PROBE_MULTIPLES
+
+    run = preset_store().load(preset_ids()[label], "cpu")
+    for multiple in PROBE_MULTIPLES:
+        length = multiple * run.config.task.train_length
+        shipped = shipped_absolute(run.run_id, length, PROBE_SAMPLES)
+        assert shipped is not None, length
+        _same(shipped, analyse_absolute_position(run.model, run.config, PROBE_SAMPLES, length))
+
+
+def test_the_page_reads_a_shipped_probe_without_computing_it(monkeypatch) -> None:
+    from ui.transformer import absolute as section
+
+    monkeypatch.setattr(section, "analyse_absolute_position", lambda *a, **k: pytest.fail("computed, not shipped"))
+    run_id = preset_ids()["Transformer learned"]
+    found = section.absolute_position.__wrapped__(run_id, 16)
+    assert found.length == 16 and len(found.variants) == 3

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from lengen_core.config import RunConfig, with_changes
-from ui.lessons.files import ELEMENTS, LESSON_ROOT, LessonError, load_lessons, parse_lesson
+from ui.lessons.files import ELEMENTS, LESSON_PRESETS, LESSON_ROOT, LessonError, load_lessons, parse_lesson
 from ui.presets import PRESETS
 
 GOOD_STEP = """
@@ -41,7 +41,7 @@ def test_every_shipped_lesson_loads_with_the_runs_it_names():
     for lesson in lessons.values():
         for step in lesson.steps:
             assert step.element in ELEMENTS
-            assert all(label in PRESETS for label in step.presets)
+            assert all(label in LESSON_PRESETS for label in step.presets)
             assert (step.config is not None) == (ELEMENTS[step.element].runs == "config")
 
 
@@ -86,6 +86,13 @@ steps = 100
     assert config.train.continues == PRESETS["RoPE"].run_id() and config.train.keep_training
     assert config.train.steps == 100 and config.model == PRESETS["RoPE"].model
     assert lesson.runs() == [f"to train: steps 100, continues run {PRESETS['RoPE'].run_id()}"]
+
+
+def test_a_delay_element_reads_a_delay_preset_and_a_length_element_a_length_one():
+    delay = error_of(HEAD + GOOD_STEP.replace('element = "carrier-chart"', 'element = "delay-curve"'))
+    assert "element 'delay-curve' reads a delay preset, and 'RoPE' is not: allowed 'Delay-copy RoPE'" in delay, delay
+    length = error_of(HEAD + GOOD_STEP.replace('preset = "RoPE"', 'preset = "Delay-copy RoPE"'))
+    assert "element 'carrier-chart' reads a length preset, and 'Delay-copy RoPE' is not: allowed 'RoPE'" in length
 
 
 @pytest.mark.parametrize("change, expected", [
@@ -140,7 +147,7 @@ def test_a_bad_file_is_a_message_and_the_good_ones_still_load(tmp_path):
     lessons, problems = load_lessons(tmp_path)
     assert list(lessons) == ["good"]
     assert problems == ["bad.toml, step 2 ('A step'): unknown preset 'Nope': allowed "
-                        + ", ".join(map(repr, PRESETS))]
+                        + ", ".join(map(repr, LESSON_PRESETS))]
 
 
 TRAIN_STEP = """

@@ -22,6 +22,7 @@ from streamlit.delta_generator import DeltaGenerator
 
 from lengen_core.analysis.rules import parse_rule
 from lengen_core.config import ConfigError
+from ui import delays as delay_view
 from ui.analyses import CARRIER_SEARCH, dilution_look_for, head_attention, heads, length_multiples, sequence_evaluation
 from ui.captions import accuracy as accuracy_captions
 from ui.captions import attention as attention_captions
@@ -32,6 +33,7 @@ from ui.charts import compare as compare_charts
 from ui.charts import transformer as transformer_charts
 from ui.lessons.files import Step
 from ui.presets import (
+    DELAY_PRESETS,
     DILUTION_LONGEST,
     DILUTION_SAMPLES,
     POSITION_MULTIPLES,
@@ -272,12 +274,50 @@ def rules_chart(step: Step, presenting: Projector | None) -> None:
           run.run_id, presenting)
 
 
+def _delay_run(step: Step):
+    run = load_run(DELAY_PRESETS[step.presets[0]].run_id())
+    run_summary(run)
+    return run
+
+
+def delay_overlay(step: Step, presenting: Projector | None) -> None:
+    """Accuracy against the delay of the step's delay presets on one chart (the Delays page's curves)."""
+    curves = {label: delay_view.curve(DELAY_PRESETS[label].run_id()) for label in step.presets}
+    _draw(delay_view.overlay_figure(curves), delay_view.overlay_caption(curves), delay_view.overlay_table(curves),
+          "lesson-delays", "delay-presets", presenting)
+
+
+def delay_curve(step: Step, presenting: Projector | None) -> None:
+    """One delay preset's accuracy and attention on the source against the delay, with the Delays page's caption."""
+    run = _delay_run(step)
+    result = delay_view.curve(run.run_id)
+    _draw(delay_view.delay_figure(result), delay_view.delay_caption(run, result), delay_view.curve_table(result),
+          "delays", run.run_id, presenting)
+
+
+def delay_diversity(step: Step, presenting: Projector | None) -> None:
+    """The shipped data-diversity sweep (the Delays page's second chart)."""
+    sweep = delay_view.preset_diversity()
+    if sweep is None:
+        st.info("The shipped diversity sweep is missing from this installation.")
+        return
+    table = delay_view.diversity_table(sweep.cells)
+    _draw(delay_view.diversity_figure(table), delay_view.diversity_caption(table), table, "delay-diversity",
+          sweep.sweep_id, presenting)
+
+
+def delay_transfer(step: Step, presenting: Projector | None) -> None:
+    """The Delays page's transfer form on a delay preset: measured on a click, not on the way through the lesson."""
+    delay_view.transfer_section(_delay_run(step))
+
+
 RENDERERS: dict[str, Callable[..., None]] = {
     "accuracy-overlay": accuracy_overlay, "heatmap": attention_heatmap, "argmax-trace": argmax_trace,
     "carrier-chart": carrier_chart, "dilution-chart": dilution_chart, "inverse-mass-chart": inverse_mass_chart,
     "horizon": horizon, "head-carriers": head_carriers, "head-attention": head_attention_map,
     "accuracy-by-position": accuracy_by_position, "position-probe": position_probe, "train-form": train,
-    "rules-chart": rules_chart,
+    "rules-chart": rules_chart, "delay-overlay": delay_overlay, "delay-curve": delay_curve,
+    "delay-diversity": delay_diversity, "delay-transfer": delay_transfer,
 }
 
 

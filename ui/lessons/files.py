@@ -24,7 +24,9 @@ from lengen_core.analysis.rules import RuleError, parse_rule
 from lengen_core.config import SETTINGS, ConfigError, RunConfig, with_changes
 from lengen_core.serving.lineage import continuation
 from lengen_core.serving.stepping import UNPACED, Pace, PaceError
-from ui.presets import LESSON_MULTIPLES, LONGEST_CHOICES, PRESETS
+from ui.presets import DELAY_PRESETS, LESSON_MULTIPLES, LONGEST_CHOICES, PRESETS
+
+LESSON_PRESETS = {**PRESETS, **DELAY_PRESETS}  # the runs a step may name: the length presets and the delay ones
 
 LESSON_ROOT = Path(__file__).resolve().parents[2] / "assets" / "lessons"
 LESSON_KEYS = {"title": "the lesson's name", "summary": "one or two sentences", "steps": "the [[steps]] tables",
@@ -56,6 +58,7 @@ class Element:
     about: str
     single_head: bool | None = None
     options: tuple[tuple[str, tuple[Any, ...], Any], ...] = ()  # (name, allowed values, default)
+    delays: bool = False  # reads the delay presets (ui.presets.DELAY_PRESETS), not the length ones
 
     def option(self, name: str, given: dict[str, Any]) -> Any:
         return given.get(name, next(default for option, _, default in self.options if option == name))
@@ -108,6 +111,14 @@ ELEMENTS: dict[str, Element] = {
     "rules-chart": Element("one", "accuracy under inference rules beside the unmodified run, measured and predicted "
                            "(Dilution page)", single_head=True,
                            options=(("rules", RuleLabels(), "log-n"), ("longest", LONGEST_CHOICES, 1 << 10))),
+    "delay-overlay": Element("several", "accuracy against the delay of several delay presets, trained delays shaded "
+                             "(Delays page)", delays=True),
+    "delay-curve": Element("one", "a delay preset's accuracy and attention on the source against the delay "
+                           "(Delays page)", delays=True),
+    "delay-diversity": Element("none", "the shipped data-diversity sweep: accuracy on unseen delays against how many "
+                               "delays training saw (Delays and Sweeps pages)"),
+    "delay-transfer": Element("one", "the transfer measurement from a delay preset's delays to others, on a click "
+                              "(Delays page)", delays=True),
 }
 
 
@@ -172,8 +183,8 @@ def _presets(data: dict, where: str) -> tuple[str, ...]:
     if isinstance(labels, str) or not isinstance(labels, list):
         raise LessonError(f"{where}: 'presets' must be a list of preset labels, got {labels!r}")
     for label in labels:
-        if label not in PRESETS:
-            raise LessonError(f"{where}: unknown preset {label!r}: allowed {', '.join(map(repr, PRESETS))}")
+        if label not in LESSON_PRESETS:
+            raise LessonError(f"{where}: unknown preset {label!r}: allowed {', '.join(map(repr, LESSON_PRESETS))}")
     return tuple(labels)
 
 
@@ -239,6 +250,10 @@ def _runs_fit(step: Step, element: Element, where: str) -> None:
     if not fits:
         raise LessonError(f"{where}: element {step.element!r} needs {need}")
     for label in step.presets:
+        if element.delays != (label in DELAY_PRESETS):
+            allowed = DELAY_PRESETS if element.delays else PRESETS
+            raise LessonError(f"{where}: element {step.element!r} reads {'a delay' if element.delays else 'a length'} "
+                              f"preset, and {label!r} is not: allowed {', '.join(map(repr, allowed))}")
         if element.single_head is not None and PRESETS[label].single_head != element.single_head:
             kinds = [name for name, config in PRESETS.items() if config.single_head == element.single_head]
             raise LessonError(f"{where}: element {step.element!r} reads "

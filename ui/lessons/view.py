@@ -14,8 +14,7 @@ import logging
 import streamlit as st
 
 from ui.lessons.elements import render
-from ui.lessons.files import ELEMENTS, Lesson, Step, load_lessons
-from ui.presets import PRESETS
+from ui.lessons.files import ELEMENTS, LESSON_PRESETS, Lesson, Step, load_lessons
 from ui.state import plain, select_run
 
 LOG = logging.getLogger(__name__)
@@ -140,7 +139,7 @@ def _question(step: Step) -> None:
 
 def _element(step: Step, notes=None) -> None:
     if len(step.presets) == 1:  # the other pages open on the run this step is about
-        select_run(PRESETS[step.presets[0]].run_id())
+        select_run(LESSON_PRESETS[step.presets[0]].run_id())
     with st.container(key=f"lesson-element-{step.element}"):
         render(step, flag(LOCK), notes)
 
