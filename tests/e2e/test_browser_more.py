@@ -1,13 +1,16 @@
 """End to end for the Compare, Transformer and Theory pages: `streamlit run app.py` (the server
 fixture in conftest.py) driven by Debian's chromium; charts drawn, screenshots in
-`artifacts/screenshots/`. One browser session, so the selected run follows from page to page.
+`artifacts/screenshots/`. One browser session, so the selected run follows from page to page. The
+Transformer RoPE preset's page is also read for its section on where absolute position comes from: the
+sink, the probe against its untrained baseline, the interventions and the mask's share, each drawn as wide
+as the main column with its caption from the run's numbers.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from tests.helpers.browser import CHART, MAIN, SHOTS, open_page, settle
+from tests.helpers.browser import CHART, MAIN, SHOTS, check_and_shoot, open_page, settle
 
 pytestmark = pytest.mark.e2e
 playwright = pytest.importorskip("playwright.sync_api")
@@ -19,6 +22,29 @@ def tab(open_tab):
     page = open_tab(4000)
     page.get_by_role("heading", name="The claims, and where to see them").wait_for(timeout=120_000)
     return page
+
+
+ABSOLUTE_TITLES = ("The sink", "Position probe", "The mask's share")  # the section's charts, by their titles' start
+SECTION_CHARTS = """(titles) => [...document.querySelectorAll('.js-plotly-plot')]
+    .map(chart => [chart.querySelector('.gtitle')?.textContent ?? '', chart.getBoundingClientRect().width])
+    .filter(([title]) => titles.some(t => title.startsWith(t)))"""
+
+
+def absolute_section_is_readable(page) -> None:
+    """The Transformer RoPE preset's absolute-position section (its probes ship with the preset)."""
+    main = page.locator(MAIN)
+    main.get_by_role("heading", name="Where absolute position comes from").wait_for(timeout=240_000)
+    expect(main).to_contain_text("The interventions", timeout=240_000)
+    drawn = page.evaluate(SECTION_CHARTS, list(ABSOLUTE_TITLES))
+    for title in ABSOLUTE_TITLES:
+        assert any(shown.startswith(title) for shown, _ in drawn), (title, drawn)
+    assert all(width >= 600 for _, width in drawn), drawn  # each as wide as the main column
+    text = main.inner_text()
+    assert "At L = 64, the probe beats its untrained baseline" in text
+    assert "No head reads the sink" in text and "as relative logits must" in text
+    assert main.locator('[data-testid="stDataFrame"]').filter(has_text="intervention").count() == 1
+    problems = check_and_shoot(page, "absolute-transformer-rope")
+    assert not problems, problems
 
 
 def charts_drawn(page, at_least: int) -> None:
@@ -64,8 +90,9 @@ def test_transformer_page_for_both_presets(tab) -> None:
     tab.get_by_role("button", name="Open Transformer RoPE").first.click()
     tab.get_by_text("rope encoding, softmax attention").wait_for(timeout=120_000)  # the run summary
     settle(tab)
-    charts_drawn(tab, 7)
+    charts_drawn(tab, 7 + len(ABSOLUTE_TITLES))
     tab.screenshot(path=SHOTS / "transformer-rope-preset.png", full_page=True)
+    absolute_section_is_readable(tab)
     tab.get_by_role("button", name="Open Transformer learned").first.click()
     tab.get_by_text("learned encoding, softmax attention").wait_for(timeout=120_000)  # the run summary
     settle(tab)
