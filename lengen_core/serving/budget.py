@@ -64,6 +64,9 @@ STARTUP_SECONDS = 2.0  # an analysis's first calls and small steps: 3.5 s measur
 CARRIER_STARTUP_SECONDS = 0.5  # its first calls in a fresh process: 0.1-0.3 s measured
 CARRIER_SVD_WORK = 6  # singular values of an n × n matrix: 6·n³ flops at FLOPS_PER_SECOND (0.31 s measured at n = 1,024)
 SEARCH_FLOPS_PER_SECOND = 15e9  # the near-recurrence search's float64 product: 28-34 GFLOP/s measured
+DRAW_FLOATS_PER_SECOND = 3e9  # the prediction's readout draws: 6-8e9 of its 12·V³ floats per draw measured, one thread
+PREDICTION_SWEEP_SECONDS = 0.12  # a prediction sweep's fixed steps: 0.07 s measured (a learned table, six short sweeps)
+PREDICTION_LENGTH_SECONDS = 0.03  # its small steps at each length: 0.02 s measured (V = 8, 14 lengths, one sweep)
 SEARCH_VALUES_PER_SECOND = 0.1e9  # s_ab(Δ) values reduced to the best key token, with its index: 0.19-0.23e9 measured
 
 
@@ -320,20 +323,24 @@ def prediction_cost(config: RunConfig, lengths: Sequence[int], rule=None) -> Cos
     longest length for a relative encoding read as trained; one per length otherwise, and under any
     inference `rule` but none, whose carrier changes with the length), a (V, V, KEY_CHUNK) block at a
     time, with V³ sums per key; then at each length the readout's GAUSSIAN_DRAWS draws, twice (the
-    model's readout and the ideal one), about 12·V³ floats written per draw: at V = 64 the argmax
-    dominates (docs/serving.md has the measurements)."""
+    model's readout and the ideal one), about 12·V³ floats written per draw (`DRAW_FLOATS_PER_SECOND`)
+    and `PREDICTION_LENGTH_SECONDS`, and `PREDICTION_SWEEP_SECONDS` a sweep: at V = 64 the argmax dominates. Priced from one thread's CPU time on
+    six configs (docs/prediction.md, "The price"; tests/unit/test_prediction_price.py holds it to them)."""
     V, C = config.task.vocab_size, config.model.d_model
     encoding = _encoding_traits(config)
-    keys = max(lengths, default=0) if encoding.relative and not _ruled(rule) else sum(lengths)
+    one_sweep = encoding.relative and not _ruled(rule)
+    keys = max(lengths, default=0) if one_sweep else sum(lengths)
+    sweeps = 1 if one_sweep else len(lengths)
     per_key = 2 * V**3 * (3 if encoding.additive else 1) + 2 * V * V * (C + 1)
     sweep = _seconds(keys * per_key, keys * V * V * (12 if encoding.additive else 8))
     draws = GAUSSIAN_DRAWS
     # the readout's argmax against each target's best rival: V passes over (V, V, draws) scores, memory-bound
-    per_length = 2 * (STARTUP_SECONDS / 8 + _seconds(10 * V**4, 12 * V**3 * draws))
+    per_length = PREDICTION_LENGTH_SECONDS + 2 * (10 * V**4 / FLOPS_PER_SECOND + 12 * V**3 * draws / DRAW_FLOATS_PER_SECOND)
     chunk = min(KEY_CHUNK, max(keys, 1))
     kept = V * V * chunk * (6 if encoding.additive else 3) + 2 * (8 * V**3 + 4 * V * V * draws + V * DOMINANT_KEYS * draws)
     return Cost("this prediction", BASE_BYTES + FLOAT * (kept + parameter_count(config)),
-                sweep + len(lengths) * per_length, "fewer lengths, or a shorter longest length")
+                sweep + sweeps * PREDICTION_SWEEP_SECONDS + len(lengths) * per_length,
+                "fewer lengths, or a shorter longest length")
 
 
 SERVER_LIFT = "the operator raises {env}"  # how a server's limit is lifted: the variable, by whoever runs it

@@ -9,8 +9,9 @@ import threading
 import pytest
 import torch
 
-from lengen_core.analysis.evaluate import TOKEN_BLOCK, cpu_workers, evaluate, last_query_outputs
+from lengen_core.analysis.evaluate import TOKEN_BLOCK, cpu_workers, evaluate, last_query_outputs, sequence_tokens
 from lengen_core.config import RunConfig, with_changes
+from lengen_core.models.initial import initial_model
 from lengen_core.training import Run, train
 
 
@@ -61,3 +62,23 @@ def test_progress_hears_every_key_in_order_on_the_calling_thread(run):
     assert all(total == sum(lengths) for _, total in heard)
     assert [done for done, _ in heard] == sorted(done for done, _ in heard)
     assert callers == {threading.get_ident()}
+
+
+@pytest.mark.parametrize("chunk", [64, 256, 1024])
+def test_the_most_attended_key_is_the_first_of_equal_logits_whatever_the_chunks(chunk):
+    """Without positions every key of the same token has the same logit, so each sample's most attended key
+    is the first position holding its query's best key token: the chunk maxima (`amax`) and the argmax
+    taken only where a sample's best grows must keep the first of equal logits, across chunks too."""
+    config = with_changes(RunConfig(), encoding="nope", vocab_size=8, d_model=16)
+    model, length, samples = initial_model(config).eval(), 3_000, 24
+    out = last_query_outputs(model, config, length, samples, seed=6, chunk=chunk)
+    with torch.no_grad():
+        logits = model.query_table(length - 1) @ (model.embed @ model.W_K).T  # (V, V): query token × key token
+    tokens = sequence_tokens(6, length, samples, config.task.vocab_size)  # (S, L)
+    for sample in range(samples):
+        present = tokens[sample].unique()
+        row = logits[tokens[sample, -1], present]
+        best = present[row.argmax()]
+        assert int((row == row.max()).sum()) == 1  # no tie between tokens: the expectation is one position
+        first = int((tokens[sample] == best).nonzero()[0])
+        assert int(out.argmax_key[sample]) == first
