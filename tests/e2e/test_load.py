@@ -34,6 +34,7 @@ from lengen_core.serving.share import config_to_query
 from lengen_core.serving.store import RunStore
 from tests.helpers import serving
 from tests.helpers.browser import CHROMIUM
+from tests.helpers.kept_back import BrowserGroup, children, peak_rss_mb
 from tests.helpers.load_probe import BROWSER_ARGS
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.serial]  # serial: a class on both cores, timed
@@ -43,13 +44,6 @@ ROOT = serving.ROOT
 PROBE = "tests.helpers.load_probe"  # run as a module from the checkout: python -m tests.helpers.load_probe
 SESSIONS = int(os.environ.get("LENGEN_LOAD_SESSIONS", "0"))  # opt-in: LENGEN_LOAD_SESSIONS=20
 STEPS = 60
-
-
-def peak_rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 async def one_session(browser, url: str, index: int, start_at: float) -> dict:
@@ -96,62 +90,6 @@ def run_class_apart(url: str) -> tuple[list[dict], str]:
     thread.join()
     group.close()
     return results, group.kind
-
-
-def children(pid: int) -> list[int]:
-    found = []
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        try:
-            found += [int(c) for c in (task / "children").read_text().split()]
-        except OSError:  # the thread or process ended meanwhile
-            pass
-    return found
-
-
-class BrowserGroup:
-    """Where the load's browsers run. Niceness alone does not keep them back: chromium sets its own
-    processes' priorities (-8 for the browser, 0 for pages, as root), and Linux's autogroup scheduler
-    gives each session (chromium calls setsid) an equal share. So, where the cgroup v1 cpu controller
-    is writable (root here), the Playwright driver goes into a cgroup of its own with the smallest
-    CPU weight before it starts chromium, and everything chromium starts stays there: `kind` is
-    "cgroup". Elsewhere `kind` is "nice" and the browsers compete with the server."""
-
-    CGROUPS = Path("/sys/fs/cgroup/cpu")
-
-    def __init__(self) -> None:
-        self.path, self.kind = self.CGROUPS / f"lengen-load-{os.getpid()}", "nice"
-
-    def enter_drivers(self) -> None:
-        """Move this process's Playwright drivers into the group (call before launching chromium)."""
-        drivers = [pid for pid in children(os.getpid()) if b"playwright" in self._cmdline(pid)]
-        try:
-            self.path.mkdir(exist_ok=True)
-            (self.path / "cpu.shares").write_text("2")
-            for pid in drivers:
-                (self.path / "cgroup.procs").write_text(str(pid))
-            self.kind = "cgroup" if drivers else "nice"
-        except OSError:
-            self.kind = "nice"
-
-    def close(self) -> None:
-        if not self.path.exists():
-            return
-        for pid in (self.path / "cgroup.procs").read_text().split():
-            try:
-                (self.CGROUPS / "cgroup.procs").write_text(pid)
-            except OSError:
-                pass
-        try:
-            self.path.rmdir()
-        except OSError:
-            pass
-
-    @staticmethod
-    def _cmdline(pid: int) -> bytes:
-        try:
-            return Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
-            return b""
 
 
 def cpu_seconds(pid: int) -> float:

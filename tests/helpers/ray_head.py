@@ -1,7 +1,8 @@
 """A Ray head on this machine for the tests, with token authentication as Ray 2.60's `ray start --head`
 has it: `ray_head()` yields (address, the environment a client connects with: RAY_AUTH_MODE=token and
-the cluster's token). Its processes run in a session of their own, and only that session's processes
-are ended afterwards (`ray stop` would end every Ray process of the machine, another test's too)."""
+the cluster's token); `ray_worker(address, env)` joins a second node to it (the topology test). The
+processes of each run in a session of their own, and only that session's processes are ended afterwards
+(`ray stop` would end every Ray process of the machine, another test's too)."""
 
 from __future__ import annotations
 
@@ -71,3 +72,22 @@ def ray_head(home: Path, cpus: int = 2) -> Iterator[tuple[str, dict[str, str]]]:
     finally:
         end_session(starter.pid)
         shutil.rmtree(temp, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def ray_worker(address: str, env: dict[str, str], cpus: int = 2) -> Iterator[int]:
+    """A second Ray node joined to the head at `address` (`ray start --address`, the client's token
+    environment `env`), with `cpus` CPUs and no GPU; yields its starter's session, whose processes
+    (the node's raylet and the workers it started) alone are ended afterwards."""
+    starter = subprocess.Popen([RAY, "start", f"--address={address}", "--node-ip-address=127.0.0.1",
+                                f"--num-cpus={cpus}", "--num-gpus=0",
+                                f"--dashboard-agent-listen-port={free_port()}", f"--metrics-export-port={free_port()}",
+                                "--disable-usage-stats"],
+                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True)
+    try:
+        _, err = starter.communicate(timeout=300)
+        assert starter.returncode == 0, err[-2000:]
+        yield starter.pid
+    finally:
+        end_session(starter.pid)

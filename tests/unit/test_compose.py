@@ -78,3 +78,34 @@ def test_the_proxy_refuses_to_start_without_replicas(tmp_path):
     refused = subprocess.run(["sh", str(DEPLOY / "proxy-start.sh")], check=False, capture_output=True, text=True,
                              timeout=30, env={**os.environ, "LENGEN_REPLICAS": "", "LENGEN_PROXY_PREFIX": str(tmp_path)})
     assert refused.returncode == 2 and "LENGEN_REPLICAS is empty" in refused.stderr
+
+
+def operator_commands() -> str:
+    """The shell block of docs/scale.md's "The whole cluster with Docker Compose", as an operator types it."""
+    text = (ROOT / "docs" / "scale.md").read_text()
+    section = text.split("## The whole cluster with Docker Compose", 1)[1]
+    return re.search(r"```bash\n(.*?)```", section, re.DOTALL).group(1)
+
+
+def test_the_operators_commands_in_the_docs_match_the_compose_file():
+    commands, compose = operator_commands(), (DEPLOY / "compose.yaml").read_text()
+    lines = [line.split("#", 1)[0].strip() for line in commands.splitlines()]
+    assert lines.index("cd deploy") < min(i for i, line in enumerate(lines) if line.startswith("docker compose"))
+    # every variable the compose file requires (${VAR:?...}) is exported, and every export is one it reads
+    required = set(re.findall(r"\$\{(\w+):\?", compose))
+    exported = set(re.findall(r"export (\w+)=", commands))
+    assert required <= exported, required - exported
+    assert all(f"${{{name}" in compose for name in exported), exported
+    # the images the compose file builds on are the ones the docs build, with build arguments the Dockerfile has
+    bases = {args["BASE_IMAGE"] for s in SERVICES.values() if isinstance(s.get("build"), dict)
+             for args in [s["build"].get("args", {})] if "BASE_IMAGE" in args}
+    assert bases and bases <= set(re.findall(r"docker build -t ([\w-]+)", commands)), bases
+    dockerfile_args = set(re.findall(r"^ARG (\w+)", (ROOT / "Dockerfile").read_text(), re.MULTILINE))
+    assert set(re.findall(r"--build-arg (\w+)=", commands)) <= dockerfile_args
+    # the services, profiles and variables the commands name exist
+    for service in re.findall(r"--scale ([\w-]+)=", commands) + re.findall(r"compose exec ([\w-]+)", commands):
+        assert service in SERVICES, service
+    profiles = {p for s in SERVICES.values() for p in s.get("profiles", [])}
+    assert set(re.findall(r"--profile (\w+)", commands)) <= profiles
+    for name in re.findall(r"\((\w+_CPUS) each\)", commands):
+        assert f"${{{name}" in compose, name
