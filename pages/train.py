@@ -2,15 +2,14 @@
 
 import streamlit as st
 
-from lengen_core.config import RunConfig
 from ui.glossary import lead
 from ui.state import linked_config
-from ui.training.form import request, show_message, train_form
+from ui.training.form import form_base, request, show_message, train_form
 from ui.training.live import TICKET_KEY, live_training, stored_training
 from ui.training.pool import training_device_name, usable_pool
 from ui.widgets import selected_run
 
-base = linked_config() or RunConfig()
+base = form_base()
 st.title("Train a run")
 lead("train")
 if (pool := usable_pool()) is None:  # its cluster (LENGEN_RAY_ADDRESS) is out of reach: the page said so

@@ -214,3 +214,25 @@ def test_a_session_gone_past_the_grace_releases_its_ticket(busy_pool) -> None:
     assert watcher.sweep(lambda session: False, now=117) == [ticket]
     with pytest.raises(KeyError):
         busy_pool.status(ticket)
+
+
+def test_the_train_form_keeps_a_links_config_once_its_run_is_trained_and_selected() -> None:
+    """The run's selection ends the link's wait (`select_run`): the form went back to the defaults (seed 0,
+    1,500 steps) under the finished run, so a second press trained another config than the one shown trained."""
+    from tests.app.test_train_controls import wait_for
+    from ui.training.pool import training_pool
+
+    wanted = with_changes(RunConfig(), offset=4, vocab_size=12, train_length=20, steps=25, seed=9_317, d_model=32)
+    app = open_link(config_to_query(wanted), page="pages/dilution.py")
+    assert_no_exception(app)
+    app.switch_page("pages/train.py").run()  # where the link sent the browser (the harness stays on its page)
+    before = {n.label: n.value for n in app.number_input}
+    assert (before["Offset k"], before["Steps"], before["Seed"]) == (4, 25, 9_317)
+    next(b for b in app.button if b.label == "Train").click().run()
+    ticket = app.session_state["training_ticket"]
+    wait_for(lambda: training_pool().status(ticket).state == "done")
+    app.run()  # the live view sees it done, selects it and redraws
+    assert_no_exception(app)
+    assert app.session_state["run_id"] == wanted.run_id()
+    after = {n.label: n.value for n in app.number_input}
+    assert after == before

@@ -26,7 +26,7 @@ from lengen_core.serving.ray_pool import ClusterUnreachable
 from lengen_core.serving.stepping import MAX_STEPS_PER_SECOND, MIN_STEPS_PER_SECOND, UNPACED, Pace, PaceError
 from lengen_core.serving.store import StoreError
 from ui.runs import stores
-from ui.state import plain, select_run
+from ui.state import linked_config, plain, select_run
 from ui.training.live import MESSAGE_KEY, TICKET_KEY
 from ui.training.pool import browser_id, hold, training_pool
 
@@ -106,6 +106,13 @@ def _widget(where, name: str, locked: bool) -> None:
     else:
         where.number_input(label, *_bounds(name), key=key, help=about, disabled=locked, format=FORMATS.get(name),
                            step=2 if name == "d_model" else None)
+
+
+def form_base() -> RunConfig:
+    """What the Train form starts from: a link's config waiting to be trained; else the config it last started
+    from (a link's, once its run is trained and selected, which ends the link's wait: the form keeps the values
+    it trained instead of jumping back to the defaults); else the defaults."""
+    return linked_config() or st.session_state.get(PREFILLED_KEY) or RunConfig()
 
 
 def train_form(base: RunConfig, shown: Collection[str] | None = None, locked: Collection[str] = (),
