@@ -78,6 +78,18 @@ def test_a_run_picked_in_the_collapse_is_listed_alone_and_brought_forward_in_the
         assert opacity["condition"]["value"] > opacity["value"]
 
 
+def started(app) -> sweeps.SweepRunner:
+    """Press Run the sweep and wait for the server's sweep to end; the runner."""
+    app.button[0].click().run()
+    assert not app.exception, [e.value for e in app.exception]
+    runner = sweeps.sweep_runner()
+    deadline = time.monotonic() + 300
+    while runner.current.running:
+        assert time.monotonic() < deadline
+        time.sleep(0.5)
+    return runner
+
+
 def test_a_small_grid_runs_on_the_server_and_is_shown(monkeypatch):
     monkeypatch.setenv("LENGEN_SWEEP_WORKERS", "1")
     app = open_sweeps()
@@ -86,13 +98,7 @@ def test_a_small_grid_runs_on_the_server_and_is_shown(monkeypatch):
     app.text_input(key="sweep-seeds").set_value("0")
     app.select_slider[0].set_value(256)
     app.select_slider[1].set_value(64)
-    app.button[0].click().run()
-    assert not app.exception, [e.value for e in app.exception]
-    runner = sweeps.sweep_runner()
-    deadline = time.monotonic() + 300
-    while runner.current.running:
-        assert time.monotonic() < deadline
-        time.sleep(0.5)
+    runner = started(app)
     assert runner.current.error is None and runner.current.result.ran == 1
     assert "error" not in runner.current.result.cells[0], runner.current.result.cells[0]  # the worker ran the cell
     app.run()
@@ -145,13 +151,7 @@ def test_a_delay_sweep_runs_on_the_server_and_is_shown_against_the_delay_count(m
     app.text_input(key="sweep-delay-copy-seeds").set_value("0")
     app.text_input(key="sweep-delay-copy-train_lengths").set_value("16")
     app.text_input(key="sweep-delay-copy-delay_sets").set_value("2-4")
-    app.button[0].click().run()
-    assert not app.exception, [e.value for e in app.exception]
-    runner = sweeps.sweep_runner()
-    deadline = time.monotonic() + 300
-    while runner.current.running:
-        assert time.monotonic() < deadline
-        time.sleep(0.5)
+    runner = started(app)
     cell = runner.current.result.cells[0]
     assert runner.current.error is None and "error" not in cell, cell
     app.run()
