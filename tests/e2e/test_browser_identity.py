@@ -66,6 +66,8 @@ def assert_no_traceback(tab) -> None:
     assert "Traceback" not in tab.locator("body").inner_text()
 
 
+@pytest.mark.slow  # every page in chromium (about a minute); quick: each page opens from its own link (below) and
+# tests/app/test_identity.py walks every page in the harness
 def test_the_run_opened_by_link_stays_selected_on_every_page(server, context, look_alikes) -> None:
     shift = look_alikes["shift"]
     tab = context.new_page()
