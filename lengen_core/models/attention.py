@@ -93,11 +93,10 @@ def blocked_attention(
         weights = weights_from_logits(logits, visible)  # (B, H, q, T)
         if observe is not None:
             observe(layer, start, logits, weights)
-        if head is not None:
-            continue  # the observer stops the pass at this layer: no output is needed
-        if out is None:
-            return weights @ v  # one block: (B, H, Tq, D)
-        out[:, :, start - query_start : stop - query_start] = weights @ v  # (B, H, q, D)
+        if head is None:  # where the observer stops the pass at this layer, no output is needed
+            if out is None:
+                return weights @ v  # one block: (B, H, Tq, D)
+            out[:, :, start - query_start : stop - query_start] = weights @ v  # (B, H, q, D)
         del logits, weights
     if head is not None:
         raise RuntimeError(f"an observer reading only head {head} of layer {layer} must stop the forward pass there")
