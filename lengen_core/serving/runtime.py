@@ -1,7 +1,8 @@
 """Process-wide settings of the processes that serve the lab, and what this process may use.
 
-The app's server, its training children and the command line call `limit_heap_growth()` (and
-`deterministic_cublas()`) once at start. `usable_cpus()` is the number of CPUs this process may really run on: its affinity, capped
+The app's server and its training children call `limit_heap_growth()` (and `deterministic_cublas()`)
+once at start; the command line calls it once it knows the run is a transformer (or a sweep), where it
+matters (lengen_core.serving.cli `_heap_for`). `usable_cpus()` is the number of CPUs this process may really run on: its affinity, capped
 by a cgroup (container) CPU quota, which `os.cpu_count()` ignores. `device_setting()` is the
 operator's device for the app's trainings and analyses (`$LENGEN_DEVICE`, auto by default: CUDA,
 then MPS, then the CPU, as `lengen_core.training.resolve_device` picks), and `device_name()` the

@@ -20,7 +20,7 @@ import torch
 from lengen_core.analysis.dilution import predict
 from lengen_core.analysis.evaluate import sequence_tokens
 from lengen_core.analysis.heads import PIN_SHARE, analyse_heads
-from lengen_core.config import MAX_EVAL_LENGTH, MAX_STEPS, RunConfig
+from lengen_core.config import MAX_EVAL_LENGTH, MAX_STEPS, RunConfig, with_changes
 from lengen_core.serving import cli
 from lengen_core.serving.store import PRESET_ROOT, RunStore, StoreError, preset_store
 from lengen_core.tasks import targets_of
@@ -590,3 +590,14 @@ def test_a_zero_layer_shift_run_is_read_like_a_transformer_everywhere() -> None:
     evaluated = ok_json("evaluate", result["run_id"], "--lengths", "16,32", "--samples", "16", "--json")
     assert evaluated["fit_status"] == "not_applicable"
     assert all(row["accuracy_by_position"] and row["predicted_accuracy"] is None for row in evaluated["lengths"])
+
+
+def test_the_heap_limit_is_set_for_a_transformer_run_and_not_for_the_single_head(monkeypatch):
+    """The command line fixes glibc's mmap threshold only where it saves memory (a transformer's forward
+    passes): for the single head it doubled the 2^20 evaluation's time for the same peak (docs/evaluation-memory.md)."""
+    calls = []
+    monkeypatch.setattr(cli, "limit_heap_growth", lambda: calls.append(1) or True)
+    cli._heap_for(RunConfig())
+    assert calls == []
+    cli._heap_for(with_changes(RunConfig(), n_layers=2))
+    assert calls == [1]
