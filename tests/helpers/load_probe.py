@@ -8,7 +8,9 @@ and would hold up a probe thread sharing its interpreter lock).
 (from the repository root, as tests/e2e/test_load.py starts them).
 
 Each appends one JSON line per observation to OUT ({"latency_s": seconds, or null when it failed:
-10 s for a health check, 60 s for a page) and runs until it is terminated.
+10 s for a health check, 60 s for a page; a health check behind the topology's proxy also names the
+replica that answered, nginx's `X-Lengen-Replica`; a failed one says why and after how long) and runs
+until it is terminated.
 """
 
 from __future__ import annotations
@@ -27,10 +29,10 @@ def health(url: str, record) -> None:
     while True:
         start = time.monotonic()
         try:
-            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=10):
-                record(time.monotonic() - start)
-        except OSError:
-            record(None)
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=10) as answer:
+                record(time.monotonic() - start, answer.headers.get("X-Lengen-Replica"))
+        except OSError as error:  # refused, timed out, or an HTTP error status (502 from the proxy, 503)
+            record(None, error=f"{type(error).__name__}: {error}"[:200], after=time.monotonic() - start)
         time.sleep(max(0.0, 1.0 - (time.monotonic() - start)))
 
 
@@ -57,8 +59,9 @@ if __name__ == "__main__":
     mode, url, out = sys.argv[1:4]
     with open(out, "a", encoding="utf-8") as sink:
 
-        def record(latency: float | None) -> None:
-            sink.write(json.dumps({"t": time.time(), "latency_s": latency}) + "\n")
+        def record(latency: float | None, replica: str | None = None, **failure) -> None:
+            line = {"t": time.time(), "latency_s": latency} | ({"replica": replica} if replica else {}) | failure
+            sink.write(json.dumps(line) + "\n")
             sink.flush()
 
         {"health": health, "newcomer": newcomer}[mode](url, record)

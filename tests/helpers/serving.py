@@ -79,15 +79,18 @@ def traversable_interpreter() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def serve_checkout(env: dict[str, str] | None = None) -> Iterator[dict]:
+def serve_checkout(env: dict[str, str] | None = None, own_session: bool = False) -> Iterator[dict]:
     """`streamlit run serve.py` (the app and its download route) from the checkout on a free port,
     healthy; yields its url and process.
-    The server inherits this process's environment (e.g. a temporary `LENGEN_HOME`), plus `env`."""
+    The server inherits this process's environment (e.g. a temporary `LENGEN_HOME`), plus `env`.
+    `own_session`: in a process session of its own, so that Linux's autogroup scheduler gives it a share of
+    the CPU of its own, as a replica on its own machine or container has (otherwise every server this process
+    starts, and this process, share one)."""
     port = free_port()
     command = [sys.executable, "-m", "streamlit", "run", "serve.py", "--server.headless", "true",
                "--server.port", str(port), "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
     process = subprocess.Popen(command, cwd=ROOT, env={**os.environ, **(env or {})},
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=own_session)
     url = f"http://127.0.0.1:{port}"
     try:
         wait_healthy(url, process, timeout=90)
