@@ -171,6 +171,7 @@ class RayTraining:
         self.store, self.device, self.options = store, device, options
         self._actor = None
         self._pid: int | None = None
+        self._speeds = None  # the Trainer's `speeds` call in flight (calibrate), if any
         self._numbers = itertools.count(1)
 
     def start(self) -> None:
@@ -194,7 +195,10 @@ class RayTraining:
         ray = _ray()
         try:
             self.start()
-            speeds = ray.get(self._actor.speeds.remote(), timeout=timeout)
+            if self._speeds is None:  # one at a time: a call still waiting for its CPU is waited for again
+                self._speeds = self._actor.speeds.remote()
+            speeds = ray.get(self._speeds, timeout=timeout)
+            self._speeds = None
             if self._pid is None:
                 self._pid = ray.get(self._actor.pid.remote(), timeout=CALL_SECONDS)
             return speeds
@@ -248,7 +252,7 @@ class RayTraining:
         if self._actor is not None:
             with contextlib.suppress(Exception):
                 _ray().kill(self._actor)
-        self._actor, self._pid = None, None
+        self._actor, self._pid, self._speeds = None, None, None
 
 
 def _reason(error: BaseException) -> str:

@@ -87,6 +87,7 @@ class TrainingProcess:
         self.store, self.device, self.threads = store, device, threads
         self._process: subprocess.Popen | None = None
         self._conn: Connection | None = None
+        self._asked = False  # a calibrate sent and not answered yet: never a second behind it (the child answers in order)
 
     def start(self) -> None:
         if self._process is not None and self._process.poll() is None:
@@ -103,7 +104,7 @@ class TrainingProcess:
             raise
         finally:
             theirs.close()
-        self._conn = ours
+        self._conn, self._asked = ours, False
 
     @property
     def pid(self) -> int | None:
@@ -140,6 +141,7 @@ class TrainingProcess:
                 raise ChildProcessError(
                     f"the training process ended unexpectedly (exit code {process.poll()}); nothing was saved"
                 ) from None
+            self._asked = self._asked and kind != "speeds"
             if (outcome := answer(kind, payload, report, view, measuring, keep, conn.send)) is not None:
                 return outcome
 
@@ -152,11 +154,14 @@ class TrainingProcess:
         conn, process = self._conn, self._process
         deadline = time.monotonic() + timeout
         try:
-            conn.send(("calibrate", None))
+            if not self._asked:  # a child still warming up at a heavy load: the one asked before still counts
+                conn.send(("calibrate", None))
+                self._asked = True
             while (left := deadline - time.monotonic()) > 0:
                 if conn.poll(min(left, 0.5)):
                     kind, payload = conn.recv()
                     if kind == "speeds":
+                        self._asked = False
                         return payload[0]
                 elif process.poll() is not None:
                     raise EOFError
@@ -176,6 +181,7 @@ class TrainingProcess:
                 self._process.kill()
                 self._process.wait(timeout)
         self._process = self._conn = None
+        self._asked = False
 
 
 class TrainingFailed(RuntimeError):

@@ -70,6 +70,21 @@ def test_the_reference_runs_are_timed_in_the_training_process_never_here(tmp_pat
         pool.close()
 
 
+def test_a_calibrate_that_gave_up_is_not_asked_again_behind_itself(tmp_path):
+    """A child still importing torch at a heavy load answers in order: asking again while its first answer is
+    due would queue a second measurement before the next training."""
+    from lengen_core.serving.training_process import TrainingProcess
+
+    child = TrainingProcess(RunStore(tmp_path), "cpu", 1)
+    try:
+        assert child.calibrate(timeout=0.01) is None  # still starting: given up, not forgotten
+        speeds = child.calibrate(timeout=120)
+        assert speeds is not None and set(speeds) == {"single head", "transformer"}
+        assert not child._conn.poll(1.0)  # one answer: one question was sent
+    finally:
+        child.close()
+
+
 def test_the_form_says_when_its_figure_is_the_cost_models_own():
     from ui.training.form import estimate_text
 
