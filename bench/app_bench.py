@@ -156,7 +156,8 @@ def session(timeout_s: float = 240, train_steps: int = 400) -> dict:
                 result[f"switch_{page.lower()}_cold_seconds"] = switch(tab, page, charts, timeout_s)
                 back.append(switch(tab, "Dilution", DILUTION_CHARTS, timeout_s))
             result["switch_dilution_warm_seconds"] = statistics.median(back)
-            # Train last: its first visit measures this machine's training speed (lengen_core.serving.calibration)
+            # Train last: its first visit made the server's first optimizer until the training process timed the
+            # speed its estimate reads (lengen_core.serving.calibration)
             result["switch_train_cold_seconds"] = switch(tab, "Train", 0, timeout_s)
             result["page_switch_seconds"] = max(result[f"switch_{page.lower()}_cold_seconds"]
                                                 for page in (*SWITCHES, "Train"))

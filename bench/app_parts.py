@@ -15,7 +15,8 @@ time alone, in CPU seconds beside wall seconds (CPU seconds move less with the m
    else of the app runs beside them.
 3. `child`: what the training process does before it can serve a Train click (lengen_core.serving.
    training_process): its imports, then its throwaway warm-up step, and how much of that step is
-   `torch._dynamo`'s import (the first `torch.optim` optimizer of a process imports it).
+   `torch._dynamo`'s import (the first `torch.optim` optimizer of a process imports it), then the
+   reference runs it times for the Train page's estimate (lengen_core.serving.calibration).
 """
 
 from __future__ import annotations
@@ -83,9 +84,13 @@ import torch._dynamo  # what the warm-up step's optimizer imports (torch._compil
 t2, c2 = time.perf_counter(), time.process_time()
 Training(with_changes(RunConfig(), d_model=8, train_length=8, batch_size=2), "cpu").step()  # the child's warm-up
 t3, c3 = time.perf_counter(), time.process_time()
+from lengen_core.serving.calibration import measure_references
+measure_references("cpu")  # the reference runs the Train page's estimate reads, timed here after the warm-up
+t4, c4 = time.perf_counter(), time.process_time()
 print(json.dumps({"imports": {"wall": t1 - t, "cpu": c1 - c}, "dynamo already imported": dynamo,
                   "torch._dynamo": {"wall": t2 - t1, "cpu": c2 - c1},
-                  "warm-up step without it": {"wall": t3 - t2, "cpu": c3 - c2}}))
+                  "warm-up step without it": {"wall": t3 - t2, "cpu": c3 - c2},
+                  "reference runs": {"wall": t4 - t3, "cpu": c4 - c3}}))
 """
 
 

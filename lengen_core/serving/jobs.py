@@ -22,13 +22,17 @@ dropped; running: stopped at the next step, nothing saved) when the last ticket 
 threads take jobs first in, first out. A finished run is measured at the pages' default request before it
 is saved and reported done (lengen_core.serving.first_visit; `JobStatus.measuring` meanwhile). With `isolate=True` (the server's choice) each worker runs
 its trainings in a child process of its own (`lengen_core.serving.training_process`), so serving pages and
-training never compete for one interpreter's lock. Nothing here knows about a UI; threads never raise out.
+training never compete for one interpreter's lock. The first worker's process, once warm, times the
+reference runs of lengen_core.serving.calibration there (and again, idle, when the pool is asked for an old
+speed: `training_speed`), so the Train form's estimate is the trainings' own machine's and the server's
+interpreter never trains. Nothing here knows about a UI; threads never raise out.
 """
 
 from __future__ import annotations
 
 import contextlib
 import itertools
+import logging
 import threading
 import time
 from collections import deque
@@ -39,7 +43,7 @@ from typing import Literal
 from lengen_core.analysis.watch import LiveView, live_view, view_due
 from lengen_core.config import RunConfig
 from lengen_core.serving.budget import TRAIN_SECONDS_ENV, Budgets, check, training_cost
-from lengen_core.serving.calibration import OBSERVED_STEPS, observe
+from lengen_core.serving.calibration import OBSERVED_STEPS, Speed, measure_references, observe, record, training_speed
 from lengen_core.serving.lineage import parent_run
 from lengen_core.serving.runtime import env_whole_number, usable_cpus
 from lengen_core.serving.stepping import Pace, StepGate
@@ -53,6 +57,8 @@ RUNS_PER_OWNER_ENV = "LENGEN_RUNS_PER_BROWSER"
 PAUSE_SECONDS_ENV = "LENGEN_PAUSE_SECONDS"
 DEFAULT_PAUSE_SECONDS = 900  # a training paused for 15 minutes in all gives its worker back (its steps are kept)
 DEFAULT_RUNS_PER_OWNER = 30  # trainings one browser may start on this server (answers from the store are free)
+CALIBRATE_RETRY_SECONDS = 60.0  # a speed measurement that failed or timed out is tried again after this
+LOG = logging.getLogger(__name__)
 
 
 class SharedTraining(RuntimeError):
@@ -155,6 +161,9 @@ class TrainingPool:
         self._closed = False
         self._children: list[TrainingProcess] = []
         self._busy = [False] * self.max_concurrent
+        self._remeasure = False  # worker 0 times the reference runs when next idle (`training_speed`)
+        self._calibrating = False
+        self._calibrated_at = -float("inf")  # time.monotonic() when the last measurement began
         self._workers = [
             threading.Thread(target=self._work, args=(i,), name=f"lengen-train-{i}", daemon=True)
             for i in range(self.max_concurrent)
@@ -361,6 +370,19 @@ class TrainingPool:
             running = sum(job.state == "running" for job in self._jobs.values())
             return {"running": running, "queued": len(self._queue), "limit": self.max_concurrent}
 
+    def training_speed(self, config: RunConfig) -> Speed | None:
+        """The speed measured for `config`'s kind of model where this pool trains (lengen_core.serving.
+        calibration: the reference runs timed in its first worker's process, or its trainings' own step times);
+        None until the first measurement arrives (a cold server's first seconds). None or old: the first
+        worker measures again when it is idle, in its process, never in the caller's."""
+        speed = training_speed(config, self.device)
+        if speed is None or speed.old:
+            with self._lock:
+                if not self._calibrating and time.monotonic() - self._calibrated_at >= CALIBRATE_RETRY_SECONDS:
+                    self._remeasure = True
+                    self._wake.notify_all()
+        return speed
+
     def training_pids(self) -> list[int]:
         """The process ids of this pool's live training processes (isolated pools only)."""
         with self._lock:
@@ -401,20 +423,31 @@ class TrainingPool:
                 with self._lock:  # but not while the server draws its first pages, unless work arrives first
                     self._wake.wait_for(lambda: self._queue or self._closed, timeout=self.warm_delay)
                     closed = self._closed
+                    # the reference runs' speed, timed in the child once warm; a job already waiting goes first
+                    self._remeasure = self._remeasure or not self._queue
                 if not closed:
                     child.start()
         try:
             while True:
                 with self._lock:
-                    while not self._closed and not (self._queue and all(self._busy[:index])):
+                    while not self._closed and not (self._queue and all(self._busy[:index])) and not (
+                            index == 0 and self._remeasure):
                         self._wake.wait()
                     if self._closed:
                         return
-                    job = self._queue.popleft()
-                    job.state = "running"
-                    self._busy[index] = True
-                    if self._queue:
-                        self._wake.notify_all()  # the next worker may take the next job now
+                    if not (self._queue and all(self._busy[:index])):  # worker 0, idle, asked for the speed
+                        self._remeasure, self._calibrating = False, True
+                        self._calibrated_at = time.monotonic()
+                        job = None
+                    else:
+                        job = self._queue.popleft()
+                        job.state = "running"
+                        self._busy[index] = True
+                        if self._queue:
+                            self._wake.notify_all()  # the next worker may take the next job now
+                if job is None:
+                    self._calibrate(child)
+                    continue
                 try:
                     self._train(job, child)
                 finally:
@@ -424,6 +457,20 @@ class TrainingPool:
         finally:
             if child is not None:
                 child.close()
+
+    def _calibrate(self, child: TrainingProcess | None) -> None:
+        """Time the reference runs where this pool trains: in `child` (after its warm-up), or in this worker
+        thread for a pool without processes; recorded for `training_speed`. A failure leaves the speed
+        unmeasured (the form says so) and is tried again after CALIBRATE_RETRY_SECONDS."""
+        try:
+            speeds = child.calibrate() if child is not None else measure_references(self.device)
+            if speeds:
+                record(speeds, self.device)
+        except Exception:  # never out of the worker: its trainings matter more than the estimate
+            LOG.exception("timing the reference runs on %s failed; the estimate stays unmeasured", self.device)
+        finally:
+            with self._lock:
+                self._calibrating = False
 
     def _expire(self, job: _Job) -> None:
         """The wall-clock limit passed: stop the job as its requester's Stop would, keeping its steps; a job

@@ -13,8 +13,10 @@ server, because they are that pool's code. Its workers train each on a Ray actor
 (`Trainer`, one CPU, and a share of a GPU where the cluster has GPUs), which serves trainings exactly
 as a training process does (`training_process.serve_training`), over `_Pipe` instead of a pipe: the pool
 host calls the actor's `exchange` every EXCHANGE_SECONDS with the commands given since, and gets the
-messages (progress per step, live views, done) it sent meanwhile. Ray places the actors; nothing here
-schedules.
+messages (progress per step, live views, done) it sent meanwhile. The first worker's Trainer, once
+warm, times the reference runs of lengen_core.serving.calibration (`Trainer.speeds`), so the Train form's
+estimate (`RayTrainingPool.training_speed`, the pool host's measurement) is the cluster's speed, not the
+replica's. Ray places the actors; nothing here schedules.
 
 Faults: an unreachable cluster is `ClusterUnreachable`, never a silent switch to local trainings. A
 Trainer whose worker dies fails its training with a message saying so (the run is written by an atomic
@@ -41,7 +43,7 @@ from lengen_core.config import RunConfig, with_changes
 from lengen_core.serving.jobs import TrainingPool
 from lengen_core.serving.runtime import CUBLAS_ENV, CUBLAS_WORKSPACE
 from lengen_core.serving.store import RunStore
-from lengen_core.serving.training_process import answer, serve_training
+from lengen_core.serving.training_process import answer, reference_speeds, serve_training
 from lengen_core.training import Training
 
 ADDRESS_ENV = "LENGEN_RAY_ADDRESS"  # set: the app trains on this Ray cluster; unset: in child processes here
@@ -146,6 +148,10 @@ class Trainer:
     def pid(self) -> int:
         return os.getpid()
 
+    def speeds(self) -> dict[str, float]:
+        """The reference runs timed here, after the warm-up (`calibration.measure_references`; empty if it failed)."""
+        return reference_speeds(self.device)
+
     def train(self, number: int, config, first: list) -> None:
         serve_training(self._pipe(number), self.store, self.device, (config, first))
 
@@ -165,6 +171,7 @@ class RayTraining:
         self.store, self.device, self.options = store, device, options
         self._actor = None
         self._pid: int | None = None
+        self._speeds = None  # the Trainer's `speeds` call in flight (calibrate), if any
         self._numbers = itertools.count(1)
 
     def start(self) -> None:
@@ -181,6 +188,25 @@ class RayTraining:
     @property
     def pid(self) -> int | None:
         return self._pid
+
+    def calibrate(self, timeout: float = START_SECONDS) -> dict[str, float] | None:
+        """As TrainingProcess.calibrate: the reference runs' speeds timed on this worker's Trainer (made here if
+        there is none), None when it did not answer within `timeout` (no free CPU yet) or was lost."""
+        ray = _ray()
+        try:
+            self.start()
+            if self._speeds is None:  # one at a time: a call still waiting for its CPU is waited for again
+                self._speeds = self._actor.speeds.remote()
+            speeds = ray.get(self._speeds, timeout=timeout)
+            self._speeds = None
+            if self._pid is None:
+                self._pid = ray.get(self._actor.pid.remote(), timeout=CALL_SECONDS)
+            return speeds
+        except ray.exceptions.GetTimeoutError:
+            return None  # still waiting for a CPU: the next training waits for the same actor
+        except ray.exceptions.RayError:
+            self.close()  # lost: the next training makes a new one
+            return None
 
     def train(self, config, report, stop, keep, commands=list, view=lambda _: None, measuring=lambda: None):
         """As TrainingProcess.train: ("done", run id) or ("cancelled", None); ChildProcessError when the
@@ -226,7 +252,7 @@ class RayTraining:
         if self._actor is not None:
             with contextlib.suppress(Exception):
                 _ray().kill(self._actor)
-        self._actor, self._pid = None, None
+        self._actor, self._pid, self._speeds = None, None, None
 
 
 def _reason(error: BaseException) -> str:
@@ -343,6 +369,11 @@ class RayTrainingPool:
 
     def counts(self) -> dict[str, int]:
         return self._call("counts")
+
+    def training_speed(self, config):
+        """The speed measured on the cluster's Trainers for `config`'s kind (TrainingPool.training_speed, in the
+        pool host), None until the first Trainer has timed it."""
+        return self._call("training_speed", config)
 
     def training_pids(self) -> list[int]:
         """The process ids of the cluster's Trainer actors (on their own nodes)."""

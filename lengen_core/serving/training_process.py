@@ -8,7 +8,9 @@ Messages on the pipe: the parent sends ("train", (config, commands)) (the comman
 training that starts paused or paced is so from its first step), ("pause", _), ("resume", _), ("advance", n)
 (n steps, then pause), ("pace", steps per second) (`lengen_core.serving.stepping.StepGate`), ("stop", _),
 then ("save" | "discard", _)
-when asked, and ("exit", _); the child answers ("progress", Progress) per step, ("view", LiveView)
+when asked, ("calibrate", _) between trainings, and ("exit", _); the child answers a calibrate with
+("speeds", (speeds, device)) (`calibration.measure_references`: the reference runs timed in the child,
+after its warm-up step), a training with ("progress", Progress) per step, ("view", LiveView)
 now and then (`lengen_core.analysis.watch`: every few steps, and where a paused training stopped), then ("stopped", _)
 (a stop arrived: save or discard?), ("measuring", _) (the trained run is measured for its first visit
 before it is saved: `save_run`), ("cancelled", _), ("done", run id) or ("failed", message). A
@@ -37,6 +39,7 @@ from lengen_core.analysis.horizon import live_probe, probe_interval, probe_secon
 from lengen_core.analysis.watch import LiveView, live_view, view_due
 from lengen_core.config import RunConfig, with_changes
 from lengen_core.serving.budget import MEMORY_ENV, Budgets
+from lengen_core.serving.calibration import measure_references, record
 from lengen_core.serving.first_visit import first_visit_data, measure_on_save
 from lengen_core.serving.lineage import starting_weights
 from lengen_core.serving.runtime import limit_heap_growth
@@ -45,6 +48,7 @@ from lengen_core.serving.store import RunStore
 from lengen_core.training import Progress, Run, Training
 
 Outcome = Literal["done", "cancelled"]
+CALIBRATE_SECONDS = 120.0  # a new child's torch import, warm-up and reference runs: ~4 CPU s, several times that loaded
 
 
 def save_run(store: RunStore, run: Run, measuring: Callable[[], None] = lambda: None) -> str:
@@ -83,6 +87,7 @@ class TrainingProcess:
         self.store, self.device, self.threads = store, device, threads
         self._process: subprocess.Popen | None = None
         self._conn: Connection | None = None
+        self._asked = False  # a calibrate sent and not answered yet: never a second behind it (the child answers in order)
 
     def start(self) -> None:
         if self._process is not None and self._process.poll() is None:
@@ -99,7 +104,7 @@ class TrainingProcess:
             raise
         finally:
             theirs.close()
-        self._conn = ours
+        self._conn, self._asked = ours, False
 
     @property
     def pid(self) -> int | None:
@@ -136,8 +141,33 @@ class TrainingProcess:
                 raise ChildProcessError(
                     f"the training process ended unexpectedly (exit code {process.poll()}); nothing was saved"
                 ) from None
+            self._asked = self._asked and kind != "speeds"
             if (outcome := answer(kind, payload, report, view, measuring, keep, conn.send)) is not None:
                 return outcome
+
+    def calibrate(self, timeout: float = CALIBRATE_SECONDS) -> dict[str, float] | None:
+        """The reference runs' speeds (`calibration.measure_references`) timed in the child (started here if it
+        is not running), the warm-up's answer for a child just started; None when it died or did not answer
+        within `timeout` (its answer then comes with the next training's messages, `answer` records it)."""
+        self.start()
+        assert self._conn is not None and self._process is not None
+        conn, process = self._conn, self._process
+        deadline = time.monotonic() + timeout
+        try:
+            if not self._asked:  # a child still warming up at a heavy load: the one asked before still counts
+                conn.send(("calibrate", None))
+                self._asked = True
+            while (left := deadline - time.monotonic()) > 0:
+                if conn.poll(min(left, 0.5)):
+                    kind, payload = conn.recv()
+                    if kind == "speeds":
+                        self._asked = False
+                        return payload[0]
+                elif process.poll() is not None:
+                    raise EOFError
+        except (EOFError, OSError):
+            self.close()  # the next training starts a new child
+        return None
 
     def close(self, timeout: float = 5.0) -> None:
         if self._conn is not None:
@@ -151,6 +181,7 @@ class TrainingProcess:
                 self._process.kill()
                 self._process.wait(timeout)
         self._process = self._conn = None
+        self._asked = False
 
 
 class TrainingFailed(RuntimeError):
@@ -172,6 +203,8 @@ def answer(kind: str, payload: Any, report: Callable[[Progress], None], view: Ca
         view(payload)
     elif kind == "measuring":
         measuring()
+    elif kind == "speeds":  # a calibrate answered after its wait had given up: still this process's speed
+        record(*payload)
     elif kind == "stopped":
         reply(("save" if keep() else "discard", None))
     elif kind == "cancelled":
@@ -263,6 +296,16 @@ def serve_child(argv: list[str]) -> None:
     _child_main(Connection(int(fd)), root, device, int(threads))
 
 
+def reference_speeds(device: str) -> dict[str, float]:
+    """`calibration.measure_references` in this training process (or Ray Trainer); empty when it fails (logged):
+    the form then says the speed is not measured."""
+    try:
+        return measure_references(device)
+    except Exception:
+        LOG.exception("timing the reference runs failed (device %s); the estimate stays unmeasured", device)
+        return {}
+
+
 def live_training(config: RunConfig, device: str, store: RunStore) -> Training:
     """A training as the server runs it: from the weights of the run it continues, if any, with the live
     probes of lengen_core.analysis.horizon (the horizon and m_out predicted every few dozen steps)."""
@@ -287,6 +330,12 @@ def _child_main(conn: Connection, root: str, device: str, threads: int) -> None:
             return  # the server is gone
         if kind == "exit":
             return
+        if kind == "calibrate":  # after the warm-up step above, so torch's lazy imports are not timed
+            try:
+                conn.send(("speeds", (reference_speeds(device), device)))
+            except (EOFError, OSError):
+                return
+            continue
         if kind != "train":
             continue  # a stop that arrived after its training had ended
         if not serve_training(conn, store, device, payload):

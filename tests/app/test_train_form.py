@@ -69,7 +69,9 @@ def test_the_estimate_states_its_bounds_and_the_pace_and_a_bad_pace_is_a_message
     app.run()
     app.switch_page("pages/train.py").run()
     caption = " ".join(c.value for c in app.caption if c.value.startswith("Estimated"))
-    assert "from its measured speed" in caption and "at most" in caption and "for all 1,500 steps" in caption
+    # measured by the training process, or in its first seconds the cost model's figure, saying so (test_train_speed.py)
+    assert "from its measured speed" in caption or "not measured yet" in caption
+    assert "at most" in caption and "for all 1,500 steps" in caption
     assert "no sooner than" in caption and "held at 100% for 200 steps" in caption
     app.number_input(key="train-pace").set_value(1.0)  # slower than any step of the default run
     app.run()

@@ -20,7 +20,7 @@ from lengen_core.serving.budget import (
     step_seconds,
     training_cost,
 )
-from lengen_core.serving.calibration import speed_source, training_speed
+from lengen_core.serving.calibration import Speed
 from lengen_core.serving.jobs import OwnerBusy, QueueFull, TrainingPool
 from lengen_core.serving.ray_pool import ClusterUnreachable
 from lengen_core.serving.stepping import MAX_STEPS_PER_SECOND, MIN_STEPS_PER_SECOND, UNPACED, Pace, PaceError
@@ -174,12 +174,17 @@ def train_form(base: RunConfig, shown: Collection[str] | None = None, locked: Co
     return Choice(config, chosen, submitted)
 
 
-def estimate_text(config: RunConfig, pace: Pace, speed: float, budgets: Budgets,
-                  source: str = "a timed reference run", brief: bool = False) -> str:
+UNMEASURED = ("the cost model's figure for a busy 2-core CPU, as this server's training speed is not measured yet "
+              "(its training process times it as it starts), so it may be several times off")
+
+
+def estimate_text(config: RunConfig, pace: Pace, measured: Speed | None, budgets: Budgets, brief: bool = False) -> str:
     """What a training of `config` at `pace` takes on this server: its step time (the cost model scaled by
-    `speed`, this machine's measured speed), the most it can take (every step) and the least (early stopping
-    needs `patience` steps at the target), its memory, and the server's limits. `brief`: the times only, in
-    one line (presenter mode, where the form shares the projector with the live view)."""
+    `measured`, the speed measured where trainings run; None: not yet, the model's own figure, said so), the
+    most it can take (every step) and the least (early stopping needs `patience` steps at the target), its
+    memory, and the server's limits. `brief`: the times only, in one line (presenter mode, where the form
+    shares the projector with the live view)."""
+    speed = measured.factor if measured is not None else 1.0
     cost = training_cost(config, pace, speed)
     steps, fewest = config.train.steps, shortest_training_steps(config)
     step = training_cost(config, speed=speed).seconds / max(steps, 1)
@@ -187,10 +192,12 @@ def estimate_text(config: RunConfig, pace: Pace, speed: float, budgets: Budgets,
         least = duration(pace.seconds(min(fewest, steps), speed * step_seconds(config)))
         span = least if fewest >= steps else f"{least} to {duration(cost.seconds)}"
         return (f"Estimated time on this server: {span}" + (" (early stopping decides)" if fewest < steps else "")
+                + ("" if measured is not None else " (cost model; this server's speed is not measured yet)")
                 + (f", at most {pace.steps_per_second:g} steps a second" if pace.paced else "")
                 + ("; starts paused." if pace.start_paused else "."))
     per_step = f"about {step * 1e3:,.0f} ms a step" if step < 1 else f"about {step:.1f} s a step"
-    text = f"Estimated on this server from its measured speed ({source}): {per_step}"
+    text = (f"Estimated on this server from its measured speed ({measured.source}): {per_step}" if measured is not None
+            else f"Estimated from {UNMEASURED}: {per_step}")
     if pace.paced:
         slower = "the pace sets the time" if 1 / pace.steps_per_second > step else "the steps are slower than the pace"
         text += f", at most {pace.steps_per_second:g} a second ({slower})"
@@ -214,11 +221,21 @@ def show_estimate(config: RunConfig, where, pace: Pace = UNPACED, brief: bool = 
     try:
         budgets = Budgets.from_env()
         check(training_cost(config, pace), budgets)  # as the pool checks it: the model's time, not this load's
-        speed = training_speed(config, training_pool().device)  # measured once per process (~0.3 s), then cached
     except BudgetError as error:
         where.warning(f"Too costly for this server: {plain(str(error))}.", icon=":material/block:")
     else:
-        where.caption(estimate_text(config, pace, speed, budgets, speed_source(config, training_pool().device), brief))
+        where.caption(estimate_text(config, pace, measured_speed(config), budgets, brief))
+
+
+def measured_speed(config: RunConfig) -> Speed | None:
+    """The speed the pool measured where its trainings run (its training process, or the Ray cluster's
+    Trainers), read here without timing anything: this script thread never trains (timing 8 steps here
+    cost 1.8 CPU s with the interpreter lock held, most of it the first optimizer's `torch._dynamo` import).
+    None until the first measurement arrives, or while the cluster does not answer."""
+    try:
+        return training_pool().training_speed(config)
+    except ClusterUnreachable:
+        return None
 
 
 def request(pool: TrainingPool, config: RunConfig, pace: Pace = UNPACED) -> None:
