@@ -135,6 +135,22 @@ def test_dilution_and_compare_requests_give_one_set_of_numbers(trained):
     assert compare.reports == dilution.reports[1:]  # the same records, k + 1 = 4 aside
 
 
+def assert_close_fit(got, want, rel: float = 1e-9) -> None:
+    """Two fits' every number equal within `rel` (dataclasses and tuples compared field by field)."""
+    if dataclasses.is_dataclass(want):
+        assert type(got) is type(want)
+        for field in dataclasses.fields(want):
+            assert_close_fit(getattr(got, field.name), getattr(want, field.name), rel)
+    elif isinstance(want, (tuple, list)):
+        assert len(got) == len(want)
+        for a, b in zip(got, want, strict=True):
+            assert_close_fit(a, b, rel)
+    elif isinstance(want, float):
+        assert math.isclose(got, want, rel_tol=rel, abs_tol=1e-12), (got, want)
+    else:
+        assert got == want
+
+
 def test_a_preset_that_learned_the_law_shows_one_m_out_on_both_requests(monkeypatch):
     """The RoPE preset (a law) from its shipped numbers, the same form a trained run is stored in: its law
     is read back for both requests, and is the one fitted afresh to them."""
@@ -150,7 +166,9 @@ def test_a_preset_that_learned_the_law_shows_one_m_out_on_both_requests(monkeypa
     assert shipped.fit == dilution.fit  # read back, not fitted again (rebuilt presets ship their law)
     refitted = measure(run, request_lengths(run), FIRST_VISIT_SAMPLES,
                        shipped=dataclasses.replace(shipped, fit=None))
-    assert refitted.fit == dilution.fit
+    # fitted afresh on this CPU: the same law up to the last bits of the float kernels (the presets were built
+    # on another x86 CPU: max_relative_error 0.02959351728387838 there, ...38 here)
+    assert_close_fit(refitted.fit, dilution.fit)
     assert compare.measured_horizon == dilution.measured_horizon
     assert compare.predicted_horizon == dilution.predicted_horizon
 
