@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 from lengen_core.config import RunConfig, with_changes
 from lengen_core.serving.budget import step_seconds
+from lengen_core.training import Training
 
 WARM_STEPS, TIMED_STEPS = 3, 5  # the fastest timed step: a burst of other work slows some, not all
 REMEASURE_SECONDS = 600.0  # a measurement this old is taken again (~0.3 s): the machine's load changes
@@ -57,8 +58,6 @@ def _kind(config: RunConfig) -> str:
 
 def measured_step_seconds(config: RunConfig, device: str, warm: int = WARM_STEPS, timed: int = TIMED_STEPS) -> float:
     """The fastest of `timed` steps of `config` on `device`, after `warm` untimed ones."""
-    from lengen_core.training import Training  # torch: only where trainings run
-
     training = Training(with_changes(config, steps=warm + timed, keep_training=True, continues=""), device)
     times, before = [], 0.0
     for progress in training:

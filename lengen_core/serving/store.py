@@ -49,6 +49,7 @@ from safetensors.torch import load_file, save_file
 from lengen_core.analysis.verdict import Verdict, judge
 from lengen_core.config import RunConfig
 from lengen_core.models.initial import initial_model
+from lengen_core.serving.budget import parameter_count
 from lengen_core.serving.runtime import env_whole_number
 from lengen_core.training import Run, resolve_device
 
@@ -120,8 +121,6 @@ def weights_bytes(config: RunConfig) -> int:
     once, as it is written once (`budget.parameter_count`; ALiBi's few slopes aside). Counted, not built: a
     model built even on the meta device imports `torch._dynamo` (the meta kernels of its random draws), which
     cost the server 1-2 CPU s at its first Train click."""
-    from lengen_core.serving.budget import parameter_count  # the analyses it imports: only when a training is asked
-
     return 4 * parameter_count(config)
 
 
