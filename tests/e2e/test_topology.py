@@ -55,9 +55,9 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.serial]  # a class 
 playwright = pytest.importorskip("playwright.async_api")
 
 # Opt-in, as the load test is: `LENGEN_TOPOLOGY_SESSIONS=60` (the issue's class; 5-7 minutes of the 2 cores). At
-# 60 it passed once with the priorities below and failed three times before them, on the health check alone
-# (1.03-2.18 s) or on one session's page under other agents' load 20-30 (docs/scale.md): not yet reliable
-# enough for the full run, whose red would hold back everything else, nor within its 30 minutes. This machine
+# 60 it passed twice with the priorities below (health at worst 0.71 and 0.35 s) and failed four times before
+# them, each on the health check (1.03-2.18 s), docs/scale.md: not yet shown reliable enough for the full run,
+# whose red would hold back everything else (two passes on one machine). This machine
 # plays the students' laptops as well as the servers, so at most OPEN_AT_ONCE of them have the lab open at
 # once: a session opens its tab when a seat frees, presses Train, watches its training to the end and
 # closes the tab (a closed tab gives its training up, ui/training/pool.py, so it cannot leave earlier). With
