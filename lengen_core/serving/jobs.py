@@ -438,6 +438,8 @@ class TrainingPool:
                     if not (self._queue and all(self._busy[:index])):  # worker 0, idle, asked for the speed
                         self._remeasure, self._calibrating = False, True
                         self._calibrated_at = time.monotonic()
+                        self._busy[index] = True  # a job arriving meanwhile goes to the next worker, not behind it
+                        self._wake.notify_all()
                         job = None
                     else:
                         job = self._queue.popleft()
@@ -471,6 +473,8 @@ class TrainingPool:
         finally:
             with self._lock:
                 self._calibrating = False
+                self._busy[0] = False  # only worker 0 measures
+                self._wake.notify_all()
 
     def _expire(self, job: _Job) -> None:
         """The wall-clock limit passed: stop the job as its requester's Stop would, keeping its steps; a job

@@ -221,3 +221,29 @@ def test_the_status_after_the_first_step_waits_for_it_and_no_longer_than_asked(p
     status = pool.status_after_first_step(ticket, timeout=30)
     assert status.progress is not None and status.progress.step >= 1
     assert time.monotonic() - start < 10  # woken by the step, not by the timeout
+
+
+def test_a_job_arriving_while_the_first_worker_times_the_reference_runs_goes_to_the_next_worker(pool, monkeypatch):
+    """Worker 0 times the reference runs when idle (lengen_core.serving.calibration); it counts as busy meanwhile,
+    so a Train click then is taken by worker 1 instead of waiting behind the measurement (on a loaded machine,
+    a child's measurement can take a minute)."""
+    from lengen_core.serving import calibration, jobs
+
+    measuring, release, measured = threading.Event(), threading.Event(), threading.Event()
+
+    def slow_references(device):
+        measuring.set()
+        release.wait(60)
+        measured.set()
+        return {}
+
+    monkeypatch.setattr(jobs, "measure_references", slow_references)
+    monkeypatch.setattr(calibration, "_measured", {})  # no speed yet in this process: the pool measures
+    try:
+        assert pool.training_speed(config(7)) is None
+        assert measuring.wait(20), "worker 0 did not start timing the reference runs"
+        ticket = pool.submit(config(8))
+        wait_for(lambda: pool.status(ticket).state == "running")
+        assert not measured.is_set()  # taken while the measurement still ran
+    finally:
+        release.set()
