@@ -431,6 +431,12 @@ async def run_class(state: Class, group: BrowserGroup) -> list:
         return results
 
 
+def node_kinds(state: Class) -> dict[str, str]:
+    """Each node's id (hex), as "head" (it holds Ray's `node:__internal_head__` resource) or "worker"."""
+    return {node["NodeID"]: ("head" if "node:__internal_head__" in node["Resources"] else "worker")
+            for node in state.ray.nodes()}
+
+
 def task_figures(state: Class) -> dict:
     """Ray's task figures, per task name (`PoolHost.call`, `Trainer.exchange`, ...): how many, finished,
     failed, on which node, and the median seconds from RUNNING to FINISHED. Read from the GCS's task events
@@ -439,8 +445,7 @@ def task_figures(state: Class) -> dict:
     from ray._private import state as ray_state
     from ray.core.generated import common_pb2
 
-    nodes = {node["NodeID"]: ("head" if "node:__internal_head__" in node["Resources"] else "worker")
-             for node in state.ray.nodes()}
+    nodes = node_kinds(state)
     tasks: dict[tuple[bytes, int], dict] = {}
     for event in ray_state.state._get_all_task_events():
         task = tasks.setdefault((event.task_id, event.attempt_number), {"name": None, "node": None, "ts": {}})
@@ -488,8 +493,7 @@ def actors(state: Class) -> list[dict]:
     """The cluster's actors from its GCS actor table (the test cluster has no dashboard for ray.util.state)."""
     from ray._private import state as ray_state
 
-    nodes = {node["NodeID"]: ("head" if "node:__internal_head__" in node["Resources"] else "worker")
-             for node in state.ray.nodes()}
+    nodes = node_kinds(state)
     found = []
     for info in ray_state.actors().values():
         if info["ActorClassName"] not in ("PoolHost", "Trainer"):
