@@ -273,12 +273,12 @@ def _targets(results: dict) -> list[dict]:
 
 
 def slowest_switch(app: dict) -> float | None:
-    """The slowest page switch measured (bench.app_bench's `page_switch_seconds`, or, in results written
-    without it, the largest `switch_*_seconds`)."""
+    """The slowest page switch or Theory tab measured (bench.app_bench's `page_switch_seconds`, or, in results
+    written without it, the largest `switch_*_seconds` and `theory_tab_*_seconds`)."""
     if app.get("page_switch_seconds") is not None:
         return app["page_switch_seconds"]
     switches = [value for key, value in app.items()
-                if key.startswith("switch_") and key.endswith("_seconds") and value is not None]
+                if key.startswith(("switch_", "theory_tab_")) and key.endswith("_seconds") and value is not None]
     return max(switches, default=None)
 
 

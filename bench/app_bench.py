@@ -11,7 +11,9 @@ in a temporary LENGEN_HOME (the shipped presets are read from assets/), so nothi
    in the sidebar → Dilution's charts drawn (cold: first evaluation of that run).
 3. page switch with a run selected: from Dilution to each of Attention, Carrier, Compare,
    Transformer and Theory (each its first visit: cold), and back to Dilution after each (warm: their
-   median), then from Dilution to Train (cold). The target is checked against the slowest cold switch.
+   median), then from Dilution to Train (cold). On Theory, which draws one tab of its sections at a time
+   (ui.theory.sections), each other tab with a figure or a list is then clicked once (cold): a person
+   waits for a tab as for a page. The target is checked against the slowest cold switch or tab.
 4. first live update: on Train, a new seed, click Train → the live training chart drawn (the first
    progress text, "… steps/s", is timed on the way).
 
@@ -62,11 +64,23 @@ TITLES = {"Start": "lengen: why relative", "Dilution": "Accuracy against length"
           "Carrier": "The carrier kernel", "Compare": "Compare runs", "Transformer": "From one head to a transformer",
           "Theory": "Theory: why a relative rule", "Train": "Train a run"}
 # The pages switched to with the Learned (APE) preset selected, and the plotly charts each draws for it
-SWITCHES = {"Attention": 6, "Carrier": 3, "Compare": 3, "Transformer": 0, "Theory": 4}
+SWITCHES = {"Attention": 6, "Carrier": 3, "Compare": 3, "Transformer": 0, "Theory": 0}
+# Theory's tabs clicked after its first visit: figure name -> (tab label, its section's heading, its charts)
+THEORY_TABS = {"live_check": ("Live check (C3)", "4. Live check", 1),
+               "optimisation": ("Learned positions (C1)", "5. Can learned positions", 3),
+               "glossary": ("Glossary", "7. Glossary", 0)}
+TAB_DRAWN = """([title, label, heading, charts]) => {
+  const main = document.querySelector('[data-testid="stMain"]');
+  if (!main) return false;
+  const tab = Array.from(main.querySelectorAll('[role="tab"]')).find(t => t.textContent.trim() === label);
+  if (!tab || tab.getAttribute('aria-selected') !== 'true') return false;
+  if (!Array.from(main.querySelectorAll('h2')).some(h => h.textContent.includes(heading))) return false;
+  return (""" + DRAWN + """)([title, charts]);
+}"""
 DILUTION_CHARTS = 2
 FIGURES = ("server_healthy_seconds", "start_seconds", "preset_click_seconds", "dilution_open_seconds",
            "preset_dilution_seconds", *(f"switch_{page.lower()}_cold_seconds" for page in SWITCHES),
-           "switch_train_cold_seconds", "switch_dilution_warm_seconds", "page_switch_seconds", "first_progress_text_seconds",
+           *(f"theory_tab_{name}_seconds" for name in THEORY_TABS), "switch_train_cold_seconds", "switch_dilution_warm_seconds", "page_switch_seconds", "first_progress_text_seconds",
            "first_live_update_seconds")
 
 
@@ -100,6 +114,14 @@ def switch(tab, page: str, charts: int, timeout_s: float) -> float:
     start = time.perf_counter()
     tab.locator('[data-testid="stSidebarNav"]').get_by_role("link", name=page).click()
     drawn(tab, page, charts, timeout_s)
+    return time.perf_counter() - start
+
+
+def tab_click(tab, page: str, label: str, heading: str, charts: int, timeout_s: float) -> float:
+    start = time.perf_counter()
+    tab.locator('[data-testid="stMain"]').get_by_role("tab", name=label, exact=True).click()
+    tab.wait_for_function(TAB_DRAWN, arg=[TITLES[page], label, heading, charts], polling=POLL_MS,
+                          timeout=timeout_s * 1000)
     return time.perf_counter() - start
 
 
@@ -154,13 +176,16 @@ def session(timeout_s: float = 240, train_steps: int = 400) -> dict:
             back = []  # every switch is from Dilution: back to it each time (warm)
             for page, charts in SWITCHES.items():
                 result[f"switch_{page.lower()}_cold_seconds"] = switch(tab, page, charts, timeout_s)
+                if page == "Theory":
+                    for name, (label, heading, tab_charts) in THEORY_TABS.items():
+                        result[f"theory_tab_{name}_seconds"] = tab_click(tab, page, label, heading, tab_charts, timeout_s)
                 back.append(switch(tab, "Dilution", DILUTION_CHARTS, timeout_s))
             result["switch_dilution_warm_seconds"] = statistics.median(back)
             # Train last: its first visit made the server's first optimizer until the training process timed the
             # speed its estimate reads (lengen_core.serving.calibration)
             result["switch_train_cold_seconds"] = switch(tab, "Train", 0, timeout_s)
-            result["page_switch_seconds"] = max(result[f"switch_{page.lower()}_cold_seconds"]
-                                                for page in (*SWITCHES, "Train"))
+            result["page_switch_seconds"] = max([result[f"switch_{page.lower()}_cold_seconds"] for page in (*SWITCHES, "Train")]
+                                                + [result[f"theory_tab_{name}_seconds"] for name in THEORY_TABS])
 
             seed = tab.get_by_role("spinbutton", name="Seed")
             seed.fill(str(10_000 + os.getpid() % 10_000))  # a config no store holds, so it really trains

@@ -10,6 +10,7 @@ from ui.glossary import lead
 from ui.presets import PRESETS, START_LENGTHS, START_SAMPLES, single_head_presets, transformer_presets
 from ui.runs import evaluation, load_run
 from ui.state import select_run, selected_run_id
+from ui.theory.sections import SECTION_PARAM
 from ui.widgets import chart, refusal
 
 st.title("lengen: why relative positions generalise")
@@ -53,12 +54,14 @@ CLAIMS = [
     ("C10", ("At a fixed length, a head that finds its source by position learns only the delays it trained on; "
              "a marker carries it to every delay."), "pages/delays.py"),
 ]
+SECTIONS_SHOWN = {"C9": {SECTION_PARAM: "rasp-l"}}  # a link that opens its page at the claim's tab
 for claim, text, page in CLAIMS:
     if page is None:
         st.caption(f"**{claim}** {text}")
     else:
         title = page.removeprefix("pages/").removesuffix(".py").title()
-        st.page_link(page, label=f"**{claim}** {text} → {title}", help=f"Open the {title} page, where {claim} is seen.")
+        st.page_link(page, label=f"**{claim}** {text} → {title}", help=f"Open the {title} page, where {claim} is seen.",
+                     query_params=SECTIONS_SHOWN.get(claim))
 
 LENGTHS, SAMPLES = START_LENGTHS, START_SAMPLES  # 16 … 4096, the end of the learned table (ui.presets)
 with picture:  # its spinner shows where the picture will be

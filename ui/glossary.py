@@ -1,4 +1,4 @@
-"""Plain words for the lab's jargon: a two-sentence lead on every page and the glossary on Theory.
+"""Plain words for the lab's jargon: a two-sentence lead on every page and the glossary, a tab of Theory.
 
 Every term a page uses before explaining it has an entry here, with an anchor on the Theory page;
 `term` links a term's first use to it ("[Toeplitz fraction](/theory#toeplitz-fraction)"), so a
@@ -7,11 +7,12 @@ docs/science.md and the code that computes each quantity (lengen_core: carrier, 
 evaluate, heatmap); a test pins the numbers they quote to the code's constants.
 
 A markdown link that is not a bare "#anchor" opens in a new browser tab in Streamlit, so a term
-linked from another page opens the glossary beside the page the reader is on; on Theory itself the
-links are "#anchor", which scroll within the page. A fresh tab cannot rely on the "#anchor" alone:
+opens the glossary beside the page the reader is on, Theory included (its glossary is a tab of its
+own, not drawn while another tab is shown: ui.theory.sections). A fresh tab cannot rely on the "#anchor" alone:
 Streamlit rewrites the address without its fragment as soon as the sidebar writes the run into the
 query string, before the glossary is drawn, so the heading never sees it. The link therefore names
-its entry in the query string too (`?term=<anchor>`), and the glossary scrolls to that entry once.
+its entry in the query string too (`?term=<anchor>`), which opens Theory at its Glossary tab, and the
+glossary scrolls to that entry once.
 """
 
 from __future__ import annotations
@@ -262,23 +263,15 @@ LEADS = {
     "theory": (
         f"This page works out why a {term('RoPE')} score depends only on the distance between query and key, why "
         f"that makes the {term('carrier')} a simple, low-rank rule and where the {term('dilution law')} comes from, "
-        f"and checks {term('equivariance')} live on the selected run. The [glossary](#{GLOSSARY_ANCHOR}) at the bottom "
-        f"explains in plain words every term the pages use, and the links on every page lead to it."
+        f"and checks {term('equivariance')} live on the selected run. Its Glossary tab "
+        f"explains in plain words every term the pages use, and the links on every page open it at the word."
     ),
 }
 
 
-def lead_markdown(page: str) -> str:
-    """The lead of `page` (its file name without .py); on Theory its links stay on the page ("#anchor")."""
-    text = LEADS[page]
-    if page == "theory":
-        text = re.sub(rf"\]\({GLOSSARY_PAGE}\?{TERM_PARAM}=[\w-]+#", "](#", text)
-    return text
-
-
 def lead(page: str) -> None:
     """The page's two-sentence plain lead, right under its title."""
-    st.markdown(lead_markdown(page))
+    st.markdown(LEADS[page])
 
 
 def glossary() -> None:
@@ -289,13 +282,19 @@ def glossary() -> None:
     _scroll_to_linked_entry()
 
 
+def linked_entry() -> str | None:
+    """The anchor of the entry a link names in `?term=`, when it names one; the address keeps it."""
+    anchor = st.query_params.get(TERM_PARAM)
+    return anchor if anchor in {item.anchor for item in ENTRIES} else None
+
+
 def _scroll_to_linked_entry() -> None:
     """Scroll once to the entry a link names in `?term=` (then drop it from the address)."""
     if TERM_PARAM not in st.query_params:
         return
-    anchor = st.query_params[TERM_PARAM]
+    anchor = linked_entry()
     del st.query_params[TERM_PARAM]
-    if anchor not in {item.anchor for item in ENTRIES}:  # only a known anchor reaches the script
+    if anchor is None:  # only a known anchor reaches the script
         return
     st.html(f"""<script>
       (function scroll(tries) {{

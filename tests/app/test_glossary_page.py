@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from ui.glossary import ENTRIES, GLOSSARY_ANCHOR, LEADS, lead_markdown
+from ui.glossary import ENTRIES, GLOSSARY_ANCHOR, LEADS
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 THEORY = "pages/theory.py"
@@ -31,7 +31,7 @@ def positions(app: AppTest) -> tuple[int, int]:
 
 
 def test_theory_renders_every_glossary_entry_under_its_anchor() -> None:
-    app = open_link({})
+    app = open_link({"section": "glossary"})
     anchors = {h.proto.anchor: h.value for h in app.subheader}
     for item in ENTRIES:
         assert anchors.get(item.anchor) == item.title
@@ -41,7 +41,7 @@ def test_theory_renders_every_glossary_entry_under_its_anchor() -> None:
 
 
 def test_the_glossary_renders_with_no_run_selected() -> None:
-    app = open_link({}, run_id=None)
+    app = open_link({"section": "glossary"}, run_id=None)
     assert {h.proto.anchor for h in app.subheader} >= {item.anchor for item in ENTRIES}
 
 
@@ -55,19 +55,31 @@ def test_t_and_u_reopen_from_the_link_and_go_back_into_it() -> None:
 
 
 def test_without_a_link_t_and_u_start_at_the_last_query_and_its_target() -> None:
-    app = open_link({})
+    app = open_link({"section": "live-check"})
     assert positions(app) == (15, 12)  # the RoPE preset: L_train 16, k 3
     assert app.query_params["t"] == "15" and app.query_params["u"] == "12"
 
 
 def test_a_bad_position_in_the_link_is_a_message_and_keeps_the_default() -> None:
-    app = open_link({"t": "5000"})
+    app = open_link({"t": "5000"})  # positions without a section: the live check
     assert "'t'" in " ".join(w.value for w in app.warning).replace("\\", "")
     assert positions(app) == (15, 12)
 
 
-def test_a_term_link_is_consumed_and_scrolls_once() -> None:
+def test_t_and_u_outlive_a_visit_to_another_tab() -> None:
+    app = open_link({"t": "100", "u": "40"})  # a link with positions and no section opens the live check
+    assert app.session_state["theory-section"] == "Live check (C3)"
+    app.session_state["theory-section"] = "Glossary"
+    app.run()
+    assert not app.number_input and "t" not in app.query_params
+    app.session_state["theory-section"] = "Live check (C3)"
+    app.run()
+    assert positions(app) == (100, 40) and app.query_params["t"] == "100"
+
+
+def test_a_term_link_opens_the_glossary_tab_and_scrolls_once() -> None:
     app = open_link({"term": "toeplitz-fraction"})
+    assert app.session_state["theory-section"] == "Glossary" and app.query_params["section"] == "glossary"
     assert "term" not in app.query_params  # the address a reader copies stays clean
     scripts = [e for e in app.get("html") if "toeplitz-fraction" in e.proto.body]
     assert len(scripts) == 1 and 'getElementById("toeplitz-fraction")' in scripts[0].proto.body
@@ -84,4 +96,4 @@ def test_an_unknown_term_is_dropped_without_a_script() -> None:
 @pytest.mark.parametrize("page", sorted(LEADS))
 def test_every_page_shows_its_lead(page: str) -> None:
     app = open_link({}, page=f"pages/{page}.py", run_id=None)
-    assert any(m.value == lead_markdown(page) for m in app.markdown)
+    assert any(m.value == LEADS[page] for m in app.markdown)

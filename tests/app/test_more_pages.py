@@ -15,12 +15,14 @@ PAGES = ["pages/compare.py", "pages/theory.py", "pages/transformer.py"]
 DEFAULT = object()
 
 
-def open_page(page: str, run_id: object = DEFAULT) -> AppTest:
+def open_page(page: str, run_id: object = DEFAULT, link: dict[str, str] | None = None) -> AppTest:
     app = AppTest.from_file(APP, default_timeout=300)
     if run_id is not DEFAULT:
         app.session_state["run_id"] = run_id
     app.run()
-    app.switch_page(page).run()
+    app.switch_page(page)
+    app.query_params.update(link or {})
+    app.run()
     assert not app.exception, [e.value for e in app.exception]
     assert not app.error, [e.value for e in app.error]
     return app
@@ -62,7 +64,7 @@ def test_compare_with_no_run_picked_says_so() -> None:
 @pytest.mark.parametrize("label, holds", [(DEFAULT_PRESET, True), ("Learned (APE)", False),
                                           ("Transformer RoPE", True), ("Transformer learned", False)])
 def test_theory_equivariance_check(label: str, holds: bool) -> None:
-    app = open_page("pages/theory.py", preset_ids()[label])
+    app = open_page("pages/theory.py", preset_ids()[label], {"section": "live-check"})
     worst = float(metric(app, "Largest difference over the shifts"))
     if holds:
         assert worst < 1e-3
@@ -73,18 +75,40 @@ def test_theory_equivariance_check(label: str, holds: bool) -> None:
     assert app.get("plotly_chart")
 
 
-def test_theory_shows_the_labs_science_document_once_opened() -> None:
+def test_theory_shows_the_labs_science_document_in_its_tab_only() -> None:
     from ui.presets import SCIENCE_DOCUMENT
 
     app = open_page("pages/theory.py")
-    (expander,) = [e for e in app.expander if e.label == "docs/science.md"]
-    assert not expander.markdown  # collapsed, its 69 kB are not sent (the browser lays out what it is sent)
-    app.session_state["theory-science-document"] = True  # what opening it does: the page reruns
+    science = SCIENCE_DOCUMENT.read_text(encoding="utf-8").strip()
+    assert not [m for m in app.markdown if m.value == science]  # another tab: its 69 kB are not sent
+    app.session_state["theory-section"] = "Science document"  # what clicking the tab does: the page reruns
     app.run()
-    (expander,) = [e for e in app.expander if e.label == "docs/science.md"]
-    shown = "\n".join(m.value for m in expander.markdown)
-    assert shown == SCIENCE_DOCUMENT.read_text(encoding="utf-8").strip()
+    (shown,) = [m.value for m in app.markdown if m.value == science]
     assert "## 4. The verdict on every run" in shown
+
+
+def test_theory_draws_only_the_chosen_tab_and_a_person_can_go_from_one_to_the_next() -> None:
+    from ui.theory.sections import SECTIONS
+
+    app = open_page("pages/theory.py")
+    assert [t.label for t in app.tabs] == list(SECTIONS.values())
+    assert [h.value[:2] for h in app.header] == ["1.", "2.", "3."]  # the derivations, and nothing else
+    assert not app.get("plotly_chart") and not app.metric and app.query_params["section"] == "derivations"
+    numbers = {"live-check": ["4."], "optimisation": ["5."], "rasp-l": ["6."], "glossary": ["7."], "science": ["8."]}
+    for name, headers in numbers.items():
+        app.session_state["theory-section"] = SECTIONS[name]
+        app.run()
+        assert not app.exception, [e.value for e in app.exception]
+        assert [h.value[:2] for h in app.header] == headers, name
+        assert app.query_params["section"] == name
+    assert "t" not in app.query_params  # the link holds what is shown: the positions only with their tab
+
+
+def test_a_bad_section_in_the_link_is_a_message_and_opens_the_derivations() -> None:
+    app = open_page("pages/theory.py", link={"section": "proofs"})
+    warning = " ".join(w.value for w in app.warning).replace("\\", "")
+    assert "'section' is 'proofs'" in warning and "live-check" in warning
+    assert [h.value[:2] for h in app.header] == ["1.", "2.", "3."]
 
 
 def test_transformer_page_offers_presets_for_a_single_head_run() -> None:

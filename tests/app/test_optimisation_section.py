@@ -25,7 +25,9 @@ LOOK_FOR = "**What to look for:** "
 
 def theory() -> AppTest:
     app = AppTest.from_file(APP, default_timeout=600).run()
-    app.switch_page("pages/theory.py").run()
+    app.switch_page("pages/theory.py")
+    app.session_state["theory-section"] = "Learned positions (C1)"  # its tab
+    app.run()
     assert not app.exception, [e.value for e in app.exception]
     return app
 

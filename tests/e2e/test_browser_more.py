@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers.browser import CHART, MAIN, SHOTS, check_and_shoot, open_page, settle
+from tests.helpers.browser import CHART, MAIN, SHOTS, check_and_shoot, choose_tab, open_page, settle
 
 pytestmark = pytest.mark.e2e
 playwright = pytest.importorskip("playwright.sync_api")
@@ -76,11 +76,27 @@ def test_compare_overlays_the_presets(tab) -> None:
 
 def test_theory_checks_equivariance_of_the_rope_preset(tab) -> None:
     open_page(tab, "Theory")
+    tab.locator(".katex").first.wait_for(timeout=30_000)  # the derivations are typeset, in the first tab
+    assert not tab.locator(MAIN).get_by_text("4. Live check").count()  # the other tabs wait until chosen
+    choose_tab(tab, "Live check (C3)")
     charts_drawn(tab, 1)
-    tab.locator(".katex").first.wait_for(timeout=30_000)  # the derivations are typeset
     # a retrying check, not one read: on a slow machine the metric may still be the previous page's
     expect(tab.locator('[data-testid="stMetric"]').nth(1)).to_contain_text("yes", timeout=240_000)
     tab.screenshot(path=SHOTS / "theory-rope-preset.png", full_page=True)
+
+
+def test_a_glossary_link_opens_theory_at_its_glossary_tab_scrolled_to_the_word(browser, server) -> None:
+    reader = browser.new_page(viewport={"width": 1400, "height": 900})  # a term link opens a new browser tab
+    reader.goto(f"{server}/theory?term=near-recurrence#near-recurrence")
+    heading = reader.locator("#near-recurrence")
+    heading.wait_for(timeout=240_000)
+    settle(reader)
+    selected = reader.locator(MAIN).get_by_role("tab", selected=True)
+    assert selected.inner_text().strip() == "Glossary"
+    expect(heading).to_be_in_viewport(timeout=30_000)
+    assert "section=glossary" in reader.url and "term=" not in reader.url
+    reader.screenshot(path=SHOTS / "theory-glossary-link.png")
+    reader.close()
 
 
 @pytest.mark.slow  # both transformer presets' pages; the identity walk and tests/app/test_more_pages.py open it quickly
@@ -100,6 +116,7 @@ def test_transformer_page_for_both_presets(tab) -> None:
     assert "0 of" not in tab.locator('[data-testid="stMetric"]').nth(1).inner_text()  # pinned heads
     tab.screenshot(path=SHOTS / "transformer-learned-preset.png", full_page=True)
     open_page(tab, "Theory")
+    choose_tab(tab, "Live check (C3)")
     charts_drawn(tab, 1)
     expect(tab.locator('[data-testid="stMetric"]').nth(1)).to_contain_text("no", timeout=240_000)
     tab.screenshot(path=SHOTS / "theory-transformer-learned.png", full_page=True)

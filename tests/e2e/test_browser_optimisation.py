@@ -30,6 +30,9 @@ def test_the_optimisation_experiment_is_drawn_and_readable(browser, server: str,
     tab.get_by_role("heading", name="The claims, and where to see them").wait_for(timeout=120_000)
     settle(tab)
     tab.locator('[data-testid="stSidebarNav"]').get_by_role("link", name="Theory").click()
+    tab.get_by_role("heading", name="1. The RoPE logit").wait_for(timeout=120_000)
+    settle(tab)
+    tab.locator('[data-testid="stMain"]').get_by_role("tab", name="Learned positions (C1)", exact=True).click()
     tab.get_by_role("heading", name="Can learned positions express the rule").wait_for(timeout=120_000)
     settle(tab, timeout_ms=400_000)  # nothing is trained: the experiment ships with the presets (scripts.build_presets)
     for name, title in TITLES.items():

@@ -47,6 +47,12 @@ def open_page(tab, title: str, timeout_ms: int = 240_000) -> None:
     settle(tab, timeout_ms)
 
 
+def choose_tab(tab, label: str, timeout_ms: int = 240_000) -> None:
+    """Click the page's tab `label` (Theory's sections: ui.theory.sections) and settle."""
+    tab.locator(MAIN).get_by_role("tab", name=label, exact=True).click()
+    settle(tab, timeout_ms)
+
+
 # --- readability of a whole page (the screenshot tests) ----------------------------------------------
 
 VIEWPORTS = {"1400x900": (1400, 900), "1024x768": (1024, 768)}  # a projector's, a small laptop's

@@ -94,6 +94,12 @@ def test_a_page_switch_is_judged_on_the_slowest_switch_measured() -> None:
     assert rows[TARGETS["app_first_live_update_seconds"].figure]["status"] == "not measured"
 
 
+def test_a_theory_tab_counts_as_a_switch() -> None:
+    app = {"switch_theory_cold_seconds": 0.3, "theory_tab_optimisation_seconds": 1.3, "switch_carrier_cold_seconds": 0.5}
+    switch = rows_by_figure(_targets(results(app=app)))[TARGETS["app_page_switch_seconds"].figure]
+    assert (switch["value"], switch["status"]) == (1.3, "missed")
+
+
 def test_the_report_prints_each_figure_beside_its_target_and_the_peer() -> None:
     run = results(training={"rope": {"128": training(600, 100, 0.5, 2.0)}})
     run["training"]["rope"]["128"]["speedup"] = 6.0
