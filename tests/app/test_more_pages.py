@@ -135,3 +135,13 @@ def test_transformer_page_finds_carrier_and_pinned_heads(label: str, carrier: bo
 def test_single_head_pages_point_a_transformer_run_to_the_transformer_page(page: str) -> None:
     app = open_page(page, preset_ids()["Transformer RoPE"])
     assert any("Transformer page" in info.value for info in app.info)
+
+
+def test_the_start_pages_c9_link_opens_theory_at_the_rasp_l_tab() -> None:
+    from ui.theory.sections import SECTIONS
+
+    app = open_page("pages/start.py")
+    (link,) = [p.proto for p in app.get("page_link") if p.proto.label.startswith("**C9**")]
+    assert link.page == "theory" and link.query_string == "section=rasp-l" and "rasp-l" in SECTIONS
+    theory = open_page("pages/theory.py", link={"section": "rasp-l"})
+    assert [h.value for h in theory.header] == ["6. The RASP-L view (C9)"]
