@@ -4,19 +4,18 @@ a press of Step moves the run exactly one step, and a paused run shows its carri
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
+from tests.helpers.waiting import wait_for
+
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 
 
-def wait_for(predicate, timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
+wait_for = functools.partial(wait_for, timeout=120.0)  # this module's trainings' deadline
 
 
 def trained_from_the_train_page(**numbers: int) -> AppTest:

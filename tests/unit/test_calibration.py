@@ -5,6 +5,7 @@ is the model's; a pace makes the estimate steps / pace when it is the slower, an
 
 from __future__ import annotations
 
+import functools
 import time
 
 import pytest
@@ -16,6 +17,7 @@ from lengen_core.serving.calibration import REMEASURE_SECONDS, TIMED, TRAINED, r
 from lengen_core.serving.stepping import UNPACED, Pace
 from lengen_core.serving.store import RunStore
 from lengen_core.serving.training_process import live_training
+from tests.helpers.waiting import wait_for
 
 TRANSFORMER = with_changes(RunConfig(), task="shift", n_layers=2, n_heads=2)
 
@@ -30,12 +32,7 @@ def fresh_measurements():
     calibration._sources.clear()
 
 
-def wait_for(condition, seconds: float = 120.0):
-    deadline = time.monotonic() + seconds
-    while not (value := condition()):
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
-    return value
+wait_for = functools.partial(wait_for, timeout=120.0)  # this module's trainings' deadline
 
 
 def test_a_speed_is_read_per_kind_and_is_old_after_remeasure_seconds():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import threading
@@ -14,6 +15,7 @@ from lengen_core.config import RunConfig, with_changes
 from lengen_core.serving.jobs import QueueFull, TrainingPool
 from lengen_core.serving.store import RunStore
 from lengen_core.training import Training
+from tests.helpers.waiting import wait_for
 
 
 class GatedTraining(Training):
@@ -42,11 +44,7 @@ def config(seed: int, steps: int = 5) -> RunConfig:
     return with_changes(RunConfig(), steps=steps, seed=seed)
 
 
-def wait_for(predicate, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
+wait_for = functools.partial(wait_for, timeout=20.0)  # this module's trainings' deadline
 
 
 @pytest.fixture

@@ -15,13 +15,7 @@ from lengen_core.serving.jobs import TrainingPool
 from lengen_core.serving.stepping import MAX_ADVANCE, StepGate
 from lengen_core.serving.store import RunStore
 from lengen_core.training import train
-
-
-def wait_for(predicate, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
+from tests.helpers.waiting import wait_for
 
 
 def steps_done(pool: TrainingPool, ticket: int) -> int:
