@@ -1,1 +1,1 @@
-"""The Theory page's live parts: the equivariance check and the optimisation experiment, with their charts."""
+"""The Theory page's parts: its tabs (sections), the equivariance check and the optimisation experiment, with their charts."""
