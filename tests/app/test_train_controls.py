@@ -18,14 +18,17 @@ APP = str(Path(__file__).resolve().parents[2] / "app.py")
 wait_for = functools.partial(wait_for, timeout=120.0)  # this module's trainings' deadline
 
 
-def trained_from_the_train_page(**numbers: int) -> AppTest:
-    """A session on the Train page that set these number inputs (by label) and pressed Train."""
+def trained_from_the_train_page(pace: float | None = None, **numbers: int) -> AppTest:
+    """A session on the Train page that set these number inputs (by label), the pace in steps/s if given, and
+    pressed Train."""
     app = AppTest.from_file(APP, default_timeout=300)
     app.run()
     app.switch_page("pages/train.py").run()
     inputs = {n.label: n for n in app.number_input}
     for label, value in numbers.items():
         inputs[label].set_value(value)
+    if pace is not None:
+        app.number_input(key="train-pace").set_value(pace)
     app.run()
     next(b for b in app.button if b.label == "Train").click().run()
     return app
@@ -96,8 +99,10 @@ def test_a_second_browser_on_the_same_run_watches_and_can_leave_without_stopping
     live with the controls disabled and a Leave button that lets go of it while it goes on for the first."""
     from ui.training.pool import training_pool
 
-    first = trained_from_the_train_page(Seed=61)
-    second = trained_from_the_train_page(Seed=61)
+    # paced at 2 steps/s, so it is still running when the second leaves: unpaced, it learned the task and stopped
+    # early (about 100 steps, a fraction of a second) before the second's Leave on a loaded machine (2026-12-04)
+    first = trained_from_the_train_page(pace=2.0, Seed=61)
+    second = trained_from_the_train_page(pace=2.0, Seed=61)
     pool = training_pool()
     tickets = first.session_state["training_ticket"], second.session_state["training_ticket"]
     try:
