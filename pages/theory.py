@@ -145,10 +145,10 @@ def science() -> None:
     st.markdown(science_document())
 
 
-SECTIONS = {"derivations": derivations, "live-check": live_check, "optimisation": optimisation_experiment,
-            "rasp-l": rasp_l, "glossary": glossary_section, "science": science}
+SECTION_BODIES = {"derivations": derivations, "live-check": live_check, "optimisation": optimisation_experiment,
+                  "rasp-l": rasp_l, "glossary": glossary_section, "science": science}
 st.title("Theory: why a relative rule carries over")
 lead("theory")
 section, tab = section_tabs()
 with tab:
-    SECTIONS[section]()
+    SECTION_BODIES[section]()
