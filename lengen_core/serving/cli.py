@@ -400,7 +400,10 @@ def command_evaluate(args: argparse.Namespace, store: RunStore) -> dict[str, Any
             "prediction_status": None if m.prediction_status is None else m.prediction_status.status,
             "prediction_status_reason": None if m.prediction_status is None else m.prediction_status.reason,
             "measured_horizon": None if measured is None else measured.length,
-            "measured_horizon_below": None if measured is None else measured.below, **_device(run)}
+            "measured_horizon_below": None if measured is None else measured.below,
+            # as the app words them (Horizon.text), for the readable output
+            "measured_horizon_text": None if measured is None else measured.text,
+            "predicted_horizon_text": None if predicted is None else predicted.text, **_device(run)}
 
 
 def _evaluate_delays(run, args: argparse.Namespace) -> dict[str, Any]:
@@ -682,6 +685,28 @@ def _transfer_summary(result: dict[str, Any]) -> str:
             "steps)")
 
 
+def _horizon_lines(result: dict[str, Any]) -> list[str]:
+    """The horizons of an evaluation (accuracy ≥ the bar): measured on the lengths asked, predicted from the weights
+    or why there is no prediction; and whether the prediction is trusted for this run."""
+    bar = result.get("horizon_accuracy")
+    if bar is None:  # a transformer's evaluation: no horizon
+        return []
+    lines = []
+    if result["measured_horizon_text"] is not None:
+        below = result["measured_horizon_below"]
+        lines.append(f"measured horizon (accuracy ≥ {bar:g} at the lengths asked): {result['measured_horizon_text']}"
+                     + ("" if below is None else f"; below {bar:g} at {below:,}"))
+    if result["predicted_horizon"] is not None:
+        lines.append(f"predicted horizon (from the weights, looked for up to {result['predicted_horizon_ceiling']:,}): "
+                     f"{result['predicted_horizon_text']}")
+    elif result["predicted_horizon_reason"]:
+        none = "" if result["predicted_horizon_note"] == NOT_SEARCHED else "none: "
+        lines.append(f"predicted horizon: {none}{result['predicted_horizon_reason']}")
+    if result["prediction_status"] is not None:
+        lines.append(f"prediction: {result['prediction_status']}: {result['prediction_status_reason']}")
+    return lines
+
+
 def _summary(result: dict[str, Any]) -> str:
     """A short readable form of a result for people (use --json for everything)."""
     if "points" in result and "run_delays" in result:
@@ -701,6 +726,7 @@ def _summary(result: dict[str, Any]) -> str:
         ]
         lines.append(f"verdict: {result['verdict']['reason']}")
         lines.append(("fitted law: " if result["fit"] else "") + result["fit_reason"])
+        lines += _horizon_lines(result)
         lines.append(f"device: {result['device_name']}")
         return "\n".join(lines)
     if "exact_log_denominator" in result and "probe" not in result:

@@ -237,6 +237,9 @@ def test_readable_evaluate_output_is_a_table() -> None:
     assert [line.split()[-1] for line in lines[1:3]] == ["none", "none"]
     assert [line.split()[0] for line in lines[1:3]] == ["16", "64"]
     assert all(0 <= float(line.split()[3]) <= 1 for line in lines[1:3])  # the ideal vote readout's accuracy
+    said = {line.partition(":")[0]: line.partition(":")[2].strip() for line in lines[3:]}
+    assert said["measured horizon (accuracy ≥ 0.9 at the lengths asked)"]  # the horizons, as --json gives them
+    assert said["predicted horizon"].startswith("not searched") and "--horizon searches it" in said["predicted horizon"]
 
 
 # --- carrier ----------------------------------------------------------------------------------

@@ -93,6 +93,15 @@ def test_evaluate_fits_no_law_to_a_run_at_chance_beyond(trained_ids):
     assert result["fit_reason"].startswith("No law")
     assert result["measured_horizon"] == 16 and result["measured_horizon_below"] == 32  # pinned: 1.00 in range only
     assert result["predicted_horizon"] is not None and result["predicted_horizon"] < 32
+    # the readable output says the same horizons (it said none before, --horizon or not)
+    stdout, stderr = io.StringIO(), io.StringIO()
+    assert cli.main(["evaluate", trained_ids["learned"]["run_id"], "--lengths", "16,32,64,128", "--predict", "--horizon"],
+                    stdout=stdout, stderr=stderr) == 0, stderr.getvalue()
+    lines = stdout.getvalue().splitlines()
+    assert "measured horizon (accuracy ≥ 0.9 at the lengths asked): 16; below 0.9 at 32" in lines
+    assert (f"predicted horizon (from the weights, looked for up to {result['predicted_horizon_ceiling']:,}): "
+            f"{result['predicted_horizon']:,}") in lines
+    assert any(line.startswith(f"prediction: {result['prediction_status']}: ") for line in lines)
 
 
 def test_carrier_reports_the_untrained_baseline_with_the_same_keys(trained_ids):
