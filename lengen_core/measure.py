@@ -204,7 +204,7 @@ def measure(run: Run, lengths: Sequence[int], samples: int = 256, rule: Inferenc
                            config.task.vocab_size, run.verdict, {n: p.target_mass for n, p in found.items()})
     ceiling = search_ceiling(run, lengths, rule)
     if search or shipped_horizon(shipped, rule, ceiling) is not None:
-        horizon, note = _predicted_horizon(run, rule, ceiling, shipped, prices)
+        horizon, note = search_predicted_horizon(run, rule, ceiling, shipped, prices)
     else:
         horizon, note = None, NOT_SEARCHED
     return Measurement(**common, reports=reports, predictions=tuple(found[n] for n in lengths) if found else (),
@@ -220,9 +220,12 @@ def _predicted_lengths(run: Run, lengths: Sequence[int]) -> list[int]:
     return sorted({run.config.task.train_length, *lengths})
 
 
-def _predicted_horizon(run: Run, rule: InferenceRule, ceiling: int, shipped: Shipped | None,
-                       prices: Prices | None) -> tuple[Horizon | None, str | None]:
-    """The search up to `ceiling`, priced first (over budget: none, and why), each later step priced too."""
+def search_predicted_horizon(run: Run, rule: InferenceRule, ceiling: int, shipped: Shipped | None,
+                             prices: Prices | None) -> tuple[Horizon | None, str | None]:
+    """The predicted horizon and its note: `shipped`'s where it holds this search, else the search up to
+    `ceiling`, priced first (over budget: none, and why), each later step priced too. `measure` calls it
+    with `search`; a caller that shows the search's progress apart measures with `search=False`, then
+    calls it and puts the answer in (`dataclasses.replace`)."""
     if shipped_horizon(shipped, rule, ceiling) is not None:
         return shipped.horizon, None
     config = run.config

@@ -64,7 +64,14 @@ from lengen_core.config import (
     Setting,
     with_changes,
 )
-from lengen_core.measure import NOT_SEARCHED, check_measurement, measure, search_ceiling, shipped_horizon
+from lengen_core.measure import (
+    NOT_SEARCHED,
+    check_measurement,
+    measure,
+    search_ceiling,
+    search_predicted_horizon,
+    shipped_horizon,
+)
 from lengen_core.models.encodings import LengthError
 from lengen_core.serving.budget import BudgetError, duration
 from lengen_core.serving.console import BUDGET_FLAG, Console
@@ -371,17 +378,22 @@ def command_evaluate(args: argparse.Namespace, store: RunStore) -> dict[str, Any
     shipped = _stored_measurement(args.run_id, store)
     # refused before any work; what is stored or not asked for is not priced
     check_measurement(run, lengths, args.samples, rule, args.seed, shipped, pricer, args.predict)
-    if config.single_head and args.horizon:
-        ceiling = search_ceiling(run, lengths, rule)
-        if shipped_horizon(shipped, rule, ceiling) is None:  # priced only where it will be searched
-            try:
-                pricer.check_horizon(config, ceiling, rule)
-            except BudgetError:
-                pass  # measure leaves the search out with a note; the rest is answered
+    ceiling = search_ceiling(run, lengths, rule) if config.single_head else None
+    search_seconds = 0.0  # the horizon search's share of the estimate: it has a bar of its own
+    searched = config.single_head and args.horizon and shipped_horizon(shipped, rule, ceiling) is None
+    if searched:  # priced only where it will be searched
+        try:
+            search_seconds = pricer.check_horizon(config, ceiling, rule).seconds
+        except BudgetError:
+            pass  # the search is left out with a note; the rest is answered
     seconds = console.estimate()
-    with console.counted("evaluating", seconds, "keys", unit_scale=True) as progress:
+    with console.counted("evaluating", seconds - search_seconds, "keys", unit_scale=True) as progress:
         m = measure(run, lengths, args.samples, rule, args.seed, shipped=shipped, prices=pricer,
-                    predict=args.predict, search=args.horizon, progress=progress)
+                    predict=args.predict, search=args.horizon and not searched, progress=progress)
+    if searched:
+        with console.estimated("searching the predicted horizon", search_seconds):
+            horizon, note = search_predicted_horizon(run, rule, ceiling, shipped, pricer)
+        m = dataclasses.replace(m, predicted_horizon=horizon, horizon_note=note)
     predictions = m.predictions or [None] * len(m.lengths)
     rows = [_row(report, prediction, fitted, L, m.rule)
             for report, prediction, fitted in zip(m.reports, predictions, m.fitted_masses, strict=True)]

@@ -8,6 +8,7 @@ it, which is the policy under test (the estimates themselves are tested in tests
 from __future__ import annotations
 
 import io
+import json
 import re
 import time
 
@@ -173,3 +174,25 @@ def test_a_search_that_ends_early_fills_the_bar(monkeypatch) -> None:
     assert "(at most: the search ends at its 50th near-recurrence)" in stderr.getvalue().splitlines()[0]
     parts = 1 + budget.BASELINE_SEEDS + 16
     assert f"{parts}/{parts}" in stderr.getvalue().rsplit("\r", 1)[-1]
+
+
+def test_the_horizon_search_has_a_bar_of_its_own_and_the_answer_measure_gives(slow_rates) -> None:
+    """`evaluate --horizon` at a terminal: the estimate line names the search, the search shows its own bar after the
+    evaluation's (it reports no steps: its time against its estimate), and the horizon is the one `measure` finds
+    when it searches itself. The rates are slowed so that every part is priced long enough for a bar."""
+    from lengen_core.measure import measure
+
+    trained = run_cli("train", *QUICK)
+    assert trained.code == 0, trained.stderr
+    run_id = RunStore().list_runs()[0].run_id
+    out, stderr = io.StringIO(), Terminal()
+    assert cli.main(["evaluate", run_id, "--lengths", "16,64", "--samples", "32", "--horizon", "--json"],
+                    stdout=out, stderr=stderr) == 0
+    text = stderr.getvalue()
+    assert "this horizon search: about" in text.splitlines()[0], text
+    assert text.index("evaluating (estimated") < text.index("searching the predicted horizon (estimated"), text
+    result = json.loads(out.getvalue())
+    searched = measure(RunStore().load(run_id), [16, 64], 32, search=True)
+    assert result["predicted_horizon"] == searched.predicted_horizon.length
+    assert result["predicted_horizon_below"] == searched.predicted_horizon.below
+    assert result["predicted_horizon_note"] == searched.horizon_note
