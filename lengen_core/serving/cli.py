@@ -701,13 +701,14 @@ def _horizon_lines(result: dict[str, Any]) -> list[str]:
     """The horizons of an evaluation (accuracy ≥ the bar): measured on the lengths asked, predicted from the weights
     or why there is no prediction; and whether the prediction is trusted for this run."""
     bar = result.get("horizon_accuracy")
-    if bar is None:  # a transformer's evaluation: no horizon
+    if bar is None:  # a result without horizons
         return []
     lines = []
-    if result["measured_horizon_text"] is not None:
+    if result["measured_horizon_text"] is not None:  # (a transformer's run has none: no closed form)
         below = result["measured_horizon_below"]
+        held = result["measured_horizon"] is not None  # else the text says it fell at the training length
         lines.append(f"measured horizon (accuracy ≥ {bar:g} at the lengths asked): {result['measured_horizon_text']}"
-                     + ("" if below is None else f"; below {bar:g} at {below:,}"))
+                     + (f"; below {bar:g} at {below:,}" if held and below is not None else ""))
     if result["predicted_horizon"] is not None:
         lines.append(f"predicted horizon (from the weights, looked for up to {result['predicted_horizon_ceiling']:,}): "
                      f"{result['predicted_horizon_text']}")
