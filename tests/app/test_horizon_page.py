@@ -3,7 +3,6 @@ that continues the selected one, which trains from its weights and records its p
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
@@ -13,6 +12,7 @@ from lengen_core.serving.lineage import continuation
 from lengen_core.serving.share import config_to_query
 from lengen_core.serving.store import RunStore, preset_store
 from lengen_core.training import train
+from tests.helpers.waiting import wait_for
 from ui.presets import dilution_lengths, preset_ids
 from ui.runs import measurement
 from ui.training.pool import training_pool
@@ -62,10 +62,7 @@ def test_train_longer_opens_the_form_for_a_continuation_and_trains_from_the_weig
     {n.label: n for n in app.number_input}["Steps"].set_value(40)
     app.button[0].click().run()
     ticket, pool = app.session_state["training_ticket"], training_pool()
-    deadline = time.monotonic() + 120
-    while pool.status(ticket).state in ("queued", "running"):
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
+    wait_for(lambda: pool.status(ticket).state not in ("queued", "running"), timeout=120)
     app.run()
     assert not app.exception and not app.error, [e.value for e in app.error]
     assert app.session_state["run_id"] == child.run_id()

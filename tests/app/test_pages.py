@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -11,6 +10,7 @@ from streamlit.testing.v1 import AppTest
 
 from lengen_core.config import RunConfig, with_changes
 from lengen_core.serving.store import RunStore
+from tests.helpers.waiting import wait_for
 from ui.presets import DEFAULT_PRESET, preset_ids
 from ui.training.pool import training_pool
 
@@ -80,10 +80,7 @@ def train_from_page(steps: int) -> AppTest:
     assert_clean(app)
     if "training_ticket" in app.session_state:  # not yet done when the first run ended
         ticket, pool = app.session_state["training_ticket"], training_pool()
-        deadline = time.monotonic() + 120
-        while pool.status(ticket).state in ("queued", "running"):
-            assert time.monotonic() < deadline, "training did not finish in 120 s"
-            time.sleep(0.1)
+        wait_for(lambda: pool.status(ticket).state not in ("queued", "running"), timeout=120)  # the training ends
         app.run()  # the polling fragment sees the job done, saves the selection and reruns the app
     assert_clean(app)
     return app

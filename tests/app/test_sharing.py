@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from lengen_core.serving.jobs import TrainingPool
 from lengen_core.serving.share import config_to_query
 from lengen_core.serving.store import RunStore
 from lengen_core.training import Training
+from tests.helpers.waiting import wait_for
 from ui.presets import DEFAULT_PRESET, PRESETS, preset_ids
 from ui.training.pool import SessionWatcher
 
@@ -168,10 +168,7 @@ def test_the_train_page_shows_the_queue_position_and_can_leave_the_queue(busy_po
 @pytest.mark.parametrize("busy_pool", [1], indirect=True)
 def test_a_full_queue_says_so_and_keeps_the_form(busy_pool) -> None:
     running = busy_pool.submit(with_changes(RunConfig(), steps=3, seed=106))
-    deadline = time.monotonic() + 30
-    while busy_pool.status(running).state != "running":
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
+    wait_for(lambda: busy_pool.status(running).state == "running", timeout=30)
     busy_pool.submit(with_changes(RunConfig(), steps=3, seed=107))  # waiting: the queue (of 1) is full
     app = open_link({}, page="pages/train.py")
     app.number_input(key="train-steps").set_value(3)
@@ -192,10 +189,7 @@ def test_identical_requests_join_one_job(busy_pool) -> None:
     ticket = app.session_state["training_ticket"]
     assert busy_pool.counts() == {"running": 1, "queued": 0, "limit": 1}  # one job, two tickets
     BlockedTraining.gate.set()
-    deadline = time.monotonic() + 60
-    while busy_pool.status(ticket).state == "running":
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    wait_for(lambda: busy_pool.status(ticket).state != "running", timeout=60)
     app.run()
     assert_no_exception(app)
     assert app.session_state["run_id"] == config.run_id()

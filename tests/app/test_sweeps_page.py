@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import json
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -13,6 +12,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from lengen_core.serving.sweep import collapse_summary
+from tests.helpers.waiting import wait_for
 from ui import sweep_panels as sweeps
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
@@ -83,10 +83,7 @@ def started(app) -> sweeps.SweepRunner:
     app.button[0].click().run()
     assert not app.exception, [e.value for e in app.exception]
     runner = sweeps.sweep_runner()
-    deadline = time.monotonic() + 300
-    while runner.current.running:
-        assert time.monotonic() < deadline
-        time.sleep(0.5)
+    wait_for(lambda: not runner.current.running, timeout=300, poll=0.5)
     return runner
 
 

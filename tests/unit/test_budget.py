@@ -33,6 +33,7 @@ from lengen_core.serving.budget import (
 from lengen_core.serving.jobs import OwnerBusy, TrainingPool
 from lengen_core.serving.runtime import cgroup_cpu_limit
 from lengen_core.serving.store import RunStore
+from tests.helpers.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 # The example: every limit of the config at once (d_model 512, 8 × 16, length 512, batch 4096, 50k steps).
@@ -147,9 +148,8 @@ def test_a_training_past_its_wall_clock_limit_stops_keeps_its_steps_and_frees_it
     try:
         config = with_changes(RunConfig(), steps=50_000, keep_training=True, seed=5)
         ticket = pool.submit(config)
-        deadline = time.monotonic() + 120
-        while (status := pool.status(ticket)).state in ("queued", "running") and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_for(lambda: pool.status(ticket).state not in ("queued", "running"), timeout=120)
+        status = pool.status(ticket)
         assert status.state == "done" and status.note is not None
         assert "wall-clock limit of 1 s" in status.note and TRAIN_SECONDS_ENV in status.note
         kept = store.load(status.stored_run_id)

@@ -6,7 +6,6 @@ import io
 import json
 import math
 import statistics
-import time
 
 import pytest
 
@@ -16,6 +15,7 @@ from lengen_core.serving.jobs import TrainingPool
 from lengen_core.serving.lineage import continuation, parent_run
 from lengen_core.serving.store import RunStore, StoreError
 from lengen_core.training import train
+from tests.helpers.waiting import wait_for
 
 PARENT = with_changes(RunConfig(), steps=300, keep_training=True)  # ~3 s; 300 losses to read the noise from
 
@@ -74,9 +74,7 @@ def test_the_pool_trains_a_continuation_from_the_stored_weights(home):
     try:
         config = continuation(PARENT, 7)
         ticket = pool.submit(config)
-        deadline = time.monotonic() + 60
-        while pool.status(ticket).state not in ("done", "failed") and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_for(lambda: pool.status(ticket).state in ("done", "failed"), timeout=60)
         assert pool.status(ticket).state == "done", pool.status(ticket)
     finally:
         pool.close()
