@@ -700,10 +700,7 @@ def _transfer_summary(result: dict[str, Any]) -> str:
 def _horizon_lines(result: dict[str, Any]) -> list[str]:
     """The horizons of an evaluation (accuracy ≥ the bar): measured on the lengths asked, predicted from the weights
     or why there is no prediction; and whether the prediction is trusted for this run."""
-    bar = result.get("horizon_accuracy")
-    if bar is None:  # a result without horizons
-        return []
-    lines = []
+    bar, lines = result["horizon_accuracy"], []
     if result["measured_horizon_text"] is not None:  # (a transformer's run has none: no closed form)
         below = result["measured_horizon_below"]
         held = result["measured_horizon"] is not None  # else the text says it fell at the training length
