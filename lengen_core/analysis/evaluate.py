@@ -18,7 +18,9 @@ Tokens come from `sequence_tokens`, in fixed blocks with a seed per (seed, lengt
 sequence is the same whatever the chunk sizes and any slice of it can be regenerated on demand.
 Evaluation draws each block once on the CPU, in the narrowest integer type that holds the
 vocabulary (one byte for V ≤ 256), and sends it to the device from pinned memory without waiting
-where the device is CUDA; indices become int64 on the device, a chunk at a time.
+where the device is CUDA; indices become int64 on the device, a chunk at a time. Each worker writes a
+chunk's tensors into the same buffers every chunk (`_Workspace`), so the long loop allocates nothing of
+a chunk's size.
 """
 
 from __future__ import annotations
@@ -42,11 +44,10 @@ from lengen_core.models.encodings import LengthError
 TOKEN_BLOCK = 4_096
 DOUBLINGS = 21  # a ladder's lengths by default: L … 2^20 L, every doubling up to MAX_EVAL_LENGTH and past it
 EVAL_MEMORY_BYTES = 256 << 20  # the target: estimated memory of one chunk's tensors (`chunk_bytes`)
-CHUNK_ELEMENTS = 1 << 17  # the largest per-chunk tensor stops growing here: 1 MB of int64 (the mmap threshold the CLI fixes)
+CHUNK_ELEMENTS = 1 << 18  # the largest per-chunk tensor stops growing here: 2 MB of int64 (1 024 keys at 256 samples)
 MIN_KEY_CHUNK = 256  # fewer keys per chunk than this and the samples are cut instead
 FLOAT = 4  # bytes
-WIDE_BLOCK_BYTES = 16 << 20  # a block of tokens as int64 up to this size (512 samples)
-SAMPLE_KEY_BYTES = 32  # per sample and key: its token (narrow, int64), its column (int64), its logit then weight
+SAMPLE_KEY_BYTES = 32  # per sample and key: its token (narrow), its column and its cell (int64), its logit then weight
 
 
 def doublings(start: int, count: int = DOUBLINGS) -> tuple[int, ...]:
@@ -63,12 +64,13 @@ def token_dtype(vocab_size: int) -> torch.dtype:
 
 
 def token_block(seed: int, length: int, samples: int, vocab_size: int, block: int,
-                dtype: torch.dtype = torch.long) -> torch.Tensor:
+                dtype: torch.dtype = torch.long, out: torch.Tensor | None = None) -> torch.Tensor:
     """Block `block` (positions block·TOKEN_BLOCK …) of the `samples` evaluation sequences of `length`,
-    drawn from its own CPU generator: (S, ≤ TOKEN_BLOCK). The values do not depend on `dtype`."""
+    drawn from its own CPU generator: (S, ≤ TOKEN_BLOCK), into `out` (a CPU tensor of that shape and `dtype`)
+    where given. The values do not depend on `dtype`."""
     block_length = min(TOKEN_BLOCK, length - block * TOKEN_BLOCK)
     stream = torch.Generator().manual_seed(((seed * 1_000_003 + length) * 65_537 + block) % 2**63)
-    return torch.randint(vocab_size, (samples, block_length), generator=stream, dtype=dtype)
+    return torch.randint(vocab_size, (samples, block_length), generator=stream, dtype=dtype, out=out)
 
 
 def sequence_tokens(
@@ -137,39 +139,65 @@ class FreedMemory:
             _malloc_trim()(0)
 
 
+class _Workspace:
+    """One worker's buffers, reused from chunk to chunk: a chunk's tables, columns, logits and cells are
+    written into the same memory each time instead of allocated anew. Each allocation of a chunk's size
+    would otherwise go through the C library's allocator, which at a fixed mmap threshold (the served
+    app's, lengen_core.serving.runtime) maps and faults in the large ones anew and trims the heap under
+    the small ones: under the app's threshold 2^20 × 256 took 3.2–3.6 s with 1.4 million page faults before
+    the buffers, 1.7–2.2 s with 47 thousand since (docs/evaluation-memory.md, "The buffers")."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device, self.buffers = device, {}
+
+    def __call__(self, name: str, shape: tuple[int, ...], dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        """A contiguous (`shape`) tensor of `dtype`, the same memory as the last one of this name when it fits."""
+        size = math.prod(shape)
+        held = self.buffers.get(name)
+        if held is None or held.numel() < size or held.dtype != dtype:
+            held = self.buffers[name] = torch.empty(size, dtype=dtype, device=self.device)
+        return held[:size].view(shape)
+
+
 class _TokenStream:
     """The evaluation tokens of one length, read left to right a chunk at a time, key-major, as each
-    sample's logit-table columns (token + `base`, the sample's query token's first column): each block
-    is drawn once on the CPU in `token_dtype` and sent to the device; where a block of columns takes at
-    most WIDE_BLOCK_BYTES as int64 it is made whole there, else a chunk at a time (`_columns`)."""
+    sample's logit-table columns (token + `base`, the sample's query token's first column). Each block
+    is drawn once on the CPU in `token_dtype`, sent to the device and transposed there, and stays narrow
+    (S bytes a key for V ≤ 256); a chunk's columns are made int64 from it into the worker's `_Workspace`
+    when the chunk is read."""
 
     def __init__(self, seed: int, length: int, samples: int, vocab_size: int, device: torch.device,
-                 base: torch.Tensor | None = None) -> None:
+                 base: torch.Tensor | None = None, workspace: _Workspace | None = None) -> None:
         self.key = (seed, length, samples, vocab_size)
-        self.dtype, self.device = token_dtype(vocab_size), device
+        self.dtype, self.device = token_dtype(vocab_size), torch.device(device)
         self.base = torch.zeros(samples, dtype=torch.long, device=device) if base is None else base  # (S,)
-        self.wide = samples * TOKEN_BLOCK * 8 <= WIDE_BLOCK_BYTES  # blocks kept as int64 columns (else narrow tokens)
-        self.blocks: dict[int, torch.Tensor] = {}  # (S, ≤ TOKEN_BLOCK) narrow, or (≤ TOKEN_BLOCK, S) int64 columns
+        self.workspace = _Workspace(device) if workspace is None else workspace
+        self.blocks: dict[int, torch.Tensor] = {}  # (≤ TOKEN_BLOCK, S) narrow, key-major
 
     def keys(self, start: int, stop: int) -> torch.Tensor:
-        """The columns at positions start … stop-1 of every sample, on the device: (stop-start, S), int64."""
+        """The columns at positions start … stop-1 of every sample, on the device: (stop-start, S), int64,
+        in the workspace (the next call overwrites them)."""
         first, last = start // TOKEN_BLOCK, (stop - 1) // TOKEN_BLOCK
         self.blocks = {block: tokens for block, tokens in self.blocks.items() if block >= first}
         for block in range(first, last + 1):
             if block not in self.blocks:
-                drawn = to_device(token_block(*self.key, block, self.dtype), self.device)  # (S, ≤ TOKEN_BLOCK)
-                self.blocks[block] = self._columns(drawn) if self.wide else drawn
+                self.blocks[block] = self._draw(block, reuse=first == last)
         parts = [self.blocks[block] for block in range(first, last + 1)]
-        if self.wide:
-            columns = parts[0] if len(parts) == 1 else torch.cat(parts, dim=0)
-            return columns[start - first * TOKEN_BLOCK : stop - first * TOKEN_BLOCK]
-        tokens = parts[0] if len(parts) == 1 else torch.cat(parts, dim=1)  # (S, covered)
-        return self._columns(tokens[:, start - first * TOKEN_BLOCK : stop - first * TOKEN_BLOCK])
+        tokens = parts[0] if len(parts) == 1 else torch.cat(parts, dim=0)  # (covered, S)
+        chunk = tokens[start - first * TOKEN_BLOCK : stop - first * TOKEN_BLOCK]
+        columns = self.workspace("columns", tuple(chunk.shape), torch.long)
+        return columns.copy_(chunk).add_(self.base)  # widened, then `base` added in place (a mixed addition is slower)
 
-    def _columns(self, tokens: torch.Tensor) -> torch.Tensor:
-        """(S, c) narrow tokens as (c, S) int64 columns: a narrow transposed copy, widened, then `base`
-        added in place (an addition of narrow and int64 tensors takes twice as long, measured)."""
-        return tokens.T.contiguous().long().add_(self.base)
+    def _draw(self, block: int, reuse: bool) -> torch.Tensor:
+        """Block `block`, key-major on the device: (≤ TOKEN_BLOCK, S). With `reuse` (a chunk within one block,
+        as `_aligned` chunks are: no other block is held then), drawn and transposed into the workspace."""
+        samples, keys = self.key[2], min(TOKEN_BLOCK, self.key[1] - block * TOKEN_BLOCK)
+        if not reuse:
+            drawn = to_device(token_block(*self.key, block, self.dtype), self.device)  # (S, ≤ TOKEN_BLOCK)
+            return drawn.T.contiguous()
+        on_cpu = self.workspace("drawn", (samples, keys), self.dtype) if self.device.type == "cpu" else None
+        drawn = to_device(token_block(*self.key, block, self.dtype, out=on_cpu), self.device)
+        return self.workspace("block", (keys, samples), self.dtype).copy_(drawn.T)
 
     def take(self, start: int, stop: int) -> torch.Tensor:
         """The tokens themselves, sample-major, as int64: (S, stop-start)."""
@@ -386,9 +414,9 @@ class _LogitTables:
         """(cos | sin) of ω·p at each position: (c, C)."""
         return self.encoding.rotate(self.unit.expand(1, 1, positions.shape[0], -1), positions)[0, 0]
 
-    def __call__(self, start: int, stop: int) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """(c, n·V) logits at positions start … stop-1, bias included, and the encoding's (c, C) table
-        there (or None)."""
+    def __call__(self, start: int, stop: int, workspace: _Workspace) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(c, n·V) logits at positions start … stop-1, bias included, in `workspace` (the caller's worker's:
+        this object is shared between workers), and the encoding's (c, C) table there (or None)."""
         device, c = self.query_position.device, stop - start
         positions = torch.arange(start, stop, device=device)
         embedded = self.encoding.embed(positions)  # (c, C) or None
@@ -397,18 +425,22 @@ class _LogitTables:
                 self.steps[c] = self._phases(torch.arange(c, device=device))
             first = self._phases(positions[:1])[0]  # (C,): cos ω u0 | sin ω u0
             cos, sin = first[: self.half, None], first[self.half :, None]  # (C/2, 1) each
-            turned = torch.cat((self.cos_part * cos + self.sin_part * sin, self.sin_part * cos - self.cos_part * sin))
-            table = self.steps[c] @ turned  # (c, n·V)
+            turned = workspace("turned", (2 * self.half, self.cos_part.shape[1]))
+            torch.add(self.cos_part * cos, self.sin_part * sin, out=turned[: self.half])
+            torch.sub(self.sin_part * cos, self.cos_part * sin, out=turned[self.half :])
+            table = torch.mm(self.steps[c], turned, out=workspace("table", (c, turned.shape[1])))  # (c, n·V)
         else:
-            table = self.content.expand(c, -1)
-            if embedded is not None:
+            table = workspace("table", (c, self.n * self.V))
+            if embedded is None:
+                table.copy_(self.content.expand(c, -1))
+            else:
                 by_query = embedded @ self.positional  # (c, n)
-                table = (by_query[:, :, None] + self.content.view(1, self.n, self.V)).reshape(c, -1)
+                torch.add(by_query[:, :, None], self.content.view(1, self.n, self.V), out=table.view(c, self.n, self.V))
         bias = self.encoding.bias(self.query_position, positions)  # (1, 1, c) or None
         if bias is not None:
             bias = bias[0, 0] if self.factor is None else self.factor[0] * bias[0, 0]
-            table = table + bias[:, None]
-        return (table if table.is_contiguous() else table.contiguous()), embedded
+            table.add_(bias[:, None])
+        return table, embedded
 
 
 class _Group:
@@ -425,13 +457,13 @@ class _Group:
         self.best_key = torch.zeros(samples, dtype=torch.long, device=device)
 
     def add(self, table: torch.Tensor, columns: torch.Tensor, start: int, target: int,
-            positional: torch.Tensor | None) -> None:
+            positional: torch.Tensor | None, workspace: _Workspace) -> None:
         """One chunk: table (c, n·V), columns (c, s) key-major, int64: each key's column of the table.
 
         The chunk's best logits come from `amax` (a tenth of the time of `max` with its indices, measured);
         where a sample's best grows, which key holds it is looked up in that sample's column alone, the
         first such key as `max` gives it (a sample's best grows in a handful of its chunks)."""
-        logits = torch.gather(table, 1, columns)  # (c, s): each key's column's logit
+        logits = torch.gather(table, 1, columns, out=workspace("logits", tuple(columns.shape)))  # (c, s): each key's column's logit
         chunk_best = logits.amax(dim=0)  # (s,)
         better = chunk_best > self.best
         if bool(better.any()):
@@ -440,7 +472,8 @@ class _Group:
             self.best = torch.where(better, chunk_best, self.best)
         if start <= target < start + logits.shape[0]:
             self.target_logit = logits[target - start].clone()
-        cells = torch.add(self.lanes, columns, alpha=self.lanes.shape[0])  # (c, s): token·s + sample
+        cells = torch.add(self.lanes, columns, alpha=self.lanes.shape[0],
+                          out=workspace("cells", tuple(columns.shape), torch.long))  # (c, s): token·s + sample
         self.state.add(logits, cells, chunk_best, positional)
 
     def merge(self, later: _Group, target_in_later: bool) -> None:
@@ -476,8 +509,9 @@ def _workers(device: torch.device, spans: int) -> int:
 class _Share:
     """One worker's chunks (`spans`, consecutive) and its own running results for every group."""
 
-    def __init__(self, spans: list[tuple[int, int]], make_groups: Callable[[], list[_Group]]) -> None:
-        self.spans, self.groups, self.keys = spans, make_groups(), 0
+    def __init__(self, spans: list[tuple[int, int]], make_groups: Callable[[], list[_Group]],
+                 workspace: _Workspace) -> None:
+        self.spans, self.groups, self.keys, self.workspace = spans, make_groups(), 0, workspace
 
     def run(self, tables: _LogitTables, stream: _TokenStream, target: int, threads: int | None,
             freed: FreedMemory) -> None:
@@ -494,11 +528,11 @@ class _Share:
 
     def _chunks(self, tables: _LogitTables, stream: _TokenStream, target: int, freed: FreedMemory) -> None:
         for start, stop in self.spans:
-            table, embedded = tables(start, stop)  # (c, columns), (c, C) or None
+            table, embedded = tables(start, stop, self.workspace)  # (c, columns), (c, C) or None
             positional = None if embedded is None else embedded @ tables.readout  # (c, V)
             columns = stream.keys(start, stop)  # (c, S) int64, key-major
             for group in self.groups:
-                group.add(table, columns[:, group.rows], start, target, positional)
+                group.add(table, columns[:, group.rows], start, target, positional, self.workspace)
             del table, columns
             freed.check()
             self.keys += stop - start
@@ -539,11 +573,11 @@ def last_query_outputs(
 
     spans = [(start, min(start + chunk, length)) for start in range(0, length, chunk)]
     count = _workers(device, len(spans))
-    shares = [_Share(spans[w * len(spans) // count : (w + 1) * len(spans) // count], make_groups)
+    shares = [_Share(spans[w * len(spans) // count : (w + 1) * len(spans) // count], make_groups, _Workspace(device))
               for w in range(count)]
     estimate = chunk_bytes(V, config.model.d_model, min(group_size, samples), chunk) * count
     freed = FreedMemory(device, max(EVAL_MEMORY_BYTES // 4, EVAL_MEMORY_BYTES - estimate))
-    streams = [_TokenStream(seed, length, samples, V, device, base) for _ in shares]
+    streams = [_TokenStream(seed, length, samples, V, device, base, share.workspace) for share in shares]
     if count == 1:
         shares[0].run(tables, streams[0], last - offset, None, freed)
     else:

@@ -40,7 +40,7 @@ from lengen_core.analysis.absolute import PROBE_BASELINE_SEEDS, PROBE_SAMPLES, S
 from lengen_core.analysis.argmax_count import GAUSSIAN_DRAWS
 from lengen_core.analysis.carrier import BASELINE_SEEDS, RECURRENCE_LIMIT, SEARCH_CHUNK
 from lengen_core.analysis.dilution import DOMINANT_KEYS, KEY_CHUNK
-from lengen_core.analysis.evaluate import TOKEN_BLOCK, WIDE_BLOCK_BYTES, chunk_bytes, chunk_sizes, cpu_workers
+from lengen_core.analysis.evaluate import TOKEN_BLOCK, chunk_bytes, chunk_sizes, cpu_workers, token_dtype
 from lengen_core.analysis.horizon import NEAR_MULTIPLE
 from lengen_core.analysis.mask import DENOMINATOR_SAMPLES
 from lengen_core.analysis.sequence import tokens_per_batch
@@ -218,9 +218,9 @@ def single_head_evaluation_cost(config: RunConfig, lengths: Sequence[int], sampl
     group, keys = chunk_sizes(V, C, samples)
     threads = cpu_workers()
     # per sample and thread: the attention mass per key token, the positional sums and the readout (V each),
-    # ten scalars; per thread a block of narrow tokens, its transposed copy and its int64 copy where it is kept
-    wide = 8 * samples * TOKEN_BLOCK if 8 * samples * TOKEN_BLOCK <= WIDE_BLOCK_BYTES else 0
-    state = threads * (FLOAT * samples * (3 * V + 10) + 2 * samples * TOKEN_BLOCK + wide)
+    # ten scalars; per thread a block of narrow tokens as drawn and its transposed copy (the chunk's int64
+    # columns are in `chunk_bytes`)
+    state = threads * (FLOAT * samples * (3 * V + 10) + 2 * samples * TOKEN_BLOCK * token_dtype(V).itemsize)
     work = sum(lengths) * (V * min(V, samples) * C + SAMPLE_KEY_WORK * samples)
     return Cost("this evaluation",
                 BASE_BYTES + threads * chunk_bytes(V, C, group, keys) + state + FLOAT * parameter_count(config),

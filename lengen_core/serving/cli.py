@@ -275,9 +275,11 @@ def _heap_for(config: RunConfig) -> None:
     """Fix glibc's mmap threshold (`limit_heap_growth`) for a model whose analyses run forward passes over
     long sequences: a transformer's attention blocks of ~16 MB each otherwise stay in the heap (one 8,192-token
     pass: 4.6 GB against 0.5 GB, lengen_core.serving.runtime). The single head's analyses (the last query's
-    logits in chunks) keep the same peak without it and run about twice as fast: every chunk taken from a fresh
-    mapping is page-faulted anew (2^20 × 256, fresh processes: 1.93 and 1.97 s against 3.72 and 3.61 s with the
-    threshold fixed at 1 MB, peaks 0.28 GB both, 2026-12-04). Once set, it stays for the process."""
+    logits in chunks) keep the same peak without it. They ran about twice as slowly with it while each chunk
+    allocated its tensors anew (2^20 × 256, fresh processes: 3.72 and 3.61 s against 1.93 and 1.97 s); since
+    the evaluation reuses its buffers, the gap is within the spread (docs/evaluation-memory.md, "The buffers"),
+    but the single head's other analyses have not been measured under it, so they keep glibc's default.
+    Once set, it stays for the process."""
     if not config.single_head:
         limit_heap_growth()
 

@@ -597,7 +597,7 @@ def test_a_zero_layer_shift_run_is_read_like_a_transformer_everywhere() -> None:
 
 def test_the_heap_limit_is_set_for_a_transformer_run_and_not_for_the_single_head(monkeypatch):
     """The command line fixes glibc's mmap threshold only where it saves memory (a transformer's forward
-    passes): for the single head it doubled the 2^20 evaluation's time for the same peak (docs/evaluation-memory.md)."""
+    passes); the single head keeps glibc's default (docs/evaluation-memory.md)."""
     calls = []
     monkeypatch.setattr(cli, "limit_heap_growth", lambda: calls.append(1) or True)
     cli._heap_for(RunConfig())

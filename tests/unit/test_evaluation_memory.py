@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from lengen_core.analysis import evaluate as evaluate_module
 from lengen_core.analysis.evaluate import (
     EVAL_MEMORY_BYTES,
     MIN_KEY_CHUNK,
@@ -24,6 +25,7 @@ from lengen_core.analysis.evaluate import (
     chunk_bytes,
     chunk_sizes,
     last_query_outputs,
+    sequence_tokens,
     to_device,
 )
 from lengen_core.config import MAX_D_MODEL, MAX_EVAL_SAMPLES, MAX_VOCAB, RunConfig, with_changes
@@ -77,13 +79,38 @@ def test_tokens_travel_in_the_narrowest_type_and_are_never_pinned_for_the_cpu(mo
     stream = _TokenStream(7, 9_000, 3, 64, torch.device("cpu"))
     tokens = stream.take(4_000, 4_200)  # two blocks, each drawn once
     assert tokens.dtype == torch.long and tokens.shape == (3, 200)
-    assert stream.wide and all(block.dtype == torch.long for block in stream.blocks.values())  # int64 on the device
-    assert not _TokenStream(7, 9_000, MAX_EVAL_SAMPLES, 64, torch.device("cpu")).wide  # kept narrow where large
+    assert torch.equal(tokens, sequence_tokens(7, 9_000, 3, 64, 4_000, 4_200))
+    assert all(block.dtype == torch.uint8 and block.shape[1] == 3 for block in stream.blocks.values())  # narrow, key-major
     assert sorted(stream.blocks) == [0, 1]
-    stream.take(4_200, 9_000)
+    assert torch.equal(stream.take(4_200, 9_000), sequence_tokens(7, 9_000, 3, 64, 4_200, 9_000))
     assert sorted(stream.blocks) == [1, 2]  # blocks behind the chunk are let go
     cpu = torch.zeros(2, 3, dtype=torch.uint8)
     assert to_device(cpu, torch.device("cpu")) is cpu
+
+
+def test_a_long_evaluation_makes_its_chunk_buffers_once(monkeypatch):
+    """Every chunk's tables, columns, logits and cells go into the same buffers (`_Workspace`): the buffers an
+    evaluation makes do not grow with its number of chunks. Allocating them anew each chunk cost 1.7× the time
+    under the served app's fixed mmap threshold (docs/evaluation-memory.md)."""
+    made: list[str] = []
+
+    class Counting(evaluate_module._Workspace):
+        def __call__(self, name, shape, dtype=torch.float32):
+            before = self.buffers.get(name)
+            tensor = super().__call__(name, shape, dtype)
+            if self.buffers[name] is not before:
+                made.append(name)
+            return tensor
+
+    monkeypatch.setattr(evaluate_module, "_Workspace", Counting)
+    config = RunConfig()
+    model = initial_model(config)
+    counts = []
+    for length in (8 * 512, 64 * 512):
+        made.clear()
+        last_query_outputs(model, config, length, 32, 1, chunk=512)
+        counts.append(len(made))
+    assert 0 < counts[0] == counts[1], counts  # 8 chunks and 64 chunks: the same buffers
 
 
 def test_the_estimate_states_the_target():
