@@ -212,8 +212,10 @@ def single_head_evaluation_cost(config: RunConfig, lengths: Sequence[int], sampl
     one chunk a thread as `evaluate.chunk_bytes` estimates it for the sizes `evaluate.chunk_sizes` picks
     (within EVAL_MEMORY_BYTES at any length), each thread's sums and its block of tokens; time grows with
     the logit tables' products, V·min(V, samples)·d_model per key, plus samples × Σ lengths per-sample
-    steps (gather, max, exp, scatter) and token draws, counted as SAMPLE_KEY_WORK each (measured on 2 busy
-    cores: the default run, 256 samples at 2^20, 3–4 s with 6.9 CPU s; this estimate gives 4.5 s)."""
+    steps (gather, max, exp, scatter) and token draws, counted as SAMPLE_KEY_WORK each (the default run, 256
+    samples at 2^20: 3–4 s with 6.9 CPU s measured on 2 busy cores before the evaluation reused its buffers,
+    1.7–1.9 s with 3.3–3.8 CPU s on 2 quiet cores since; this estimate gives 4.5 s, a busy machine's, as the
+    rest of this model)."""
     V, C = config.task.vocab_size, config.model.d_model
     group, keys = chunk_sizes(V, C, samples)
     threads = cpu_workers()
