@@ -24,7 +24,7 @@ from lengen_core.serving.runtime import limit_heap_growth
 settings.register_profile("ci", settings.get_profile("ci"), max_examples=100)
 settings.register_profile("thorough", settings.get_profile("default"), max_examples=2_000)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
-limit_heap_growth()  # as the app and its training children do, and the command line for a transformer (lengen_core.serving.runtime)
+limit_heap_growth()  # as the app, its training children and the command line do (lengen_core.serving.runtime)
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 # The many throwaway trainings of the suite are saved without their first-visit numbers (about 45 s of
 # two cores for a default run: lengen_core.serving.first_visit); the tests of those numbers turn it on.

@@ -267,21 +267,7 @@ def _load(run_id: str, store: RunStore, device: str = "cpu") -> Any:
     target = str(resolve_device(device))
     presets = preset_store()
     run = presets.load(run_id, target) if not store.exists(run_id) and presets.exists(run_id) else store.load(run_id, target)
-    _heap_for(run.config)
     return run
-
-
-def _heap_for(config: RunConfig) -> None:
-    """Fix glibc's mmap threshold (`limit_heap_growth`) for a model whose analyses run forward passes over
-    long sequences: a transformer's attention blocks of ~16 MB each otherwise stay in the heap (one 8,192-token
-    pass: 4.6 GB against 0.5 GB, lengen_core.serving.runtime). The single head's analyses (the last query's
-    logits in chunks) keep the same peak without it. They ran about twice as slowly with it while each chunk
-    allocated its tensors anew (2^20 × 256, fresh processes: 3.72 and 3.61 s against 1.93 and 1.97 s); since
-    the evaluation reuses its buffers, the gap is within the spread (docs/evaluation-memory.md, "The buffers"),
-    but the single head's other analyses have not been measured under it, so they keep glibc's default.
-    Once set, it stays for the process."""
-    if not config.single_head:
-        limit_heap_growth()
 
 
 def _device(run) -> dict[str, str]:
@@ -299,7 +285,6 @@ def command_continue(args: argparse.Namespace, store: RunStore) -> dict[str, Any
 
 
 def _trained(config: RunConfig, args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
-    _heap_for(config)
     run = None if args.retrain else store.find(config) or preset_store().find(config)
     reused = run is not None
     if run is None:
@@ -438,7 +423,6 @@ def command_transfer(args: argparse.Namespace, store: RunStore) -> dict[str, Any
     """Steps to learn the configured run's delays after `--before` delays, against from scratch (trains
     three runs in memory; none is stored)."""
     config = config_from_args(args)
-    _heap_for(config)
     pricer = args.console.pricer()
     for priced in (with_changes(config, delays=args.before, steps=args.pretrain_steps or config.train.steps),
                    config, config):
@@ -592,7 +576,6 @@ def command_delete(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
 
 
 def command_sweep(args: argparse.Namespace, store: RunStore) -> dict[str, Any]:
-    limit_heap_growth()  # its cells may be any model, trained and measured in this process's workers
     data = grid_from_toml(args.grid) if args.grid else {}
     for key in (*(axis.field for axis in AXES), "lengths", "samples"):
         if getattr(args, key) is not None:
@@ -792,6 +775,7 @@ def _summary(result: dict[str, Any]) -> str:
 
 def main(argv: Sequence[str] | None = None, stdout: TextIO = sys.stdout, stderr: TextIO = sys.stderr) -> int:
     deterministic_cublas()  # before any CUDA work: a CUDA training is the same bytes each time
+    limit_heap_growth()  # the served app's heap thresholds, for every command (lengen_core.serving.runtime)
     try:
         args = build_parser().parse_args(argv)
         args.console = Console.for_command(stderr, args.budget, args.json)

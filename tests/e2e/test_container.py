@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from lengen_core.serving.runtime import MMAP_THRESHOLD_BYTES, TRIM_THRESHOLD_BYTES
 from tests.helpers.serving import ROOT, UID, can_serve, dockerfile, serve_image, traversable_interpreter
 
 pytestmark = pytest.mark.e2e
@@ -27,7 +28,9 @@ def test_dockerfile_runs_as_a_non_root_user_and_declares_a_health_check():
     assert "/_stcore/health" in spec["health"] and spec["cmd"][:3] == ["streamlit", "run", "serve.py"]
     assert spec["env"]["LENGEN_HOME"] == "/data"
     assert spec["env"]["TMPDIR"] == "/tmp"  # a read-only root with a tmpfs at /tmp: torch needs a writable temp
-    assert spec["env"]["MALLOC_MMAP_THRESHOLD_"] == "1048576"  # as lengen_core.serving.runtime sets it
+    # the heap's thresholds as lengen_core.serving.runtime sets them in its processes
+    assert spec["env"]["MALLOC_MMAP_THRESHOLD_"] == str(MMAP_THRESHOLD_BYTES)
+    assert spec["env"]["MALLOC_TRIM_THRESHOLD_"] == str(TRIM_THRESHOLD_BYTES)
     # the GPU image (TORCH_VARIANT=cu128) sees the GPUs through the NVIDIA runtime; harmless without one
     assert spec["env"]["NVIDIA_VISIBLE_DEVICES"] == "all"
     assert spec["env"]["NVIDIA_DRIVER_CAPABILITIES"] == "compute,utility"

@@ -20,7 +20,7 @@ import torch
 from lengen_core.analysis.dilution import predict
 from lengen_core.analysis.evaluate import sequence_tokens
 from lengen_core.analysis.heads import PIN_SHARE, analyse_heads
-from lengen_core.config import MAX_EVAL_LENGTH, MAX_STEPS, RunConfig, with_changes
+from lengen_core.config import MAX_EVAL_LENGTH, MAX_STEPS, RunConfig
 from lengen_core.serving import cli
 from lengen_core.serving.store import PRESET_ROOT, RunStore, StoreError, preset_store
 from lengen_core.tasks import targets_of
@@ -595,12 +595,11 @@ def test_a_zero_layer_shift_run_is_read_like_a_transformer_everywhere() -> None:
     assert all(row["accuracy_by_position"] and row["predicted_accuracy"] is None for row in evaluated["lengths"])
 
 
-def test_the_heap_limit_is_set_for_a_transformer_run_and_not_for_the_single_head(monkeypatch):
-    """The command line fixes glibc's mmap threshold only where it saves memory (a transformer's forward
-    passes); the single head keeps glibc's default (docs/evaluation-memory.md)."""
+def test_every_command_runs_under_the_apps_heap_thresholds(monkeypatch):
+    """One heap policy for the app, its training processes and the command line (lengen_core.serving.runtime):
+    since the single head's evaluation reuses its buffers, the thresholds no longer slow it (they speed up the
+    prediction), so no command is left out."""
     calls = []
     monkeypatch.setattr(cli, "limit_heap_growth", lambda: calls.append(1) or True)
-    cli._heap_for(RunConfig())
-    assert calls == []
-    cli._heap_for(with_changes(RunConfig(), n_layers=2))
+    ok_json("runs", "--json")
     assert calls == [1]

@@ -28,7 +28,7 @@ MEASURE = """
 import json, sys
 import torch
 from lengen_core.serving.runtime import limit_heap_growth
-limit_heap_growth()  # as the app does, and the command line for a transformer
+limit_heap_growth()  # as the app and the command line do
 torch.set_num_threads(1)
 from bench.common import peak_rss_bytes, rss_bytes
 from lengen_core.config import RunConfig, with_changes
