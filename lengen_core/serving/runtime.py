@@ -18,7 +18,7 @@ moving both), at 128 KB unless set: blocks of 1 MB and more were then fresh mapp
 was trimmed under the smaller ones, so the prediction's many blocks of a few MB were faulted in anew
 every time (4.4 million page faults for the default run's prediction at 20 lengths to 2^20: 2.3–2.8 s,
 against 1.3–1.6 s with glibc's moving thresholds). At 8 MB and 32 MB the attention's 16 MB blocks are
-still mappings of their own, given back on free, and the prediction took 1.3–1.5 s; the forward-pass
+still mappings of their own, given back on free, and the prediction took 1.1–1.5 s; the forward-pass
 evaluation of the largest transformer (2 layers, 16 heads, d_model 512, 8,192 tokens) grew the process
 by 167 MB against 148 MB at 1 MB (measured 2026-12-04). `MALLOC_MMAP_THRESHOLD_=8388608` and
 `MALLOC_TRIM_THRESHOLD_=33554432` in the environment do the same for a process started with them; the
