@@ -1,5 +1,5 @@
 """Section 4 of the Theory page, the live equivariance check (C3) on the selected run, at positions t and u
-the reader picks (in the link as `t` and `u`); the check itself is ui.theory.equivariance's."""
+the reader picks (in the link as `t` and `u`); the check itself is ui.analyses.equivariance's (cached per run and positions)."""
 
 import pandas as pd
 import streamlit as st
