@@ -7,7 +7,7 @@ import streamlit as st
 
 from ui import early
 
-st.set_page_config(page_title="lengen", layout="wide")
+st.set_page_config(page_title="lengen", page_icon=early.FAVICON, layout="wide")
 # Before the seconds of importing torch, pandas and the lab: the browser starts loading plotly.js (ui.early)
 plotly_early = early.load_plotly_early()
 early.wait_for_the_lab()  # serve.py imports what follows as the server starts: wait for it, not import it twice

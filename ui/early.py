@@ -19,11 +19,15 @@ from __future__ import annotations
 import importlib
 import sys
 import threading
+from pathlib import Path
 
 import plotly.graph_objects as go
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
+# The tab's icon (the router's st.set_page_config): a file of the app's own, sent as a data: URL, so no browser
+# fetches it elsewhere (a page's `:material/...:` icon would make the favicon a link to fonts.gstatic.com)
+FAVICON = Path(__file__).resolve().parent.parent / "assets" / "favicon.svg"
 # The router's modules (app.py), and through them torch, pandas and every page's analyses
 LAB_MODULES = ("ui.training.pool", "lengen_core.serving.runtime", "ui.lessons.view", "ui.state", "ui.widgets",
                "ui.runs")
