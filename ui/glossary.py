@@ -17,6 +17,7 @@ glossary scrolls to that entry once.
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass
 
@@ -283,9 +284,21 @@ def glossary() -> None:
 
 
 def linked_entry() -> str | None:
-    """The anchor of the entry a link names in `?term=`, when it names one; the address keeps it."""
-    anchor = st.query_params.get(TERM_PARAM)
-    return anchor if anchor in {item.anchor for item in ENTRIES} else None
+    """The anchor of the entry a link names in `?term=` (by anchor or title, as `entry` reads them), when it names
+    one; the address keeps it."""
+    name = st.query_params.get(TERM_PARAM)
+    item = _BY_NAME.get(_key(name)) if name else None
+    return item.anchor if item else None
+
+
+def unknown_term(name: str) -> str:
+    """What a link naming `name`, no entry of the glossary, is told: that it is unknown, the nearest entries' titles
+    and where every entry is listed (plain text: the caller escapes it for markdown)."""
+    shown = name if len(name) <= 40 else f"{name[:40]}…"
+    near = dict.fromkeys(_BY_NAME[key].title for key in difflib.get_close_matches(_key(name), list(_BY_NAME), n=4))
+    hint = f" Did you mean {' or '.join(list(near)[:3])}?" if near else ""
+    return (f"This link names the glossary term “{shown}”, which the glossary does not have.{hint} "
+            f"The Glossary tab below lists all {len(ENTRIES)} terms it explains.")
 
 
 def _scroll_to_linked_entry() -> None:

@@ -5,8 +5,8 @@ optimisation experiment's four charts and the glossary's 80 elements, all laid o
 (bench/README.md, "Where a switch's seconds go"). As tabs that rerun the page when chosen
 (`st.tabs(on_change="rerun")`), a visit draws the derivations alone and each other section is one
 click away. The chosen tab travels in the link (`?section=live-check`), a glossary link (`?term=`)
-opens the glossary tab, and an older link that names positions (`t`, `u`) but no section opens the
-live check they belong to.
+opens the glossary tab (one that names no entry says so above it), and an older link that names
+positions (`t`, `u`) but no section opens the live check they belong to.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
 from lengen_core.serving.share import view_choice
-from ui.glossary import TERM_PARAM, linked_entry
-from ui.state import show_view, view_setting
+from ui.glossary import TERM_PARAM, linked_entry, unknown_term
+from ui.state import plain, show_view, view_setting
 
 SECTION_PARAM = "section"
 SECTION_KEY = "theory-section"
@@ -43,7 +43,9 @@ def section_tabs() -> tuple[str, DeltaGenerator]:
     positions_only = {"t", "u"} & set(st.query_params) and SECTION_PARAM not in st.query_params
     if linked_entry() is not None:  # a link to a glossary entry opens the glossary, which scrolls to it
         st.session_state[SECTION_KEY] = SECTIONS["glossary"]
-    elif TERM_PARAM in st.query_params:  # an entry that does not exist: dropped, as the glossary drops it
+    elif TERM_PARAM in st.query_params:  # an entry that does not exist: said, the glossary opened at its list
+        st.warning(plain(unknown_term(st.query_params[TERM_PARAM])), icon=":material/link_off:")
+        st.session_state[SECTION_KEY] = SECTIONS["glossary"]
         del st.query_params[TERM_PARAM]
     view_setting(SECTION_KEY, SECTION_PARAM, _from_link, SECTIONS["live-check" if positions_only else "derivations"])
     tabs = dict(zip(SECTIONS, st.tabs(list(SECTIONS.values()), key=SECTION_KEY, on_change="rerun")))
