@@ -4,6 +4,7 @@ each run. The figures come from ui.analyses.comparisons (the same request as the
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -82,18 +83,33 @@ def chosen_runs() -> tuple[list[str], dict[str, str], int, int]:
     return chosen, run_names, longest, samples
 
 
+def curve_table(labels: dict, results: dict) -> pd.DataFrame:
+    """Accuracy (with its 95% interval) and target mass of every run at every length: the accuracy and mass
+    charts and their CSVs. Keyed by run id; `run` is the legend's label."""
+    return pd.concat([
+        pd.DataFrame({"run_id": i, "run": labels[i], "length": r.lengths, "samples": r.samples, "accuracy": r.accuracy,
+                      "accuracy_low": r.accuracy_low, "accuracy_high": r.accuracy_high, "target_mass": r.target_mass,
+                      "predicted_mass": np.nan if r.predicted_mass is None else r.predicted_mass})
+        for i, r in results.items()
+    ], ignore_index=True)
+
+
+def carrier_table(labels: dict, results: dict, window: int) -> pd.DataFrame:
+    """Each run's carrier s(Δ) at the offsets below `window`, keyed by run id (`run`: the legend's label)."""
+    carriers = pd.concat([
+        pd.DataFrame({"run_id": i, "run": labels[i], "offset": r.carrier_offsets, "s": r.carrier_values,
+                      "source": r.carrier_source})
+        for i, r in results.items()
+    ], ignore_index=True)
+    return carriers[carriers["offset"] < window].reset_index(drop=True)
+
+
 def overlays(labels: dict, results: dict, runs: dict, samples: int) -> None:
     """Accuracy, target mass and the carriers of every run compared, one colour a run, each captioned from
     the runs' own numbers."""
     configs = {run_id: run.config for run_id, run in runs.items()}
     learned = {run_id: None if run.verdict is None else run.verdict.learned for run_id, run in runs.items()}
-    curves = pd.concat([
-        pd.DataFrame({"run": labels[i], "length": r.lengths, "samples": r.samples, "accuracy": r.accuracy,
-                      "accuracy_low": r.accuracy_low,
-                      "accuracy_high": r.accuracy_high, "target_mass": r.target_mass,
-                      "predicted_mass": r.predicted_mass if r.predicted_mass is not None else [None] * len(r.lengths)})
-        for i, r in results.items()
-    ], ignore_index=True)
+    curves = curve_table(labels, results)
     chance = min(1 / c.task.vocab_size for c in configs.values())
     chart(compare_charts.accuracy_overlay(curves, chance),
           accuracy_captions.curves_caption(
@@ -111,11 +127,7 @@ def overlays(labels: dict, results: dict, runs: dict, samples: int) -> None:
     scaled = st.toggle("Scale each carrier to its peak", key="compare-scaled",
                        help="On: each carrier minus its mean, divided by its largest |value|, so shapes compare. "
                             "Off: in nats, minus the mean (RoPE's carrier is far larger than the others).")
-    carriers = pd.concat([
-        pd.DataFrame({"run": labels[i], "offset": r.carrier_offsets, "s": r.carrier_values, "source": r.carrier_source})
-        for i, r in results.items()
-    ], ignore_index=True)
-    carriers = carriers[carriers["offset"] < window].reset_index(drop=True)
+    carriers = carrier_table(labels, results, window)
     show_view("scaled", "true" if scaled else "false")
     centred = carriers["s"] - carriers.groupby("run")["s"].transform("mean")
     carriers["shown"] = centred / centred.abs().groupby(carriers["run"]).transform("max") if scaled else centred
@@ -141,7 +153,7 @@ def key_numbers(labels: dict, results: dict, runs: dict) -> None:
     st.subheader("Key numbers")
     numbers = compare_charts.key_numbers(labels, results, runs)
     by_quantity = compare_charts.by_quantity(numbers)
-    st.dataframe(by_quantity, hide_index=True, width="stretch", height=35 * (len(by_quantity) + 1) + 3)  # every row shown
+    st.table(by_quantity.set_index("quantity"))  # static: a long cell wraps instead of being cut (st.dataframe's are)
     with st.expander("What each number means"):
         st.markdown("\n".join(f"- **{name}**: {text}" for name, text in MEANINGS.items()))
     if untrusted := prediction_captions.untrusted_text({labels[i]: r.measurement.prediction_status
@@ -153,8 +165,10 @@ def key_numbers(labels: dict, results: dict, runs: dict) -> None:
     st.caption(f"**What to look for:** Toeplitz near 1 says the logit depends on t − u (equivariance); a RoPE head has "
                f"that by construction, trained or not, so read it beside its untrained range: {toeplitz}. Whether a "
                "rule was learned is the verdict and the carrier's peak at k (above).")
-    st.download_button("Download key numbers (CSV)", numbers.to_csv(index=False).encode(), "compare-numbers.csv",
-                       "text/csv", help="The table above, one row per run.")
+    figures = compare_charts.key_figures(labels, results, runs)
+    st.download_button("Download key numbers (CSV)", figures.to_csv(index=False).encode(), "compare-numbers.csv",
+                       "text/csv", help="The table above as data: one row per run, keyed by its run id; numbers as "
+                                        "numbers, each interval in its own columns (m_out_low, m_out_high).")
     measured_as = " ".join(f"**{labels[i]}**: {request_caption(i, r.measurement, 'this page')}"
                            for i, r in results.items() if r.measurement.closed_form)
     if measured_as:

@@ -128,6 +128,65 @@ def key_numbers(labels: dict[str, str], results: dict[str, Comparison], runs: di
     return pd.DataFrame(rows)
 
 
+def key_figures(labels: dict[str, str], results: dict[str, Comparison], runs: dict[str, Run]) -> pd.DataFrame:
+    """The key numbers as data (the CSV): one row per run keyed by its run id (its label beside it), every
+    figure a number (NaN where there is none, with the reason in a text column), and each interval in its own
+    columns: m_out between m_out_low and m_out_high (the interval to quote, over the answers and the lengths
+    fitted), the answers' alone in m_out_answers_low/high; the untrained Toeplitz fraction's range likewise."""
+    rows = []
+    for run_id, result in results.items():
+        config, verdict, m = runs[run_id].config, runs[run_id].verdict, result.measurement
+        law, horizon = result.fit.fit, m.predicted_horizon if m.closed_form else None
+        spread = result.toeplitz_range or (None, None)
+        rows.append({
+            "run_id": run_id, "label": labels[run_id],
+            "learned": None if verdict is None else verdict.learned,
+            "at_chance_past_train": None if verdict is None else verdict.at_chance_beyond,
+            "accuracy_at_4x": dict(zip(result.lengths, result.accuracy, strict=True)).get(4 * config.task.train_length),
+            "m_out": None if law is None else law.m_out,
+            "m_out_low": None if law is None else law.quoted_low, "m_out_high": None if law is None else law.quoted_high,
+            "m_out_answers_low": None if law is None else law.m_out_low,
+            "m_out_answers_high": None if law is None else law.m_out_high,
+            "law": result.fit.status, "law_max_relative_error": None if law is None else law.max_relative_error,
+            "law_first_length": None if law is None else law.train_length,
+            "law_last_length": None if law is None else law.longest,
+            "law_lengths": None if law is None else law.points,
+            "horizon_predicted": None if horizon is None else horizon.length,
+            "horizon_below": None if horizon is None else horizon.below,
+            "horizon_ceiling": None if horizon is None else horizon.ceiling,
+            "horizon_note": None if _horizon_text(result) == f"{horizon_length(horizon)}" else _horizon_text(result),
+            "prediction": None if m.prediction_status is None else m.prediction_status.status,
+            "toeplitz": result.toeplitz_fraction, "toeplitz_untrained": result.toeplitz_baseline,
+            "toeplitz_untrained_low": spread[0], "toeplitz_untrained_high": spread[1],
+            "toeplitz_relative": result.toeplitz_relative,
+            "carrier_argmax": result.carrier_argmax, "carrier": result.carrier_source, "samples": result.samples,
+            "encoding": config.model.encoding, "attention": config.model.attention,
+            "single_head": config.model.minimal, "n_layers": config.model.n_layers, "n_heads": config.model.n_heads, "offset": config.task.offset,
+            "train_length": config.task.train_length, "seed": config.train.seed,
+        })
+    return _typed(pd.DataFrame(rows))
+
+
+def horizon_length(horizon) -> str:
+    """The horizon as a plain number reads ('8,674'); '' without one."""
+    return "" if horizon is None or horizon.length is None else f"{horizon.length:,}"
+
+
+COUNTS = ("law_first_length", "law_last_length", "law_lengths", "horizon_predicted", "horizon_below", "horizon_ceiling")
+
+
+def _typed(table: pd.DataFrame) -> pd.DataFrame:
+    """Columns of numbers as numbers even where every run has none (a column of None is object, not NaN)."""
+    for name in table.columns:
+        if name in COUNTS:
+            table[name] = pd.to_numeric(table[name]).astype("Int64")
+        elif name in ("learned", "at_chance_past_train"):
+            table[name] = table[name].astype("boolean")
+        elif name.startswith(("m_out", "toeplitz_untrained", "accuracy", "law_max")):
+            table[name] = pd.to_numeric(table[name]).astype("float64")
+    return table
+
+
 def by_quantity(numbers: pd.DataFrame) -> pd.DataFrame:
     """`key_numbers` turned for the page: a row per quantity, a column per run (its label), every value as
     text, so a few runs fit the page's width whatever the number of quantities (a row per run needs 17
