@@ -37,6 +37,20 @@ CLAIMS = {  # the short form of docs/science.md §1's table
            "marker (content), it holds at every delay",
 }
 
+# A claim outside §1's table, named by the section of docs/science.md that states it: the position probe's
+# (lengen_core.analysis.absolute), whose captions name it as they name C1–C10.
+PROBE_CLAIM = "§12"
+SECTION_CLAIMS = {
+    PROBE_CLAIM: "training puts absolute position into a RoPE transformer's residual stream: after some block, a "
+                 "linear probe reads the position better than on every untrained initialisation, by 0.1 R²",
+}
+
+
+def claim_words(code: str) -> str:
+    """'C1 (RoPE extrapolates to longer inputs, learned absolute positions do not)': a claim named with its words
+    (KeyError: no such claim)."""
+    return f"{code} ({CLAIMS[code] if code in CLAIMS else SECTION_CLAIMS[code]})"
+
 
 @dataclass(frozen=True)
 class Expectation:

@@ -7,7 +7,8 @@ from lengen_core.config import ConfigError
 from ui.analyses import dilution_look_for, rule_lengths, rule_note
 from ui.captions import accuracy as accuracy_captions
 from ui.captions import prediction as prediction_captions
-from ui.captions import readouts
+from ui.captions.common import Caption
+from ui.captions import readouts, show
 from ui.charts import common as charts
 from ui.glossary import lead
 from ui.presets import DILUTION_LONGEST, DILUTION_LONGEST_CHOICES, DILUTION_SAMPLES, dilution_lengths
@@ -15,7 +16,7 @@ from ui.reach import show_horizon
 from ui.rules import view as rules_view
 from ui.runs import allowed_lengths, dilution_data, request_caption
 from ui.state import show_view, view_number
-from ui.widgets import chart, csv_name, refusal, require_single_head, run_summary, selected_run
+from ui.widgets import csv_name, refusal, require_single_head, run_summary, selected_run
 
 st.title("Accuracy against length: the dilution law")
 lead("dilution")
@@ -77,19 +78,19 @@ c.metric("Largest error of the fit", "—" if fit is None else f"{fit.max_relati
               "law describes this run. R² cannot tell (it was 0.96 for learned positions and 0.9999999 for NoPE).")
 if short_of_longest:
     st.caption(short_of_longest)
-st.caption(f"**m_out: {accuracy_captions.m_out_text(result, samples)}.** {readouts.fit_caption(result)} "
-           f"{request_caption(run.run_id, data.measurement, 'this page')}")
+law = readouts.fit_caption(result)  # its lead is the run's one dilution verdict (ui.captions.regime)
+show.caption(Caption(f"**m_out: {accuracy_captions.m_out_text(result, samples)}.** {law.lead}",
+                     f"{law.more} {request_caption(run.run_id, data.measurement, 'this page')}"), "More on the fit")
 show_horizon(run, data.measurement)
 
-chart(charts.dilution(table, fit_table, 1 / task.vocab_size),
-      dilution_look_for(run, table),
-      table, "dilution", run.run_id)
+show.chart_captioned(charts.dilution(table, fit_table, 1 / task.vocab_size), dilution_look_for(run, table, result),
+                     table, "dilution", run.run_id)
 if (trust := prediction_captions.status_caption(data.measurement.prediction_status)) is not None:
     (st.caption if data.measurement.prediction_status.trusted else st.warning)(trust)
-chart(charts.inverse_mass(table, fit_table),
-      readouts.inverse_mass_caption(lengths, table["target_mass"], task.train_length, result),
-      table[["length", "samples", "target_mass", "target_mass_sem", "predicted_mass"]]
-      .assign(inverse_mass=1 / table["target_mass"]), "inverse-mass", run.run_id)
+show.chart_captioned(charts.inverse_mass(table, fit_table),
+                     readouts.inverse_mass_caption(lengths, table["target_mass"], task.train_length, result),
+                     table[["length", "samples", "target_mass", "target_mass_sem", "predicted_mass"]]
+                     .assign(inverse_mass=1 / table["target_mass"]), "inverse-mass", run.run_id)
 if fit_table is not None:
     st.download_button("Download the fitted law (CSV)",
                        fit_table.assign(m_out=fit.m_out, m_out_low=fit.m_out_low, m_out_high=fit.m_out_high,
@@ -101,5 +102,5 @@ if fit_table is not None:
                             "was fitted), with m_out and the samples per length it was fitted from.")
 ruled = rule_lengths(lengths)
 if (note := rule_note(lengths, ruled)) is not None:
-    st.caption(note)
+    show.caption(note, "Why not every length")
 rules_view.dilution_rules(run, ruled, samples)

@@ -35,7 +35,7 @@ from lengen_core.serving.budget import (
 from lengen_core.serving.first_visit import FIRST_VISIT_CARRIER_SEARCH
 from lengen_core.training import Run
 from ui.captions import readouts
-from ui.captions.common import steps
+from ui.captions.common import Caption, steps
 from ui.runs import (
     Progress,
     allowed_lengths,
@@ -76,9 +76,10 @@ def step_recurrences(run: Run, lengths: Sequence[int], accuracies: Sequence[floa
     return found, complete
 
 
-def dilution_look_for(run: Run, table) -> str:
+def dilution_look_for(run: Run, table, fit: FitResult | None = None) -> Caption:
     """The Dilution chart's caption (ui.captions.readouts.dilution_caption) from the page's table
-    (ui.runs.dilution_data): C1 over every length, the steps with their near-recurrences, which readout limits."""
+    (ui.runs.dilution_data): C1 over every length, the steps with their near-recurrences, which readout limits,
+    called dilution as the law `fit` to the run says (the verdict the page's other captions read)."""
     lengths, accuracy = [int(n) for n in table["length"]], [float(a) for a in table["accuracy"]]
     recurrences, searched_to = step_recurrences(run, lengths, accuracy)
     votes = [None if np.isnan(v) else float(v) for v in table["vote_accuracy"]] if "vote_accuracy" in table else None
@@ -86,7 +87,7 @@ def dilution_look_for(run: Run, table) -> str:
         run.config.model.encoding, run.config.model.attention, lengths, accuracy, list(table["predicted_accuracy"]),
         run.config.task.train_length, run.verdict, accuracy_low=list(table["accuracy_low"]),
         target_mass=list(table["target_mass"]), vote_accuracy=votes, samples=int(table["samples"].iloc[0]),
-        recurrences=recurrences, searched_to=searched_to)
+        recurrences=recurrences, searched_to=searched_to, fit=fit)
 
 
 def rule_lengths(lengths: Sequence[int]) -> tuple[int, ...]:
@@ -94,16 +95,18 @@ def rule_lengths(lengths: Sequence[int]) -> tuple[int, ...]:
     return tuple(n for n in lengths if n <= RULE_LONGEST)
 
 
-def rule_note(lengths: Sequence[int], ruled: Sequence[int]) -> str | None:
+def rule_note(lengths: Sequence[int], ruled: Sequence[int]) -> Caption | None:
     """Why the rules below stop before the page's lengths do (None: they do not)."""
     if len(ruled) == len(lengths):
         return None
     left = [n for n in lengths if n not in ruled]
-    return (f"The inference rules below are read at this page's lengths up to {RULE_LONGEST:,} ({len(ruled)} of "
-            f"{len(lengths)}; {', '.join(f'{n:,}' for n in left)} left out): each rule is an evaluation and a sweep "
-            "over the keys at every length, and the longest lengths hold most of the tokens. Their 'none' row is the "
-            "run measured at those lengths, so its m_out is fitted to them, not to the lengths above. Any length "
-            "under a rule: `python -m lengen_core evaluate RUN_ID --lengths … --rule NAME` (docs/cli.md).")
+    return Caption(
+        f"The inference rules below are read at this page's lengths up to {RULE_LONGEST:,} ({len(ruled)} of "
+        f"{len(lengths)}; {', '.join(f'{n:,}' for n in left)} left out).",
+        "Each rule is an evaluation and a sweep over the keys at every length, and the longest lengths hold most of "
+        "the tokens. Their 'none' row is the run measured at those lengths, so its m_out is fitted to them, not to "
+        "the lengths above. Any length under a rule: `python -m lengen_core evaluate RUN_ID --lengths … --rule NAME` "
+        "(docs/cli.md).")
 
 
 def sequence_evaluation(run_id: str, lengths: tuple[int, ...], samples: int = 64,

@@ -12,6 +12,8 @@ from lengen_core.serving.lineage import continuation
 from lengen_core.serving.share import config_to_query
 from lengen_core.thresholds import ACCURACY_BAR
 from lengen_core.training import Run
+from ui.captions import show
+from ui.captions.common import Caption
 from ui.state import TRAIN_PAGE
 from ui.widgets import refusal
 
@@ -33,29 +35,31 @@ def measured_text(horizon: Horizon | None, samples: int) -> str:
 
 
 def horizon_caption(measured: Horizon | None, predicted: Horizon | None, train_length: int, samples: int,
-                    train_longer: bool = True, reason: str | None = None) -> str:
-    """What this run's two horizons say, and whether they agree (and, with `train_longer`, how to move it)."""
-    parts = [(f"**Horizon:** the largest length at which accuracy stays ≥ {ACCURACY_BAR:g}. "
-              f"This run: {measured_text(measured, samples)}.")]
+                    train_longer: bool = True, reason: str | None = None) -> Caption:
+    """What this run's two horizons say and whether they agree (the lead), and, with `train_longer`, how to
+    move it (the rest)."""
+    lead = (f"**Horizon** (the largest length at which accuracy stays ≥ {ACCURACY_BAR:g}): "
+            f"{measured_text(measured, samples)}.")
+    more = []
     if predicted is not None and predicted.length is not None and not predicted.resolved:
-        parts.append(f"From the weights alone: {predicted.text}; a server with a larger request budget "
-                     "(LENGEN_REQUEST_SECONDS) finds it to the token.")
+        lead += f" From the weights alone: {predicted.text}."
+        more.append("A server with a larger request budget (LENGEN_REQUEST_SECONDS) finds it to the token.")
     elif predicted is not None and predicted.length is not None and predicted.below is None:
-        parts.append(f"From the weights alone it holds up to {predicted.length:,}, the longest length looked at.")
+        lead += f" From the weights alone it holds up to {predicted.length:,}, the longest length looked at."
     elif predicted is not None and predicted.length is not None:
-        parts.append(f"From the weights alone it is {predicted.length:,} tokens "
-                     f"({_times(predicted.length, train_length)}).")
+        lead += f" From the weights alone it is {predicted.length:,} tokens ({_times(predicted.length, train_length)})"
         if measured is not None and measured.length is not None and measured.below is not None:
             inside = measured.length <= predicted.length < measured.below
-            parts.append("The prediction falls between the two measured lengths, as it should." if inside else
-                         "The prediction falls outside the measured bracket: here the two disagree.")
+            lead += (", between the two measured lengths, as it should be" if inside else
+                     ", outside the measured bracket: here the two disagree")
+        lead += "."
     elif predicted is not None:
-        parts.append(f"From the weights alone: none, since {reason}." if reason else
-                     f"From the weights alone: {predicted.text}.")
+        lead += (f" From the weights alone: none, since {reason}." if reason else
+                 f" From the weights alone: {predicted.text}.")
     if train_longer:
-        parts.append("Training can move it: **Train longer** trains this run's weights further, as a new run that "
-                     "records which run it continues, and its own Dilution page shows where its horizon went.")
-    return " ".join(parts)
+        more.append("Training can move it: **Train longer** trains this run's weights further, as a new run that "
+                    "records which run it continues, and its own Dilution page shows where its horizon went.")
+    return Caption(lead, " ".join(more))
 
 
 def show_horizon(run: Run, measured_run: Measurement, controls: bool = True, notes=None) -> None:
@@ -87,5 +91,5 @@ def show_horizon(run: Run, measured_run: Measurement, controls: bool = True, not
                     query_params=config_to_query(longer),
                     help=f"Open the Train form for a new run that starts from this run's weights and trains "
                          f"{longer.train.steps:,} more steps, past 100% training accuracy.")
-    (st if notes is None else notes).caption(horizon_caption(measured, predicted, L, samples, controls,
-                                                             measured_run.horizon_reason))
+    show.caption(horizon_caption(measured, predicted, L, samples, controls, measured_run.horizon_reason),
+                 "More on the horizon", notes)

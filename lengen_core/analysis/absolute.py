@@ -46,6 +46,7 @@ from torch import nn
 from lengen_core.analysis.evaluate import LengthError, check_lengths, sequence_tokens
 from lengen_core.analysis.mask import DENOMINATOR_SEED, QuerySums, exact_log_denominator, has_denominator
 from lengen_core.analysis.sequence import tokens_per_batch
+from lengen_core.claims import PROBE_CLAIM, claim_words
 from lengen_core.config import ConfigError, RunConfig
 from lengen_core.models.encodings import PositionalEncoding
 from lengen_core.models.initial import initial_model
@@ -234,9 +235,11 @@ def probe_finding(probe: Probe) -> str:
                 f"{numbers}): training put readable absolute position into the residual stream.")
     if max(probe.gaps) < -probe.margin:
         return (f"the probe falls short of its untrained baseline at every layer (best {numbers}): the trained model "
-                "holds less linearly readable position than its initialisations. This contradicts the claim.")
+                f"holds less linearly readable position than its initialisations. This contradicts "
+                f"{claim_words(PROBE_CLAIM)}.")
     return (f"the probe does not beat its untrained baseline by {probe.margin:g} (best {numbers}): what a linear "
-            "read finds, the causal mask gives an untrained model too. This does not support the claim.")
+            f"read finds, the causal mask gives an untrained model too. This does not support "
+            f"{claim_words(PROBE_CLAIM)}.")
 
 
 def _with_seed(config: RunConfig, seed: int) -> RunConfig:

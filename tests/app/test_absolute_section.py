@@ -32,7 +32,8 @@ def test_the_captions_say_where_the_claim_holds_and_where_it_does_not(rope_page)
     text = captions(rope_page)
     assert "At L = 64, the probe beats its untrained baseline" in text
     assert "At L = 16, the probe falls short of its untrained baseline" in text
-    assert "This contradicts the claim" in text and "The lengths disagree" in text
+    assert "This contradicts §12 (training puts absolute position" in text  # the claim named, with its words
+    assert "The lengths disagree, so quote the length with §12." in text
     assert "nothing, as relative logits must" in text  # RoPE: the shift changes nothing
     assert "No head reads the sink" in text
 

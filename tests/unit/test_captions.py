@@ -108,14 +108,15 @@ def test_a_step_is_named_with_its_near_recurrence_and_not_called_graceful() -> N
     recurrences = (NearRecurrence(95, 1, 2, 1.2), NearRecurrence(112, 3, 4, 0.4), NearRecurrence(140, 3, 5, 0.1))
     text = dilution(STEP_ACCURACY, recurrences=recurrences, searched_to=1 << 16)
     assert "decays by dilution" not in text and "a gradual decay, as C6 says" not in text
-    assert text.endswith("Its decay is NOT gradual (C6): accuracy steps by more than 0.1 from 0.96 at 112 (2.8×) to "
-                         "0.85 at 113 (2.8×), a step of 0.11, where a near-recurrence of the carrier enters at Δ = 112 "
-                         "(its logit 0.40 nats below the target's).")
+    assert ("Its decay is NOT gradual, contrary to C6: accuracy steps by more than 0.1 from 0.96 at 112 (2.8×) to "
+            "0.85 at 113 (2.8×), a step of 0.11, where a near-recurrence of the carrier enters at Δ = 112 "
+            "(its logit 0.40 nats below the target's).") in text.more
+    assert "C6, accuracy decays gracefully with length by an attention-dilution law" in text.more  # named, in words
     # no recurrence listed in the interval although the search covered it: said so; not covered: nothing said
     assert "with no near-recurrence of the carrier at Δ = 112–112" in dilution(STEP_ACCURACY, recurrences=recurrences[:1],
                                                                               searched_to=1 << 16)
     bare = dilution(STEP_ACCURACY, recurrences=recurrences[:1], searched_to=100)
-    assert bare.endswith("to 0.85 at 113 (2.8×), a step of 0.11.") and "near-recurrence" not in bare
+    assert "to 0.85 at 113 (2.8×), a step of 0.11." in bare.more and "near-recurrence" not in bare
     # several listed between two lengths: the strongest (the largest logit against the target's: the smallest gap)
     wide = dilution([1.0, 0.98, 0.6], (40, 80, 160), recurrences=(*recurrences, NearRecurrence(150, 1, 1, -0.3)),
                     searched_to=1 << 16)
@@ -136,9 +137,10 @@ def test_the_dilution_caption_judges_c1_over_every_length() -> None:
     accuracy = [1.0, 0.98, 0.93, 0.41, 0.026, 0.024]
     text = dilution(accuracy, lengths, accuracy_low=[0.998, 0.976, 0.92, 0.39, 0.02, 0.019])
     assert "As C1 and C6 say" not in text and "stays near 1 past its training length" not in text
-    assert "It stays ≥ 0.9 up to L = 160 (4×), below it from 320." in text
+    assert "; it stays ≥ 0.9 up to L = 160 (4×), below it from 320." in text.lead
     assert "From 640 (16×) on it is at chance: this run extrapolates up to 4× only, NOT to every length measured (C1)." \
-        in text
+        in text.lead  # the claim's verdict is in the lead, two sentences from the run's numbers
+    assert captions.sentence_count(text.lead) == 2 and "gradual" in text.more
 
 
 def test_the_readout_limits_where_p_is_above_2_over_v_and_the_model_is_at_chance() -> None:
@@ -152,7 +154,7 @@ def test_the_readout_limits_where_p_is_above_2_over_v_and_the_model_is_at_chance
     # the vote readout as low as the model: the attention limits
     text = readouts.readout_text(lengths, [1.0, 0.93, 0.3], [1.0, 0.93, 0.31], [0.9, 0.4, 0.03], 4096, 1 / 40, 40)
     assert text.endswith("scores 0.31 against the model's 0.30 on the same sequences, their 95% intervals "
-                         "overlapping: the attention limits (dilution), not the readout.")
+                         "overlapping: the attention limits, not the readout.")  # dilution or not: no law to say
     # p at or below 2/V with the model at chance: not the readout-limited regime
     assert not readouts.readout_text(lengths, [1.0, 0.9, 0.026], [1.0, 0.9, 0.3], [0.9, 0.4, 0.04], 4096, 1 / 40,
                                      40).startswith("Readout-limited")

@@ -6,6 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from lengen_core.analysis.absolute import POSITION_SHIFT, AbsolutePosition, probe_finding
+from lengen_core.claims import PROBE_CLAIM
+from ui.captions.common import Caption, claims_note
 
 SINK_READING = 2.0  # a head reads the sink past training when its weight on key 0 is this × the uniform share
 
@@ -32,13 +34,24 @@ def sink_caption(found: AbsolutePosition, train_length: int) -> str:
     return f"mean weight on key 0 over {where}: {', '.join(parts)}. {verdict}"
 
 
-def probe_caption(found: dict[int, AbsolutePosition]) -> str:
-    """Each probe length's finding, and whether the lengths agree."""
+def _probe_word(probe) -> str:
+    """'beats', 'falls short of' or 'does not beat': the probe against its untrained baseline (probe_finding's rule)."""
+    if any(probe.beats):
+        return "beats"
+    return "falls short of" if max(probe.gaps) < -probe.margin else "does not beat"
+
+
+def probe_caption(found: dict[int, AbsolutePosition]) -> Caption:
+    """Each probe length's verdict against the claim (§12, lengen_core.claims) as the lead; each length's
+    finding in numbers, and whether the lengths agree, as the rest."""
+    words = {length: _probe_word(result.probe) for length, result in found.items()}
+    said = "; ".join(f"at L = {length} it {word} its untrained baseline" for length, word in words.items())
+    kinds = set(words.values())
+    verdict = ("It bears out " if kinds == {"beats"} else "It contradicts " if kinds == {"falls short of"} else
+               "It does not support " if "beats" not in kinds else "The lengths disagree, so quote the length with ")
     lines = [f"At L = {length}, {probe_finding(result.probe)}" for length, result in found.items()]
-    verdicts = {any(result.probe.beats) for result in found.values()}
-    tail = "" if len(verdicts) == 1 else (" The lengths disagree: whether training added readable position depends "
-                                          "on which positions are asked, so quote the length with the claim.")
-    return "R² on held-out sequences of a ridge read of t. " + " ".join(lines) + tail
+    return Caption(f"Position probe (R² of a ridge read of t on held-out sequences): {said}. {verdict}{PROBE_CLAIM}.",
+                   " ".join(lines) + " " + claims_note([PROBE_CLAIM]))
 
 
 def _moved(name: str, before: float, after: float, digits: int) -> str:

@@ -7,7 +7,12 @@ an accuracy curve crosses a bar. The page captions build on it, one topic each:
 
 - ui.captions.accuracy: accuracy against length and position, target mass, training;
 - ui.captions.attention: where the queries attend (the argmax trace, the zoom);
-- ui.captions.mechanism: carrier alignment, Toeplitz fractions, heads, equivariance.
+- ui.captions.mechanism: carrier alignment, Toeplitz fractions, heads, equivariance;
+- ui.captions.regime: the one dilution verdict every caption of a page reads (is there dilution?).
+
+A caption that runs long is a `Caption`: its lead (at most LEAD_SENTENCES sentences, at most LEAD_CHARS
+characters, from the run's own numbers) goes under the chart, the rest into an expander. A claim a caption
+invokes is named with its words (lengen_core.claims: `claims_note`, `claim_words`).
 
 Encodings a chart makes no claim about get the numbers only. Neither does a run whose verdict says it
 did not learn: its captions say what it shows and that it did not learn.
@@ -15,11 +20,52 @@ did not learn: its captions say what it shows and that it did not learn.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from itertools import pairwise
 
 from lengen_core.analysis.verdict import CHANCE_TOLERANCE, Verdict
+from lengen_core.claims import claim_words
 from lengen_core.thresholds import ACCURACY_BAR, ACCURACY_STEP  # "near 1": learned, and the horizon's bar; a step
+
+
+LEAD_SENTENCES = 2  # a caption's lead: what a person reads under a chart before deciding to read more
+LEAD_CHARS = 400
+
+
+class Caption(str):
+    """A caption's whole text (`lead`, then `more`), which knows its lead: the page writes the lead under its
+    chart and `more` in an expander. Being a str, it goes wherever a caption's text went before (a lesson's
+    projector caption folds it by length)."""
+
+    lead: str
+    more: str
+
+    def __new__(cls, lead: str, more: str = "") -> Caption:
+        text = super().__new__(cls, f"{lead} {more}".strip())
+        text.lead, text.more = lead.strip(), more.strip()
+        return text
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(*])")
+
+
+def split_lead(text: str, sentences: int = 1) -> Caption:
+    """`text` as a Caption whose lead is its first `sentences` sentences (a sentence ends at '.', '!' or '?'
+    before a capital)."""
+    parts = _SENTENCE_END.split(text.strip(), maxsplit=sentences)
+    return Caption(" ".join(parts[:sentences]), " ".join(parts[sentences:]))
+
+
+def sentence_count(text: str) -> int:
+    """How many sentences `text` holds, by `split_lead`'s rule."""
+    return len(_SENTENCE_END.split(text.strip())) if text.strip() else 0
+
+
+def claims_note(codes: Sequence[str]) -> str:
+    """'The claims: C1 (RoPE extrapolates …); C6 (accuracy decays …)' for the claims a caption invoked, each once."""
+    named = [claim_words(code) for code in dict.fromkeys(codes)]
+    return f"The claim{'s' * (len(named) > 1)}: {'; '.join(named)}." if named else ""
 
 
 def share(value: float) -> str:

@@ -18,8 +18,12 @@ from lengen_core.analysis.verdict import CHANCE_TOLERANCE, Verdict
 from lengen_core.claims import expectation
 from lengen_core.config import RunConfig
 from lengen_core.thresholds import ACCURACY_BAR, ACCURACY_STEP
+from ui.captions.regime import DilutionRegime, dilution_regime
 from ui.captions.common import (
+    Caption,
     accuracy_points,
+    claims_note,
+    split_lead,
     extrapolation_text,
     first_length_below,
     horizon,
@@ -52,77 +56,96 @@ def dilution_caption(encoding: str, attention: str, lengths: Sequence[int], accu
                      predicted: Sequence[float], train_length: int, verdict: Verdict | None,
                      accuracy_low: Sequence[float] | None = None, target_mass: Sequence[float] | None = None,
                      vote_accuracy: Sequence[float | None] | None = None, samples: int | None = None,
-                     recurrences: Sequence[NearRecurrence] | None = None, searched_to: int | None = None) -> str:
-    """Accuracy against length: the run's points, its horizon, the prediction's largest miss, and
-    whether it bears out C1/C6 (RoPE with softmax extrapolates) or C1/C7 (a learned table, linear attention
-    do not), as lengen_core.claims says for its encoding and attention; no claim for the other encodings.
+                     recurrences: Sequence[NearRecurrence] | None = None, searched_to: int | None = None,
+                     fit: FitResult | None = None) -> Caption:
+    """Accuracy against length. The lead: the run's points and horizon, then whether it bears out C1 (RoPE with
+    softmax extrapolates; a learned table, linear attention (C7) do not), as lengen_core.claims says for its
+    encoding and attention, no claim for the other encodings. The rest: the prediction's largest miss, C6,
+    which one limits, and the claims' words.
 
     C1 is judged over every measured length past training (`accuracy_low`: where it reaches chance, by the
     verdict's interval rule); each step of accuracy larger than ACCURACY_STEP between neighbouring lengths is
     named, with the carrier's near-recurrence between them where one is listed (`recurrences`, searched up to
     `searched_to`), and a run with such a step is not said to decay gracefully (C6). With the ideal vote
     readout's accuracy (`vote_accuracy`, on the same sequences, `samples` each) and `target_mass`, a sentence
-    says whether the readout or the attention limits (`readout_text`)."""
+    says whether the readout or the attention limits (`readout_text`), dilution or not as the law `fit` to
+    the run says (ui.captions.regime: the verdict the 1/p caption reads too)."""
     chance = verdict.chance if verdict is not None else None
     points = accuracy_points(lengths, accuracies, train_length)
-    text = f"this run: {points}" + (f"; chance {share(chance)}" if chance is not None else "") + ". "
-    text += f"It {_horizon(lengths, accuracies, train_length)}. "
+    head = (f"This run: {points}" + (f" (chance {share(chance)})" if chance is not None else "")
+            + f"; it {_horizon(lengths, accuracies, train_length)}.")
     gaps = np.abs(np.asarray(predicted) - np.asarray(accuracies))
     worst = int(np.argmax(gaps))
-    text += (f"The dashed prediction, from the weights alone, is within {gaps[worst]:.2f} of the measured "
-             f"accuracy at every length (largest gap at L = {lengths[worst]:,}). ")
-    readout = ""
-    if vote_accuracy is not None and target_mass is not None and samples is not None and chance is not None:
-        readout = readout_text(lengths, accuracies, vote_accuracy, target_mass, samples, chance, train_length)
-        readout = f" {readout}" if readout else ""
+    more = [f"The dashed prediction, from the weights alone, is within {gaps[worst]:.2f} of the measured "
+            f"accuracy at every length (largest gap at L = {lengths[worst]:,})."]
+    claims = []
     if verdict is not None and not verdict.learned:
-        return text + _partial_learner(verdict, lengths, accuracies, train_length) + readout
+        claim = _partial_learner(verdict, lengths, accuracies, train_length)
+    else:
+        claim, decay, claims = _claim(encoding, attention, lengths, accuracies, accuracy_low, chance, train_length,
+                                      recurrences, searched_to)
+        more.append(decay)
+    if vote_accuracy is not None and target_mass is not None and samples is not None and chance is not None:
+        more.append(readout_text(lengths, accuracies, vote_accuracy, target_mass, samples, chance, train_length,
+                                 dilution_regime(fit)))
+    more.append(claims_note(claims))
+    return Caption(f"{head} {claim}", " ".join(part for part in more if part))
+
+
+def _claim(encoding: str, attention: str, lengths: Sequence[int], accuracies: Sequence[float],
+           lows: Sequence[float] | None, chance: float | None, train_length: int,
+           recurrences: Sequence[NearRecurrence] | None, searched_to: int | None) -> tuple[str, str, list[str]]:
+    """For a run that learned: the accuracy claim's sentence (the lead's), C6's (the rest's, '' where the run
+    is not expected to extrapolate) and the claims named."""
     beyond = [a for n, a in zip(lengths, accuracies, strict=True) if n >= 2 * train_length]
     holds_at_2x = bool(beyond) and beyond[0] >= ACCURACY_BAR
     expected = expectation(encoding, attention)
+    code = expected.accuracy_claim
     if expected.accuracy == "extrapolates":
-        return text + _extrapolates(lengths, accuracies, accuracy_low, chance, train_length, recurrences,
-                                    searched_to) + readout
+        c1, c6 = _extrapolates(lengths, accuracies, lows, chance, train_length, recurrences, searched_to)
+        return c1, c6, [code, "C6"] if c6 else [code]
     if expected.accuracy is None:  # ALiBi, sinusoidal or no positions with softmax: the lab claims nothing
-        return text + (f"No claim covers {encoding} with {attention} attention: this run "
-                       + (f"still holds {ACCURACY_BAR} at twice its training length." if holds_at_2x else
-                          "does not extrapolate.")) + readout
+        return (f"No claim covers {encoding} with {attention} attention: this run "
+                + (f"still holds {ACCURACY_BAR} at twice its training length." if holds_at_2x else
+                   "does not extrapolate.")), "", []
     if holds_at_2x:
-        return text + (f"Unlike the claim for {encoding} with {attention} attention ({expected.accuracy_claim}), "
-                       f"this run still holds {ACCURACY_BAR} at twice its training length.") + readout
-    return (text + f"As {expected.accuracy_claim} says for {encoding} with {attention} attention, it does not "
-            "extrapolate." + readout)
+        return (f"This run contradicts {code}: unlike the claim for {encoding} with {attention} attention, it "
+                f"still holds {ACCURACY_BAR} at twice its training length."), "", [code]
+    return f"As {code} says for {encoding} with {attention} attention, it does not extrapolate.", "", [code]
 
 
 def _extrapolates(lengths: Sequence[int], accuracies: Sequence[float], lows: Sequence[float] | None,
                   chance: float | None, train_length: int, recurrences: Sequence[NearRecurrence] | None,
-                  searched_to: int | None) -> str:
+                  searched_to: int | None) -> tuple[str, str]:
     """C1 over every length past training, then C6: graceful only without a step; each step named."""
     L = train_length
     past = [(n, a) for n, a in zip(lengths, accuracies, strict=True) if n > L]
     top = horizon(lengths, accuracies, ACCURACY_BAR)
     if not past or top is None or top <= L:
         where = f" at {past[0][0]:,} ({times(past[0][0], L)})" if past else ""
-        return f"This RoPE run does NOT bear out C1: it is already below {ACCURACY_BAR} past its training length{where}."
+        return (f"This RoPE run contradicts C1: it is already below {ACCURACY_BAR} past its training "
+                f"length{where}."), ""
     if lows is None or chance is None:  # no interval to tell chance by: the horizon alone
         c1 = f"RoPE keeps its rule past the training length up to {top:,} ({times(top, L)}) (C1)."
     else:
         c1 = extrapolation_text(lengths, accuracies, lows, chance, L, top, named=False)  # `_horizon` named it
     found = [s for s in steps(lengths, accuracies) if s[0] >= L]
     if not found:
-        return c1 + (f" Past it, accuracy changes by at most {ACCURACY_STEP} between neighbouring lengths measured: "
-                     "a gradual decay, as C6 says.")
+        return c1, (f"Past it, accuracy changes by at most {ACCURACY_STEP} between neighbouring lengths measured: "
+                    "a gradual decay, as C6 says.")
     named = "; ".join(step_text(s, L, recurrences, searched_to) for s in found)
-    return c1 + f" Its decay is NOT gradual (C6): accuracy steps by more than {ACCURACY_STEP} {named}."
+    return c1, f"Its decay is NOT gradual, contrary to C6: accuracy steps by more than {ACCURACY_STEP} {named}."
 
 
 def readout_text(lengths: Sequence[int], accuracies: Sequence[float], vote_accuracy: Sequence[float | None],
-                 target_mass: Sequence[float], samples: int, chance: float, train_length: int) -> str:
+                 target_mass: Sequence[float], samples: int, chance: float, train_length: int,
+                 regime: DilutionRegime = DilutionRegime(None, "")) -> str:
     """Which one limits past training, the model's readout or its attention, from the ideal vote readout's
     accuracy on the same sequences (the most attended token answers). Readout-limited: p > 2/V
     (FLOOR_TIMES_CHANCE/V, where the target's own weight outweighs twice a token's share) and the model at
     chance (the verdict's interval rule) while the vote readout's 95% interval lies above the model's; ''
-    where the vote readout was not measured (numbers stored before it was)."""
+    where the vote readout was not measured (numbers stored before it was). Where the attention limits, it
+    is called dilution only as the run's `regime` says (ui.captions.regime), the verdict the 1/p caption reads."""
     rows = [(n, a, v, p) for n, a, v, p in zip(lengths, accuracies, vote_accuracy, target_mass, strict=True)
             if n > train_length and v is not None and not (isinstance(v, float) and np.isnan(v))]
     if not rows:
@@ -147,9 +170,11 @@ def readout_text(lengths: Sequence[int], accuracies: Sequence[float], vote_accur
     if v_low > a_high:
         return (f"At {n:,} the ideal vote readout (the most attended token answers) scores {share(v)} against the "
                 f"model's {share(a)} on the same sequences: the readout loses more than the attention does.")
+    what = {True: "the attention limits (dilution, as the fitted law describes), not the readout",
+            False: f"the attention limits, not the readout, and not by dilution ({regime.why})",
+            None: "the attention limits, not the readout"}[regime.diluted]
     return (f"At {n:,} the ideal vote readout (the most attended token answers) scores {share(v)} against the "
-            f"model's {share(a)} on the same sequences, their 95% intervals overlapping: the attention limits "
-            "(dilution), not the readout.")
+            f"model's {share(a)} on the same sequences, their 95% intervals overlapping: {what}.")
 
 
 def _partial_learner(verdict: Verdict, lengths: Sequence[int], accuracies: Sequence[float], train_length: int) -> str:
@@ -165,40 +190,39 @@ def _partial_learner(verdict: Verdict, lengths: Sequence[int], accuracies: Seque
 
 
 def inverse_mass_caption(lengths: Sequence[int], masses: Sequence[float], train_length: int,
-                         fit: FitResult | None = None) -> str:
-    """1/p against length: the measured log–log slope at the long end (the law's 1 holds only there). A slope
-    near 1 is called the dilution regime only where the law was fitted and describes the run (`fit`): a run at
-    chance also has p falling like 1/L, its attention spread over keys it never learned to tell apart."""
+                         fit: FitResult | None = None) -> Caption:
+    """1/p against length: the measured log–log slope at the long end (the law's 1 holds only there). Whether
+    it is the dilution regime is the run's one verdict (ui.captions.regime, from the law `fit` to it), not the
+    slope: a run at chance also has p falling like 1/L, its attention spread over keys it never learned to
+    tell apart."""
     n = np.asarray(lengths, dtype=float)
     inverse = 1 / np.asarray(masses, dtype=float)
     far = n >= train_length
+    law = ("Past the training length 1/p grows with L; on these log–log axes the law's line bends from slope 0 "
+           "toward slope 1 as (L − L_train)·e^(−m_out) comes to dominate 1/p(L_train).")
     if far.sum() < 3:
-        return "too few lengths past the training length to read a slope."
+        return Caption("Too few lengths past the training length to read a slope.", law)
     x, y = np.log(n[far]), np.log(inverse[far])
     near_slope = (y[1] - y[0]) / (x[1] - x[0])
     far_slope = (y[-1] - y[-2]) / (x[-1] - x[-2])
-    return (f"past the training length 1/p grows with L; on these log–log axes the law's line bends from slope 0 "
-            f"toward slope 1 as (L − L_train)·e^(−m_out) comes to dominate 1/p(L_train). This run: slope "
-            f"{near_slope:.2f} between {int(n[far][0]):,} and {int(n[far][1]):,}, {far_slope:.2f} between "
-            f"{int(n[far][-2]):,} and {int(n[far][-1]):,} " + _slope_reading(far_slope, fit))
+    lead = (f"This run: slope {near_slope:.2f} between {int(n[far][0]):,} and {int(n[far][1]):,}, {far_slope:.2f} "
+            f"between {int(n[far][-2]):,} and {int(n[far][-1]):,}: {_slope_reading(far_slope, dilution_regime(fit))}.")
+    return Caption(lead, law)
 
 
-def _slope_reading(slope: float, fit: FitResult | None) -> str:
-    """What a far slope says, given the law's fit (None: not known here)."""
-    if abs(slope - 1) >= 0.15:
-        return "(not near 1: no dilution regime in the range measured)."
-    if fit is None:
-        return "(near 1, as the law has it far out; the fit on the Dilution page says whether the law describes this run)."
-    if fit.fit is None:
-        why = {"at_chance": "this run is at chance past its training length",
-               "not_learned": "this run did not learn the task",
-               "no_dilution": "p does not fall with length over the lengths fitted"}.get(fit.status, "no law was fitted to this run")
-        return (f"(near 1, but not a dilution regime: {why}, so p falls like 1/L because attention spreads over "
-                "keys the run cannot tell apart, and no law is fitted).")
-    if not fit.fit.holds:
-        return (f"(near 1, but the fitted law misses this run by {fit.fit.max_relative_error:.0%}: not read as "
-                "the dilution regime).")
-    return "(near 1: the dilution regime, where the fitted law describes this run)."
+def _slope_reading(slope: float, regime: DilutionRegime) -> str:
+    """What a far slope says, beside the run's dilution verdict (`regime`: not known without a fit)."""
+    near = abs(slope - 1) < 0.15
+    if regime.diluted is None:
+        return ("near 1, as the law has it far out; the fit on the Dilution page says whether the law describes "
+                "this run" if near else "not near 1: the law's far regime is not reached in the range measured")
+    if regime.diluted:
+        return (regime.words if near else
+                f"not yet near 1, yet {regime.words}: its slope-1 end lies past the lengths measured")
+    if near:
+        return (f"near 1, but {regime.words}, so p falls like 1/L because attention spreads over keys the run does "
+                "not tell apart")
+    return f"not near 1, and {regime.words}"
 
 
 def length_refusal(config: RunConfig, model: torch.nn.Module, refused: Sequence[int]) -> str | None:
@@ -229,13 +253,18 @@ def longest_note(train_length: int, longest: int, wanted: Sequence[int], measure
             f"{train_length:,}, and the next doubling, {2 * last:,}, is past {longest:,}.")
 
 
-def fit_caption(fit: FitResult) -> str:
+def fit_caption(fit: FitResult) -> Caption:
+    """The law fitted to the run: the run's dilution verdict (ui.captions.regime: the words the other captions
+    of the page use) as the lead, then the fit itself and how its intervals were found."""
+    regime = dilution_regime(fit).words
+    lead = f"{regime[0].upper()}{regime[1:]}." if regime else ""
     if fit.fit is None:
-        return fit.reason
-    return (f"fitted law: {fit.reason} It is the law with the smallest largest relative error of p over those "
-            "lengths. The interval over the answers is a bootstrap over the evaluation samples, the lengths held "
-            "fixed; the one with the lengths fitted also holds m_out refitted to every shorter window from the "
-            "training length and with each length left out, so it is the one to quote.")
+        return Caption(lead, fit.reason) if regime else split_lead(fit.reason)
+    return Caption(lead, f"Fitted law: {fit.reason} It is the law with the smallest largest relative error of p over "
+                         "those lengths. The interval over the answers is a bootstrap over the evaluation samples, the "
+                         "lengths held fixed; the one with the lengths fitted also holds m_out refitted to every "
+                         "shorter window from the training length and with each length left out, so it is the one "
+                         "to quote.")
 
 
 def carrier_caption(metrics: CarrierMetrics, baseline: CarrierMetrics, offset: int, trained_positions: bool,

@@ -21,6 +21,7 @@ from lengen_core.serving.shipped_absolute import shipped_absolute
 from lengen_core.training import Run
 from ui.analyses import length_multiples
 from ui.captions import absolute as captions
+from ui.captions import show
 from ui.charts import absolute as charts
 from ui.runs import load_run
 from ui.widgets import chart, refusal
@@ -79,7 +80,7 @@ def section(run: Run) -> None:
     first = found[min(found)]
     sink = charts.sink_table(first.sink, first.uniform_sink)
     chart(charts.sink_grid(sink, L), captions.sink_caption(first, L), sink, "absolute-sink", run.run_id)
-    chart(*probe_chart(found), "absolute-probe", run.run_id)
+    show.chart_captioned(*probe_chart(found), "absolute-probe", run.run_id)
     st.markdown("**The interventions**: the same sequences with the first token's embedding replaced by the mean "
                 "embedding, and with every position shifted by a constant.")
     table = pd.concat([_interventions(result) for result in found.values()], ignore_index=True)
