@@ -111,7 +111,7 @@ def test_a_step_is_named_with_its_near_recurrence_and_not_called_graceful() -> N
     assert ("Its decay is NOT gradual, contrary to C6: accuracy steps by more than 0.1 from 0.96 at 112 (2.8×) to "
             "0.85 at 113 (2.8×), a step of 0.11, where a near-recurrence of the carrier enters at Δ = 112 "
             "(its logit 0.40 nats below the target's).") in text.more
-    assert "C6, accuracy decays gracefully with length by an attention-dilution law" in text.more  # named, in words
+    assert "C6 (accuracy decays gracefully with length by an attention-dilution law)" in text.more  # named, in words
     # no recurrence listed in the interval although the search covered it: said so; not covered: nothing said
     assert "with no near-recurrence of the carrier at Δ = 112–112" in dilution(STEP_ACCURACY, recurrences=recurrences[:1],
                                                                               searched_to=1 << 16)
