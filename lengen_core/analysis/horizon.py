@@ -45,6 +45,7 @@ PROBE_DRAWS = 512  # the live probe's readout draws (the full prediction: GAUSSI
 # took 0.3–0.6× this estimate, at V 64 1.2× (19 s: its draws outgrow the caches).
 PROBE_DRAW_SECONDS, PROBE_KEY_SECONDS, PROBE_LENGTH_SECONDS = 3e-9, 2.5e-10, 0.004
 PROBE_CALLS = 3  # the live probe's calls of the prediction, as measured: the doublings, then up to two rounds
+LIVE_RESOLUTION = 1 / 8  # a live probe's horizon past the doublings: to within this share of itself
 RULE_RESOLUTION = 1 / 32  # under an inference rule the horizon is found to within this share of itself
 
 
@@ -158,7 +159,7 @@ class Probe:
 
     step: int
     horizon: int | None  # predicted, up to `ceiling`, to within a quarter of the training length
-    ceiling: int  # NEAR_MULTIPLE × the training length (or the end of a learned table)
+    ceiling: int  # the longest length it may look at: horizon_ceiling (2^20, or the end of a learned table)
     train_length: int
     m_out: float | None  # the far margin the predicted masses imply between L_train and 16 L_train
     seconds: float = 0.0  # what it took, as the training timed it (lengen_core.training)
@@ -184,14 +185,20 @@ def probe_seconds_estimate(config: RunConfig) -> float:
 
 @torch.no_grad()
 def live_probe(model: torch.nn.Module, config: RunConfig, step: int) -> Probe:
-    """A cheaper horizon (to 64×, to within L_train/4: up to PROBE_CALLS calls of the prediction, with
-    PROBE_DRAWS draws and without the ideal readout's accuracy: 0.05 s at V 16, L 16, 2–8 s at V 64 on
-    one CPU thread) and the far margin from the same first call: m_out = −ln((1/p̂(16 L) − 1/p̂(L)) / 15 L),
-    the two-zone law through two predicted masses. With PROBE_DRAWS draws the predicted accuracy is
-    within about 0.01 of the full prediction's, so the horizon may differ from `predicted_horizon`'s
-    where accuracy crosses 0.9 slowly."""
+    """A cheaper horizon and the far margin from its first call: m_out = −ln((1/p̂(16 L) − 1/p̂(L)) / 15 L),
+    the two-zone law through two predicted masses. The horizon looks as far as the run can be asked about
+    (`horizon_ceiling`, the Dilution page's bound: 2^20 tokens or the end of a learned table) by
+    `search_horizon`'s stages: the doublings to 64× first, those past it only while every doubling holds,
+    so a run that falls inside 64× costs what it did when the probe stopped there (up to PROBE_CALLS calls
+    with PROBE_DRAWS draws and without the ideal readout's accuracy: 0.05 s at V 16, L 16, 2–8 s at V 64 on
+    one CPU thread), and one that reaches further pays for its longer sweeps (a trained RoPE head at V 16,
+    L 16: see test_live_probe; the training's cost rule then spaces its probes by the time they took).
+    Resolved to within L_train/4 or an eighth of the horizon, whichever is coarser (one round of the
+    bisection past the doublings). With PROBE_DRAWS draws the predicted accuracy is within about 0.01 of
+    the full prediction's, so the horizon may differ from `predicted_horizon`'s where accuracy crosses 0.9
+    slowly."""
     L = config.task.train_length
-    ceiling = min(NEAR_MULTIPLE * L, horizon_ceiling(model))
+    ceiling = horizon_ceiling(model)
     masses: dict[int, float] = {}
 
     def accuracy_at(lengths: list[int]) -> list[float]:
@@ -199,7 +206,7 @@ def live_probe(model: torch.nn.Module, config: RunConfig, step: int) -> Probe:
         masses.update((p.length, p.target_mass) for p in predictions)
         return [p.accuracy for p in predictions]
 
-    horizon = search_horizon(accuracy_at, L, ceiling, resolution=max(1, L // 4))
+    horizon = search_horizon(accuracy_at, L, ceiling, resolution=max(1, L // 4), relative=LIVE_RESOLUTION)
     far = 16 * L if 16 * L in masses else None
     rise = None if far is None else (1 / max(masses[far], 1e-300) - 1 / max(masses[L], 1e-300)) / (far - L)
     m_out = -math.log(rise) if rise is not None and rise > 0 else None

@@ -48,7 +48,7 @@ def test_the_live_horizon_agrees_with_the_full_prediction_within_its_resolution_
     model = trained(0).model.eval()
     probe = live_probe(model, CONFIG, 150)
     exact = predicted_horizon(model, CONFIG, ceiling=probe.ceiling)
-    assert probe.ceiling == 64 * 16
+    assert probe.ceiling == horizon.horizon_ceiling(model) == 1 << 20  # as far as the Dilution page asks
     assert math.isfinite(probe.m_out)
     if exact.length is None:
         assert probe.horizon is None
@@ -145,3 +145,17 @@ def test_the_first_probe_estimate_grows_with_the_vocabulary_and_covers_more_keys
     estimate = horizon.probe_seconds_estimate
     assert estimate(with_changes(CONFIG, vocab_size=64)) > 20 * estimate(CONFIG)  # V³ draws
     assert estimate(with_changes(CONFIG, encoding="learned")) > estimate(CONFIG)  # one sweep per length
+
+
+def test_the_live_horizon_follows_a_run_past_64x_as_far_as_the_prediction_reaches():
+    """The RoPE preset reaches 8,192 tokens (512×): the live probe, once capped at 1,024, now finds it to within
+    an eighth (LIVE_RESOLUTION), where the full prediction with the same ceiling does."""
+    from lengen_core.serving.store import preset_store
+    from ui.presets import PRESETS
+
+    run = preset_store().load(PRESETS["RoPE"].run_id())
+    model = run.model.eval()
+    probe = live_probe(model, run.config, run.steps)
+    exact = predicted_horizon(model, run.config)
+    assert exact.length > 64 * run.config.task.train_length  # the case the old cap cut
+    assert probe.horizon is not None and abs(probe.horizon - exact.length) <= horizon.LIVE_RESOLUTION * exact.length
