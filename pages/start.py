@@ -1,4 +1,5 @@
-"""Start: what the lab shows, the claims and where each is seen, presets that open at once."""
+"""Start: what the lab shows in plain words and a newcomer's first step (the first lesson), then the picture, the
+presets that open at once, and the claims and where each is seen."""
 
 import pandas as pd
 import streamlit as st
@@ -6,6 +7,7 @@ import streamlit as st
 from lengen_core.config import ConfigError
 from ui.captions import accuracy as accuracy_captions
 from ui.charts import compare as compare_charts
+from ui.first_step import first_step
 from ui.glossary import lead
 from ui.presets import PRESETS, START_LENGTHS, START_SAMPLES, single_head_presets, transformer_presets
 from ui.runs import evaluation, load_run
@@ -13,19 +15,20 @@ from ui.state import select_run, selected_run_id
 from ui.theory.sections import SECTION_PARAM
 from ui.widgets import chart, refusal
 
-st.title("lengen: why relative positions generalise")
+st.title("lengen: trained short, tested long")
 lead("start")
-st.markdown(
-    "A single attention head learns to fetch the token **k = 3 places back** from sequences of 16 "
-    "tokens. Then we ask it to do the same on sequences up to 256 times longer. With **RoPE** the rule "
-    "it learned depends on the offset alone, so it carries over until the growing number of keys dilutes "
-    "the attention; with **learned absolute positions** (APE) the head pins to a position inside the "
-    "training range (C4). The paper's account of why gradient descent picks the pinned solution, "
-    "optimisation rather than expressivity (C1), is its claim: the charts here show the pinning, not "
-    "its cause. Pick a preset, then walk through the pages in the sidebar."
-)
-
+first_step()  # a newcomer's way in: the first lesson, before any jargon
 picture = st.container()  # drawn at the end, so the presets and claims below can be clicked while it computes
+
+st.subheader("What the picture shows")
+st.markdown(
+    "In the pages' words: a single attention head learns the **offset k = 3** at a training length of 16. With "
+    "**RoPE** the rule it learned depends on the offset alone, so it carries over until the growing number of keys "
+    "dilutes the attention; with **learned absolute positions** (APE) the head pins to a position inside the "
+    "training range (C4). The paper's account of why gradient descent picks the pinned solution, optimisation "
+    "rather than expressivity (C1), is its claim: the charts here show the pinning, not its cause. Pick a preset, "
+    "then walk through the pages in the sidebar."
+)
 
 st.subheader("Presets")
 for group, presets in (("Single head, retrieval task", single_head_presets()),

@@ -194,12 +194,12 @@ def term(name: str, text: str | None = None) -> str:
 
 
 LEADS = {
-    "start": (
-        f"A small attention model learns to fetch the token a fixed number of places back, and this lab asks "
-        f"whether that skill survives on inputs far longer than those it was trained on ({term('extrapolation')}). "
-        f"In the presets, {term('RoPE')} keeps working well past the {term('training length')} and then fades "
-        f"slowly through {term('dilution')}, while {term('learned positions', 'learned absolute positions')} fall "
-        f"to {term('chance')} past it; the other pages show why."
+    "start": (  # plain words only: a newcomer's first screen (the page's jargon comes below its first step)
+        f"A small attention model learns to find the token 3 places back in sequences of 16 tokens, and this lab "
+        f"tests whether that skill still works on sequences up to 256 times longer than its {term('training length')} "
+        f"({term('extrapolation')}). Depending on how the model is told where each token sits, it keeps working far "
+        f"past that length or drops to {term('chance')}, no better than a guess: the picture below shows both, and "
+        f"the lessons show why, one question at a time."
     ),
     "train": (
         f"Pick a task ({term('retrieval task', 'retrieval')} or {term('shift task', 'shift')}), a way of encoding "
