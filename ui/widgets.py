@@ -13,6 +13,8 @@ from lengen_core.config import DELAY_TASKS
 from lengen_core.serving.store import StoreError
 from lengen_core.training import Run
 from ui.captions import common as captions
+from ui.charts.export import export_config
+from ui.charts.readable import readable
 from ui.presets import transformer_presets
 from ui.runs import load_run
 from ui.state import plain, select_run, selected_run_id, show_view, view_option
@@ -72,11 +74,11 @@ def present_figure(figure: go.Figure, height: int) -> str:
                   for note in figure.layout.annotations)
     figure.update_layout(title=None, height=height, font=dict(size=PRESENT_FONT),
                          legend=dict(orientation="h", x=0, xanchor="left", y=1.0, yanchor="bottom",
-                                     font_size=PRESENT_FONT - 1, traceorder="normal"),
+                                     font_size=PRESENT_FONT, traceorder="normal"),
                          margin=dict(l=55, r=max(10, figure.layout.margin.r or 0) if outside else 10,
                                      t=30 if panel_titles else 10, b=45))
-    figure.update_xaxes(tickfont_size=PRESENT_FONT - 1, title_font_size=PRESENT_FONT, title_standoff=4)
-    figure.update_yaxes(tickfont_size=PRESENT_FONT - 1, title_font_size=PRESENT_FONT, title_standoff=4,
+    figure.update_xaxes(tickfont_size=PRESENT_FONT, title_font_size=PRESENT_FONT, title_standoff=4)
+    figure.update_yaxes(tickfont_size=PRESENT_FONT, title_font_size=PRESENT_FONT, title_standoff=4,
                         automargin=True)  # the margin grows to hold wide ticks (10²) and the axis title
     if height < SHORT_CHART:  # a long y title is longer than a short plot is tall: two lines
         figure.for_each_yaxis(lambda axis: axis.update(title_text=_two_lines(axis.title.text or "")))
@@ -99,7 +101,7 @@ def present_chart(figure: go.Figure, height: int | None, key: str, titled: bool 
         title = present_figure(figure, height)
         if title and titled:
             st.markdown(f"**{title}**")
-    st.plotly_chart(figure, width="stretch", key=key)
+    st.plotly_chart(readable(figure), width="stretch", key=key, config=export_config(figure, key))
 
 
 def chart(figure: go.Figure, look_for: str, data: pd.DataFrame, name: str, stem: str | None = None,

@@ -17,6 +17,7 @@ from lengen_core.analysis.fit import DilutionFit, FitResult
 from lengen_core.analysis.sequence import SequenceReport
 from ui.captions import accuracy as accuracy_captions
 from ui.charts import common as charts
+from ui.charts import export, readable
 from ui.charts import compare as compare_charts
 from ui.charts import transformer as transformer_charts
 from ui.theory import charts as theory_charts
@@ -278,3 +279,115 @@ def test_m_out_names_the_lengths_and_samples_it_came_from() -> None:
     assert accuracy_captions.m_out_text(missed, 1024) == ("5.19 (5.17–5.23), fitted 16–1,024 (7 lengths), 1,024 "
                                                           "samples; law off by 14%")
     assert accuracy_captions.m_out_text(FitResult("at_chance", None, ""), 256) == "at chance"
+
+
+# --- text readable on a projector: ≥ 14 px, contrast ≥ 4.5:1 (WCAG) against the page -------------------
+
+
+def texts(figure: go.Figure) -> list[tuple[str, dict]]:
+    """(where, font) of every text the figure draws, as plotly resolves it: each font the figure sets, over
+    the figure's own layout font; the fonts a template would otherwise give (ticks, axis titles, legend,
+    annotations, colour bars) must be set by the figure itself, so a theme's grey cannot apply."""
+    plain = figure.to_plotly_json()
+    layout = plain["layout"]
+    base = layout.get("font", {})
+    found = [("layout.font", base)]
+
+    def walk(node, where: str) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "template":  # plotly's default, which Streamlit's theme replaces: see `required`
+                    continue
+                if key.endswith("font") and isinstance(value, dict) and "hoverlabel" not in where:
+                    found.append((f"{where}.{key}", {**base, **value}))
+                else:
+                    walk(value, f"{where}.{key}")
+        elif isinstance(node, list):
+            for i, value in enumerate(node):
+                walk(value, f"{where}[{i}]")
+
+    walk(layout, "layout")
+    walk(plain["data"], "data")
+    required = [f"layout.{name}.tickfont" for name in layout if re.fullmatch(r"[xy]axis\d*", name)]
+    required += [f"layout.{name}.title.font" for name in layout if re.fullmatch(r"[xy]axis\d*", name)]
+    required += [f"layout.annotations[{i}].font" for i in range(len(layout.get("annotations", [])))]
+    required += ["layout.legend.font"]
+    present = {where for where, _ in found}
+    found += [(f"{where} (not set: the theme's)", {}) for where in required if where not in present]
+    return found
+
+
+def unreadable(figure: go.Figure) -> list[str]:
+    """The texts under MIN_FONT px, or under MIN_CONTRAST against the page, or left to the theme."""
+    problems = [f"hover {figure.layout.hoverlabel.font.size} px" for _ in [0]
+                if (figure.layout.hoverlabel.font.size or 0) < readable.MIN_FONT]
+    for where, font in texts(figure):
+        size, colour = font.get("size"), font.get("color")
+        if size is None or colour is None or size < readable.MIN_FONT or \
+                readable.contrast(colour, readable.BACKGROUND) < readable.MIN_CONTRAST:
+            problems.append(f"{where}: {size} px, {colour}")
+    return problems
+
+
+def drawn(figure: go.Figure, height: int | None = None) -> go.Figure:
+    """The figure as `ui.widgets.present_chart` hands it to Streamlit (sized for a projector with `height`)."""
+    import ui.widgets as widgets
+
+    sent = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(widgets.st, "plotly_chart", lambda figure, **options: sent.append((figure, options)))
+        patch.setattr(widgets.st, "markdown", lambda *args, **options: None)
+        widgets.present_chart(go.Figure(figure), height, "chart-test")
+    [(shown, options)] = sent
+    assert options["config"]["toImageButtonOptions"]["filename"] == "chart-test"
+    return shown
+
+
+def test_the_wcag_contrast_is_the_standards_figures() -> None:
+    assert readable.contrast("#000000") == pytest.approx(21.0)
+    assert readable.contrast("#ffffff") == pytest.approx(1.0)
+    assert readable.contrast("#767676") == pytest.approx(4.54, abs=0.01)  # the lightest grey that passes on white
+    assert readable.contrast("#808495") == pytest.approx(3.7, abs=0.05)  # Streamlit's tick grey: fails (issue 40)
+    assert readable.contrast("rgba(0, 0, 0, 0.5)") == pytest.approx(readable.contrast("#808080"), abs=0.05)  # 127.5 against 128
+
+
+def test_the_check_finds_small_light_or_theme_text() -> None:  # so the tests below are not about nothing
+    figure = charts.dilution(accuracy_table(), fit_table(), 1 / 16)
+    assert unreadable(figure)  # as built: the ticks are left to the theme
+    small = readable.readable(go.Figure(figure))
+    assert not unreadable(small)
+    small.update_xaxes(tickfont_size=13)
+    assert any("xaxis.tickfont: 13" in problem for problem in unreadable(small))
+    light = readable.readable(go.Figure(figure)).update_layout(legend_font_color="#999999")
+    assert any("legend.font" in problem for problem in unreadable(light))
+    noted = readable.readable(go.Figure(figure)).add_annotation(text="late note", font_color="#aaaaaa", x=0, y=0)
+    assert any("annotations" in problem for problem in unreadable(noted))
+
+
+@pytest.mark.parametrize("name", FIGURES)
+@pytest.mark.parametrize("height", [None, 300])
+def test_every_chart_is_drawn_with_readable_text(name: str, height: int | None) -> None:
+    assert not unreadable(drawn(FIGURES[name], height)), name
+
+
+def test_a_legible_colour_keeps_its_hue_and_passes() -> None:
+    for colour in (charts.REFERENCE, charts.PREDICTED, "#2ca02c", "rgb(128, 132, 149)", readable.INK):
+        darker = readable.legible(colour)
+        assert readable.contrast(darker) >= readable.MIN_CONTRAST
+        red, green, blue = readable.rgb(colour)
+        shade = readable.rgb(darker)
+        assert all(abs(c * (shade[0] / red) - s) <= 1.5 for c, s in zip((red, green, blue), shade, strict=True))
+
+
+def test_the_png_export_is_drawn_at_a_papers_size() -> None:
+    options = export.export_config(FIGURES["dilution"], "chart-dilution")["toImageButtonOptions"]
+    assert options["format"] == "png" and options["width"] >= 1000 and options["scale"] >= 2
+    assert options["height"] == FIGURES["dilution"].layout.height
+
+
+@pytest.mark.parametrize("height", [320, 380, 460])
+def test_the_legend_sits_a_fixed_gap_under_the_plot(height: int) -> None:
+    figure = charts.recurrences([300, 2_000], [0.5, -1.0], 16).update_layout(height=height)
+    figure = charts._layout(figure, "t", "x", "y", height=height)
+    plot = height - figure.layout.margin.t - figure.layout.margin.b
+    assert -figure.layout.legend.y * plot == pytest.approx(charts.LEGEND_GAP)

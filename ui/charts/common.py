@@ -14,18 +14,22 @@ from plotly.subplots import make_subplots
 
 from lengen_core.analysis.horizon import NEAR_MULTIPLE
 from lengen_core.thresholds import ACCURACY_BAR
+from ui.charts.readable import MIN_FONT, legible
 
 HEIGHT = 380
 MAP_HEIGHT = 500  # a square heatmap: as tall as a stacked chart on a 1024 px screen is wide
 MEASURED, PREDICTED, FITTED, REFERENCE = "#1f77b4", "#ff7f0e", "#2ca02c", "#7f7f7f"
+LEGEND_GAP = 68  # px from the plot's bottom edge to the legend: the x ticks and title at 14 px above it
 VOTE = "#9467bd"  # the ideal vote readout (the most attended token answers), beside the model's accuracy
 
 
 def _layout(figure: go.Figure, title: str, x: str, y: str | None, height: int = HEIGHT) -> go.Figure:
     right = max(20, figure.layout.margin.r or 0)  # wider where a label sits outside the plot (`chance_line`)
+    # The legend's top LEGEND_GAP px under the plot, below the x ticks and title at any height (a share of the
+    # plot's height put it over the axis title in a short chart); plotly grows the bottom margin for its rows.
     figure.update_layout(
         title=title, xaxis_title=x, height=height, margin=dict(l=60, r=right, t=50, b=90),
-        legend=dict(orientation="h", yanchor="top", y=-0.22, x=0, xanchor="left"),
+        legend=dict(orientation="h", yanchor="top", y=-LEGEND_GAP / (height - 50 - 90), x=0, xanchor="left"),
         hoverlabel=dict(namelength=-1),
     )
     figure.update_xaxes(exponentformat="power")  # 10⁻⁴, never the SI "100μ"
@@ -77,7 +81,7 @@ def chance_line(figure: go.Figure, chance: float, dash: str = "dash", label: boo
     if label:
         figure.add_annotation(text=f"chance<br>1/V = {chance:.3g}", x=1, xref="x domain", xanchor="left",
                               y=chance, yref="y", yanchor="middle", showarrow=False, align="left",
-                              font=dict(color=REFERENCE, size=12), **where)
+                              font=dict(color=legible(REFERENCE), size=MIN_FONT), **where)
         figure.update_layout(margin=dict(r=CHANCE_MARGIN))
     return figure
 
