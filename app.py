@@ -6,14 +6,17 @@ import sys
 import streamlit as st
 
 from ui import early
+from ui.address import remember_gestures, write_link
 
 st.set_page_config(page_title="lengen", page_icon=early.FAVICON, layout="wide")
+remember_gestures()  # Back and Forward: one history entry per navigation a person makes (ui.address)
 # Before the seconds of importing torch, pandas and the lab: the browser starts loading plotly.js (ui.early)
 plotly_early = early.load_plotly_early()
 early.wait_for_the_lab()  # serve.py imports what follows as the server starts: wait for it, not import it twice
 
 import ui.training.pool  # after the early chart, on purpose
 from lengen_core.serving.runtime import limit_heap_growth
+from streamlit.runtime.scriptrunner_utils.exceptions import StopException
 from ui.lessons.view import LESSON, LESSON_PAGE, checked_at_start, present_style, presenting
 from ui.state import run_sidebar
 from ui.widgets import readable_layout
@@ -49,6 +52,10 @@ else:
     run_sidebar()  # the selected run, shown and switchable on every page
 try:
     page.run()
+except StopException:  # st.stop(): the page is done; a rerun or a page switch leaves its changes to the next run
+    write_link()
+    raise
 finally:
     early.done(plotly_early)  # the page's own charts are drawn (or it stopped): the early chart goes
+write_link()  # the run's link, in one step (ui.address)
 ui.training.pool.usable_pool()  # the training processes start after the first page is drawn, and warm up

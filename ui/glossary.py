@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import streamlit as st
 
 from lengen_core.thresholds import ACCURACY_BAR
+from ui.address import drop_from_link
 
 GLOSSARY_PAGE = "/theory"  # the url path Streamlit gives pages/theory.py (st.navigation infers it from the file name)
 GLOSSARY_ANCHOR = "glossary"
@@ -306,7 +307,7 @@ def _scroll_to_linked_entry() -> None:
     if TERM_PARAM not in st.query_params:
         return
     anchor = linked_entry()
-    del st.query_params[TERM_PARAM]
+    drop_from_link(TERM_PARAM)  # as the run ends (ui.address)
     if anchor is None:  # only a known anchor reaches the script
         return
     st.html(f"""<script>

@@ -10,7 +10,9 @@ link's config in its form. A bad link is a message at the top of the page and ch
 
 A link is applied once: the session remembers what it last wrote into the URL, and only query
 values it did not write count as a new link (page navigation clears the query string; that is not
-a new link either).
+a new link either; nor are the address's values of keys this session changed and has not written yet).
+Nothing here writes the address as it goes: the run's changes are written at its end, in one step
+(`ui.address`), so Back and Forward only ever restore whole links.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from lengen_core.serving.share import (
 )
 from lengen_core.serving.share import run_id_from_query as link_run_id
 from lengen_core.serving.store import StoreError
+from ui.address import drop_from_link, in_link, pending, set_in_link
 from ui.downloads import download_url
 from ui.presets import DEFAULT_PRESET, preset_ids
 from ui.runs import load_run, run_labels, run_options, stores
@@ -82,7 +85,9 @@ def _written() -> dict[str, list[str]]:
 
 
 def _is_new(params: dict[str, list[str]], keys: set[str]) -> bool:
-    """Does the URL carry values for `keys` that this session did not write?"""
+    """Does the URL carry values for `keys` that this session did not write? (Keys with a change not written
+    yet are this session's: the address shows their old values until the run ends.)"""
+    keys = set(keys) - pending()
     ours = {key: values for key, values in _written().items() if key in keys}
     theirs = {key: values for key, values in params.items() if key in keys}
     return bool(theirs) and theirs != ours
@@ -123,17 +128,18 @@ def _stored(run_id: str) -> bool:
 
 
 def _show_in_link(params: dict[str, str | list[str]], keys: set[str]) -> None:
-    """Make the URL's values for `keys` exactly `params` (a list: the key repeated), and remember them."""
+    """Make the URL's values for `keys` exactly `params` (a list: the key repeated), and remember them.
+    The address shows them when the run ends (ui.address.write_link)."""
     written = _written()
     for key in keys - set(params):
         written.pop(key, None)
-        if key in st.query_params:
-            del st.query_params[key]
+        if in_link(key):
+            drop_from_link(key)
     for key, value in params.items():
         values = [value] if isinstance(value, str) else list(value)
         written[key] = values
-        if st.query_params.get_all(key) != values:
-            st.query_params[key] = values if len(values) != 1 else values[0]
+        if in_link(key) != values:
+            set_in_link(key, values)
 
 
 def _link_of_selection() -> dict[str, str]:

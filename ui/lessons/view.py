@@ -13,6 +13,7 @@ import logging
 
 import streamlit as st
 
+from ui.address import in_link, set_in_link
 from ui.lessons.elements import render
 from ui.lessons.files import ELEMENTS, LESSON_PRESETS, Lesson, Step, load_lessons
 from ui.state import plain, select_run
@@ -111,16 +112,17 @@ def _open(name: str, present: bool) -> None:
 
 def step_number(lesson: Lesson) -> int:
     """The step the link names (from 1); a bad one is a message and step 1."""
-    text = st.query_params.get(STEP, "1")
+    text = (in_link(STEP) or ["1"])[-1]
     if text.isdigit() and 1 <= int(text) <= len(lesson.steps):
         return int(text)
     st.warning(f"Link parameter 'step' is {plain(text[:20])!s}: this lesson has steps 1 to {len(lesson.steps)}; "
                "showing step 1.", icon=":material/link_off:")
+    set_in_link(STEP, "1")  # the address names the step shown
     return 1
 
 
 def _go(number: int) -> None:
-    st.query_params[STEP] = str(number)  # the link follows the step
+    set_in_link(STEP, str(number))  # the link follows the step (written as the run ends: ui.address)
 
 
 def _back_and_next(number: int, count: int, back, forward) -> None:

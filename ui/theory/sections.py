@@ -15,6 +15,7 @@ import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
 from lengen_core.serving.share import view_choice
+from ui.address import drop_from_link
 from ui.glossary import TERM_PARAM, linked_entry, unknown_term
 from ui.state import plain, show_view, view_setting
 
@@ -46,7 +47,7 @@ def section_tabs() -> tuple[str, DeltaGenerator]:
     elif TERM_PARAM in st.query_params:  # an entry that does not exist: said, the glossary opened at its list
         st.warning(plain(unknown_term(st.query_params[TERM_PARAM])), icon=":material/link_off:")
         st.session_state[SECTION_KEY] = SECTIONS["glossary"]
-        del st.query_params[TERM_PARAM]
+        drop_from_link(TERM_PARAM)
     view_setting(SECTION_KEY, SECTION_PARAM, _from_link, SECTIONS["live-check" if positions_only else "derivations"])
     tabs = dict(zip(SECTIONS, st.tabs(list(SECTIONS.values()), key=SECTION_KEY, on_change="rerun")))
     chosen = next((name for name, tab in tabs.items() if tab.open), "derivations")
