@@ -13,6 +13,7 @@ weight on t − k, as the Transformer page finds it (`lengen_core.analysis.heads
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,6 +23,7 @@ from lengen_core.analysis.carrier import carrier_values, mean_logit_matrix, toke
 from lengen_core.analysis.heads import analyse_heads
 from lengen_core.analysis.heatmap import Heatmap, attention_heatmap
 from lengen_core.config import RunConfig
+from lengen_core.models.initial import initial_model
 
 VIEW_EVERY = 20  # steps between views while a training runs; a paused one gets a view of where it stopped
 VIEW_MULTIPLE, VIEW_CELLS, MEASURED_SAMPLES = 4, 64, 256
@@ -37,6 +39,7 @@ class LiveView:
     heatmap: Heatmap  # at VIEW_MULTIPLE × the training length
     head: tuple[int, int] | None = None  # a transformer's: (layer, head) of the head drawn
     target_weight: float | None = None  # that head's mean weight on t − k over the supervised queries
+    task: str = "retrieval"  # the run's task: retrieval scores the last query alone, shift every t ≥ k
 
 
 def view_due(steps_done: int, last_view_step: int, paused: bool) -> bool:
@@ -66,7 +69,18 @@ def live_view(model: torch.nn.Module, config: RunConfig, step: int) -> LiveView:
         heatmap = attention_heatmap(model, config, _view_length(config), max_cells=VIEW_CELLS)
     finally:
         model.train(was_training)
-    return LiveView(step, np.arange(len(values)), values, getattr(model.encoding, "rotary", False), heatmap)
+    return LiveView(step, np.arange(len(values)), values, getattr(model.encoding, "rotary", False), heatmap,
+                    task=config.task.task)
+
+
+def starting_view(config: RunConfig, weights: Mapping[str, torch.Tensor] | None = None) -> LiveView:
+    """The view at step 0, before a training's first step: the seed's initialisation (or `weights`, those of
+    the run it continues), as the training will start from them. A class watching a training that starts
+    paused sees the untrained model before the first Step; nothing here touches the training's streams."""
+    model = initial_model(config)
+    if weights:
+        model.load_state_dict(weights)
+    return live_view(model, config, 0)
 
 
 def _view_length(config: RunConfig) -> int:
@@ -88,4 +102,4 @@ def _head_view(model: torch.nn.Module, config: RunConfig, step: int) -> LiveView
     finally:
         model.train(was_training)
     return LiveView(step, np.arange(len(best.carrier)), best.carrier, False, heatmap, (best.layer, best.head),
-                    best.target_weight)
+                    best.target_weight, config.task.task)

@@ -21,7 +21,7 @@ import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
 from lengen_core.analysis.rules import parse_rule
-from lengen_core.config import ConfigError
+from lengen_core.config import SETTINGS, ConfigError
 from ui import delays as delay_view
 from ui.analyses import CARRIER_SEARCH, dilution_look_for, head_attention, heads, length_multiples, sequence_evaluation
 from ui.captions import accuracy as accuracy_captions
@@ -46,7 +46,7 @@ from ui.reach import show_horizon
 from ui.rules import view as rules_view
 from ui.runs import allowed_lengths, carrier, dilution_data, evaluation, heatmap, load_run, measurement
 from ui.training.form import request, show_message, train_form
-from ui.training.live import live_training, open_trained_run
+from ui.training.live import TICKET_KEY, live_training, open_trained_run
 from ui.training.pool import usable_pool
 from ui.transformer import absolute
 from ui.widgets import chart, refusal, run_summary
@@ -56,7 +56,9 @@ from ui.widgets import chart, refusal, run_summary
 # legend in a row over the plot, margins tight, its caption beside it. An element with more above its chart
 # (metrics, a line of numbers) takes less.
 PRESENT_HEIGHT = 480
-PRESENT_LIVE_HEIGHT = 150  # each of a live training's four charts, two by two
+PRESENT_LIVE_HEIGHT = 300  # each of a live training's four charts, two by two
+LOCKED = tuple(SETTINGS)  # a students' link (lock=1) fixes every setting of the lesson's run, not only those it names
+LIVE_CONFIG_KEY = "lesson_training_config"  # the config of the training this session asked for from a lesson
 PRESENT_HEIGHTS = {"accuracy-overlay": 580, "carrier-chart": 390, "horizon": 310, "inverse-mass-chart": 380}
 
 
@@ -247,17 +249,22 @@ def position_probe(step: Step, presenting: Projector | None) -> None:
 
 def train(step: Step, presenting: Projector | None, locked: bool = False) -> None:
     """The Train form holding the lesson's run (in presenter mode only the settings the lesson sets, beside the
-    live view), the live view of a training started here, and the message it leaves."""
+    live view; on a students' link every setting fixed: the lesson's config is the whole run), the live view
+    of a training started here, from the untrained model to the last frame, which stays with the run's verdict
+    once it ends, and the message it leaves."""
     if (pool := usable_pool()) is None:  # its cluster is out of reach: said in its place
         return
     with presenting.notes if presenting else st.container():
         choice = train_form(step.config, shown=step.fixed if presenting else None,
-                            locked=step.fixed if locked else (), pace=step.pace)
+                            locked=LOCKED if locked else (), pace=step.pace)
         if choice is not None and choice.submitted:
+            st.session_state[LIVE_CONFIG_KEY] = choice.config  # what the live view draws until it ends
             request(pool, choice.config, choice.pace)
         show_message()
-        open_trained_run(step.config if choice is None else choice.config)  # the form's run, once trained and not live
-    live_training(pool, PRESENT_LIVE_HEIGHT if presenting else None)
+        held = step.config if choice is None else choice.config
+        open_trained_run(held, present=presenting is not None)  # the form's run, once trained and not live
+    live = st.session_state.get(LIVE_CONFIG_KEY, held) if TICKET_KEY in st.session_state else held
+    live_training(pool, PRESENT_LIVE_HEIGHT if presenting else None, live)
 
 
 def rules_chart(step: Step, presenting: Projector | None) -> None:
