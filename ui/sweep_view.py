@@ -13,6 +13,7 @@ from lengen_core.serving.budget import duration
 from lengen_core.serving.sweep import SweepError, SweepResult, check_sweep
 from ui import sweep_panels as sweeps
 from ui import sweep_runs
+from ui.charts.readable import readable_altair
 from ui.delays import diversity_view, preset_diversity
 from ui.presets import SWEEP_LONGEST_CHOICES
 from ui.training.pool import browser_id
@@ -119,7 +120,7 @@ def length_sweep_view(result: SweepResult) -> None:
                    "; ".join(f"{r.encoding} k {r.offset} seed {r.seed}: {r.error}" for r in failed.head(5).itertuples()))
 
     st.subheader("Accuracy against length, per encoding")
-    st.altair_chart(sweeps.accuracy_chart(table), width="content")
+    st.altair_chart(readable_altair(sweeps.accuracy_chart(table)), width="content")
     st.caption(f"**What to look for:** the band runs from the lowest to the highest run of each encoding (seeds and "
                f"offsets pooled); the dashed line is chance, 1/V. {sweeps.accuracy_caption(table)}")
 
@@ -129,7 +130,8 @@ def length_sweep_view(result: SweepResult) -> None:
     if points.empty:
         st.info(sweeps.collapse_caption(summary))
     else:
-        event = st.altair_chart(sweeps.collapse_chart(points, curves), width="stretch", on_select="rerun",
+        event = st.altair_chart(readable_altair(sweeps.collapse_chart(points, curves)), width="stretch",
+                                on_select="rerun",
                                 key="collapse")
         picked = sweeps.picked_runs(event)
         st.caption(f"**What to look for:** {sweeps.collapse_caption(summary)}")
@@ -140,11 +142,11 @@ def length_sweep_view(result: SweepResult) -> None:
     left, right = st.columns(2)
     with left:
         st.subheader("Where the carrier points")
-        st.altair_chart(sweeps.argmax_chart(cells, picked), width="stretch")
+        st.altair_chart(readable_altair(sweeps.argmax_chart(cells, picked)), width="stretch")
         st.caption(f"**What to look for:** {sweeps.argmax_caption(cells)}")
     with right:
         st.subheader("Far margin and horizon, per run")
-        st.altair_chart(sweeps.margin_chart(cells, picked), width="stretch")
+        st.altair_chart(readable_altair(sweeps.margin_chart(cells, picked)), width="stretch")
         st.caption(f"**What to look for:** {sweeps.margin_caption(cells)} A learned-position run has no m_out.")
     with st.container(horizontal=True):  # side by side, each as wide as its label
         st.download_button("Download the table (CSV)", table.to_csv(index=False).encode(),

@@ -391,3 +391,14 @@ def test_the_legend_sits_a_fixed_gap_under_the_plot(height: int) -> None:
     figure = charts._layout(figure, "t", "x", "y", height=height)
     plot = height - figure.layout.margin.t - figure.layout.margin.b
     assert -figure.layout.legend.y * plot == pytest.approx(charts.LEGEND_GAP)
+
+
+def test_an_altair_chart_is_drawn_with_readable_text() -> None:  # the Sweeps page's (ui.sweep_view)
+    import altair as alt
+
+    plain = alt.Chart(pd.DataFrame({"x": [1, 2], "y": [3, 4]})).mark_point().encode(x="x:Q", y="y:Q")
+    config = readable.readable_altair(plain).to_dict()["config"]
+    for part in ("axis", "legend", "header"):
+        assert config[part]["labelFontSize"] >= readable.MIN_FONT and config[part]["titleFontSize"] >= readable.MIN_FONT
+        for colour in (config[part]["labelColor"], config[part]["titleColor"]):
+            assert readable.contrast(colour) >= readable.MIN_CONTRAST, (part, colour)

@@ -98,3 +98,11 @@ def readable(figure: go.Figure) -> go.Figure:
         if bar is not None and (trace.type in ("heatmap", "contour", "histogram2d") or trace.marker.showscale):
             bar.update(tickfont=_font(bar.tickfont), title_font=_font(bar.title.font))
     return figure
+
+
+def readable_altair(chart):
+    """An altair chart's axes, legends and facet headers at MIN_FONT px in INK (a chart's own config wins over
+    Streamlit's theme, whose axis labels are the same grey as plotly's). Returns the configured chart."""
+    text = dict(labelFontSize=MIN_FONT, titleFontSize=MIN_FONT, labelColor=INK, titleColor=INK)
+    return (chart.configure_axis(**text).configure_legend(**text).configure_header(**text)
+            .configure_title(fontSize=TITLE_FONT, color=INK))
