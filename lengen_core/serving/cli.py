@@ -318,6 +318,10 @@ def _train(config: RunConfig, device: str, start, console: Console):
         for progress in training:
             bar = bar or console.steps("training", config.train.steps, "steps")
             if bar is not None:
+                if progress.finished and progress.step < bar.total:  # stopped early: the bar ends where it did, full
+                    bar.total = progress.step
+                    bar.set_description(f"training (stopped early at step {progress.step:,} of {config.train.steps:,})",
+                                        refresh=False)
                 bar.update(progress.step - bar.n)
                 bar.set_postfix(loss=f"{progress.loss:.3f}", accuracy=f"{progress.accuracy:.2f}", refresh=False)
         console.say()  # no step to count (0 steps: the construction itself)

@@ -20,7 +20,7 @@ from lengen_core.serving.budget import BUDGET_ENVS, SECONDS_ENV, TRAIN_SECONDS_E
 from lengen_core.serving.console import Console
 from lengen_core.serving.store import TEMP_PREFIX, RunStore
 from lengen_core.training import Training
-from tests.helpers.cli import ok_json, run_cli
+from tests.helpers.cli import ok_json, run_cli, strict_json
 
 QUICK = ("--steps", "30", "--device", "cpu")
 SMALL = with_changes(RunConfig(), steps=30)
@@ -83,6 +83,19 @@ def test_progress_on_stderr_and_silence_for_a_script_reading_json() -> None:
     out, terminal = io.StringIO(), Terminal()  # --json at a terminal: the person still sees the progress
     assert cli.main(["train", *QUICK, "--seed", "2", "--json"], stdout=out, stderr=terminal) == 0
     assert "30/30" in terminal.getvalue() and "lengen: estimate:" in terminal.getvalue()
+
+
+def test_the_training_bar_ends_at_the_step_an_early_stop_ended_it() -> None:
+    """The default run learns its task in a few hundred of its 1,500 steps and stops early: the bar's last frame is
+    full at that step (it stayed at "18% ... <01:16" before), and says it stopped early."""
+    out, terminal = io.StringIO(), Terminal()
+    assert cli.main(["train", "--device", "cpu", "--patience", "20", "--json"], stdout=out, stderr=terminal) == 0
+    result = strict_json(out.getvalue())
+    steps = result["steps"]
+    assert result["stopped_early"] and steps < RunConfig().train.steps
+    last = terminal.getvalue().rstrip().rsplit("\r", 1)[-1]
+    assert f"{steps}/{steps}" in last and "100%" in last, last
+    assert f"stopped early at step {steps:,} of {RunConfig().train.steps:,}" in last, last
 
 
 def test_work_that_reports_no_steps_shows_its_time_against_the_estimate() -> None:
