@@ -127,9 +127,9 @@ def paused_at(page) -> int:
 
 
 def pause_step_and_stop(page, title: str, shot: str) -> None:
-    """Train the step's run (seed 7: a run no other test trains), pause it, exactly one step; then ten steps at
-    a time until the horizon is first predicted (its chart's caption is the live view's longest), and the live
-    charts and controls on the same screen as the step; then Stop."""
+    """Train the step's run (seed 7: a run no other test trains), pause it, exactly one step: the four live charts
+    (300 px each, the horizon's from step 0) and controls on the same screen as the step; then Stop: the last
+    frame stays with its verdict, and Open on Dilution opens the run there in presenter mode."""
     seed = page.get_by_role("spinbutton", name="Seed")
     seed.fill("7")
     seed.press("Enter")
@@ -147,21 +147,30 @@ def pause_step_and_stop(page, title: str, shot: str) -> None:
     page.get_by_text(f"paused at step {paused + 1}/").wait_for(timeout=60_000)
     page.wait_for_timeout(2_000)  # nothing moves while paused
     assert f"paused at step {paused + 1}/" in progress_text(page)
+    page.get_by_role("button", name="What to look for").click()  # the four charts' captions, folded on a projector
     page.get_by_text(f"At step {paused + 1}:", exact=True).wait_for(timeout=60_000)  # the map and carrier then
-    probed = page.get_by_text("every few dozen steps the weights predict")
-    while not probed.count():  # (the run stops early 200 steps after its accuracy reaches 1: well after this)
-        step = paused_at(page)
-        assert step < 200, f"no horizon predicted by step {step}"
-        page.get_by_role("button", name="10 steps").click()
-        page.get_by_text(f"paused at step {step + 10}/").wait_for(timeout=60_000)
-        page.wait_for_timeout(1_000)
-    page.wait_for_timeout(1_000)
-    assert page.get_by_text("every few dozen steps the weights predict").is_visible()  # the horizon chart, the 4th
+    # the horizon chart, the 4th, from the untrained model's probe at step 0 on
+    page.get_by_text(re.compile("every few dozen steps the weights predict how far the run reaches: at step 0")).wait_for()
+    page.keyboard.press("Escape")
     page.mouse.move(0, 0)  # no tooltip over the screenshot
+    page.wait_for_timeout(1_000)
+    charts = page.locator('[data-testid="stPlotlyChart"]')
+    assert charts.count() == 4 and all(chart.bounding_box()["height"] >= 300 for chart in charts.all())
     page.screenshot(path=SHOTS / f"{shot}-live.png")
     off = step_off_screen(page, title, live=True)
     off += outside(page, "progress", page.locator('[data-testid="stProgress"]'))
     off += outside(page, "Step", page.get_by_role("button", name="Step", exact=True))
     assert off == [], f"{shot}-live"
     page.get_by_role("button", name="Stop").click()
-    page.get_by_text(re.compile("Stopped: saved and selected run")).wait_for(timeout=120_000)
+    # The last frame stays, with the verdict and one click that opens the run, still in presenter mode
+    page.get_by_text(re.compile(r"Stopped at step \d+ · ")).wait_for(timeout=120_000)
+    page.wait_for_timeout(1_500)
+    assert page.locator('[data-testid="stPlotlyChart"]').count() == 4
+    page.screenshot(path=SHOTS / f"{shot}-finished.png")
+    assert step_off_screen(page, title, live=True) == [], f"{shot}-finished"
+    lesson = page.url
+    page.get_by_role("button", name="Open on Dilution").click()
+    page.get_by_role("heading", name=re.compile("Accuracy against length")).wait_for(timeout=120_000)
+    assert "present=1" in page.url and not page.locator('[data-testid="stSidebarNav"]').is_visible(), page.url
+    page.goto(lesson)  # on with the walk
+    page.get_by_role("heading", name=title).wait_for(timeout=120_000)

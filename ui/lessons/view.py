@@ -161,8 +161,11 @@ def show_step(lesson: Lesson, number: int) -> None:
                                      gap="medium")
         with words:
             st.markdown(step.text)
+            if step.config is not None:  # the question before the form, whose messages grow as it trains
+                _question(step)
             notes = st.container(key="lesson-notes")  # the chart's caption (or the Train form), beside it
-            _question(step)
+            if step.config is None:
+                _question(step)
         with element:
             _element(step, notes)
         return

@@ -27,14 +27,15 @@ def final_frame(config: RunConfig, height: int | None) -> bool:
     status = kept[1]
     run_id = status.stored_run_id
     run = next((load_run(run_id) for store in stores() if store.exists(run_id)), None)
-    verdict, button, *more = st.columns([3, 1.6, 1.4] if height else [3, 1.6], vertical_alignment="center")
     done = ("Already trained" if status.from_store else "Stopped" if status.stopped else "Finished") + (
         f" at step {status.progress.step:,}" if status.progress and not status.from_store else "")
     if run is None:  # removed since: nothing to open
-        verdict.info(f"{done}: run `{run_id}` is no longer stored here.")
+        st.info(f"{done}: run `{run_id}` is no longer stored here.")
     else:
         learned = run.verdict is None or run.verdict.learned
-        (verdict.success if learned else verdict.warning)(f"**{done}: {short_verdict(run)}**")
+        (st.success if learned else st.warning)(f"**{done}** · {short_verdict(run)}")
+    button, *more = st.columns([1, 1] if height else [1])  # where the progress and the controls were
+    if run is not None:
         open_button(run, button, present=height is not None)
     frame(status, height, config, more[0].popover("What to look for", icon=":material/info:", width="stretch")
           if more else None)
@@ -42,13 +43,12 @@ def final_frame(config: RunConfig, height: int | None) -> bool:
 
 
 def short_verdict(run: Run) -> str:
-    """'learned: accuracy 1.00 at 16, 1.00 at 64': the verdict in a line a projector holds (the pages give it
+    """'learned: accuracy 1.00 at L = 16, 1.00 at 64': the verdict in a line a projector holds (the pages give it
     whole, with its intervals)."""
     verdict, L = run.verdict, run.config.task.train_length
     if verdict is None:
         return f"run `{run.run_id}`"
-    text = (f"{'learned' if verdict.learned else 'did not learn'}: accuracy {verdict.in_range_accuracy:.2f} at "
-            f"the training length {L}")
+    text = f"{'learned' if verdict.learned else 'did not learn'}: accuracy {verdict.in_range_accuracy:.2f} at L = {L}"
     if verdict.beyond_length is not None:
         text += f", {verdict.beyond_accuracy:.2f} at {verdict.beyond_length:,}"
     return text

@@ -26,6 +26,7 @@ TICKET_KEY, MESSAGE_KEY = "training_ticket", "training_message"
 CLASS_RUNS_KEY = "trained_here"  # the run ids this session trained, oldest first
 PACE_KEY, PACE_ERROR_KEY = "pace-training", "_pace_refused"
 LIVE_SECONDS, WAITING_SECONDS = 0.5, 2.0
+COMPACT_COLUMNS = [1.15, 0.85, 1.15, 0.75, 1.45]  # a projector's row: Resume, Step, 10 steps, Stop, What to look for
 FIRST_STEP_SECONDS = 0.3
 
 
@@ -136,7 +137,7 @@ def controls(pool: TrainingPool, ticket: int, status: JobStatus, compact: bool =
     def tip(text: str) -> str | None:
         return None if compact else text + shared
 
-    pause, one, ten, stop, *more = st.columns([1, 1, 1, 1, 1.4] if compact else 4)
+    pause, one, ten, stop, *more = st.columns(COMPACT_COLUMNS if compact else 4)
     if status.paused:
         pause.button("Resume", icon=":material/play_arrow:", on_click=_command, args=(pool.resume, ticket), key="resume-training",
                      width="stretch", disabled=not drives, help=tip("Go on training from here, as if it had never paused."))
