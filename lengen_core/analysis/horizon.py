@@ -99,7 +99,7 @@ def search_horizon(accuracy_at: Callable[[list[int]], list[float]], train_length
     stages = [stage for stage in stages if stage]
     accuracies = accuracy_at(stages[0])
     for stage in stages[1:]:
-        if min(accuracies) < threshold:
+        if _first_below(accuracies, threshold) is not None:  # NaN counts as below, as in `_first_below`
             break
         if afford is not None and not afford(stage):
             return Horizon(grid[len(accuracies) - 1], None, grid[len(accuracies) - 1], threshold, resolved=False)
@@ -130,12 +130,36 @@ def predicted_horizon(model: torch.nn.Module, config: RunConfig, threshold: floa
 
     Under an inference `rule` (lengen_core.analysis.rules) each length needs its own sweep over its keys, so a
     round of the bisection costs SECTIONS sweeps instead of one: the search stops once the bracket is
-    within RULE_RESOLUTION of the horizon (two rounds past the doublings) and says so in its text."""
+    within RULE_RESOLUTION of the horizon (two rounds past the doublings) and says so in its text. There
+    the lengths of a call are predicted one by one, in order, up to the first below the threshold
+    (`first_below_in_order`): the search reads nothing past it, so the horizon is the one of the whole
+    call, at about half its sweeps. The search reads only the model's own readout's accuracy, so the
+    ideal readout's (half the draws' cost) is left out everywhere."""
     top = horizon_ceiling(model) if ceiling is None else ceiling
     ruled = rule is not None and not rule.trivial
-    return search_horizon(lambda lengths: [p.accuracy for p in predict(model, config, lengths, rule=rule)],
+
+    def accuracies(lengths: list[int]) -> list[float]:
+        return [p.accuracy for p in predict(model, config, lengths, vote=False, rule=rule)]
+
+    return search_horizon(first_below_in_order(accuracies, threshold) if ruled else accuracies,
                           config.task.train_length, top, threshold, afford=afford,
                           relative=RULE_RESOLUTION if ruled else 0.0)
+
+
+def first_below_in_order(accuracy_at: Callable[[list[int]], list[float]],
+                         threshold: float) -> Callable[[list[int]], list[float]]:
+    """`accuracy_at` asked one length at a time, in the order given, until the first below `threshold`;
+    the lengths after it are NaN (not shown to hold). `search_horizon` reads a call only up to its first
+    length below the threshold (`_first_below`, the smallest of a stage), so its answer is the same; where
+    each length costs a sweep of its own (under an inference rule) the lengths past the crossing are saved."""
+    def lazily(lengths: list[int]) -> list[float]:
+        found: list[float] = []
+        for length in lengths:
+            found += accuracy_at([length])
+            if not found[-1] >= threshold:
+                return found + [math.nan] * (len(lengths) - len(found))
+        return found
+    return lazily
 
 
 def measured_horizon(lengths: Sequence[int], accuracies: Sequence[float], train_length: int,
