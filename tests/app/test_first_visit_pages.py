@@ -87,7 +87,7 @@ def test_dilution_and_compare_read_a_fresh_runs_stored_numbers_and_compute_none(
     assert not compare.exception, [e.value for e in compare.exception]
     assert computed == [], computed
     assert "Measured at 5 lengths, 8 to 128, 256 sequences each" in captions(compare)
-    numbers = compare.dataframe[0].value.set_index("quantity")  # a row per quantity, a column per run
+    numbers = compare.table[0].value  # a row per quantity (the index), a column per run
     assert numbers.loc["m_out (95%)"].iloc[0] == m_out  # one set of numbers: Compare's m_out is Dilution's
 
 
@@ -99,7 +99,7 @@ def test_a_preset_with_a_law_shows_one_m_out_on_dilution_and_compare(computed):
     assert computed == [], computed
     m_out = captions(dilution).split("**m_out: ", 1)[1].split(".**", 1)[0]
     assert m_out[0].isdigit() and "fitted 16–" in m_out and "256 samples" in m_out  # a law, and what it was fitted to
-    assert compare.dataframe[0].value.set_index("quantity").loc["m_out (95%)"].iloc[0] == m_out
+    assert compare.table[0].value.loc["m_out (95%)"].iloc[0] == m_out
 
 
 def test_a_run_stored_without_them_is_measured_on_its_first_visit(runs, computed):

@@ -86,3 +86,64 @@ def test_the_estimate_states_its_bounds_and_the_pace_and_a_bad_pace_is_a_message
     next(b for b in app.button if b.label == "Train").click().run()
     assert "training_ticket" not in app.session_state
     assert "Cannot train at this pace" in " ".join(e.value for e in app.error)
+
+
+def stored_id(run_id: str) -> bool:
+    from ui.runs import stores
+
+    return any(store.exists(run_id) for store in stores())
+
+
+def _train_page(params: dict | None = None) -> AppTest:
+    """The Train page, opened from a link with `params` (a reload or a shared link), or from Start."""
+    app = AppTest.from_file(APP, default_timeout=300)
+    app.run()
+    app.switch_page("pages/train.py")
+    app.query_params.update(params or {})
+    return app.run()
+
+
+def test_the_form_follows_a_link_to_a_stored_run_and_the_run_picked_in_the_sidebar():
+    """Issue 40: `/train?…encoding=learned&seed=…` showed rope / seed 0 while the sidebar said the learned run;
+    picking another run in the sidebar left the form as it was."""
+    from lengen_core.serving.share import config_to_query
+    from ui.presets import PRESETS, preset_ids
+
+    learned = PRESETS["Learned (APE)"]
+    app = _train_page(config_to_query(learned))
+    assert not app.exception, [e.value for e in app.exception]
+    values = _form_values(app)
+    assert values["train-encoding"] == "learned" and values["train-seed"] == learned.train.seed
+    assert values["train-length"] == learned.task.train_length and values["train-qk-init"] == learned.model.qk_init
+    linear = PRESETS["RoPE + linear attention"]
+    app.selectbox(key="_run_picker").set_value(preset_ids()["RoPE + linear attention"]).run()
+    values = _form_values(app)
+    assert values["train-attention"] == "linear" and values["train-encoding"] == linear.model.encoding
+    app.number_input(key="train-offset").set_value(5).run()  # a person's edit outlives a visit elsewhere
+    app.switch_page("pages/dilution.py").run()
+    app.switch_page("pages/train.py").run()
+    assert _form_values(app)["train-offset"] == 5 and _form_values(app)["train-attention"] == "linear"
+
+
+def test_settings_that_name_a_stored_run_say_so_and_offer_a_seed_of_ones_own():
+    """Issue 40: a newcomer pressing Train on the defaults got 'already trained' and had to guess that the seed
+    must change. The form says that Train opens the stored run, and one click takes a seed not trained here."""
+    app = _train_page()
+    config_seed = _form_values(app)["train-seed"]
+    notice = " ".join(i.value for i in app.info)
+    assert "already trained here" in notice and "Train opens that run" in notice, notice
+    offer = next(b for b in app.button if b.key == "train-new-seed")
+    offer.click().run()
+    assert not app.exception, [e.value for e in app.exception]
+    seed = _form_values(app)["train-seed"]
+    assert seed > config_seed
+    assert "already trained here" not in " ".join(i.value for i in app.info)  # these settings are new now
+    assert not any(b.key == "train-new-seed" for b in app.button)
+    app.number_input(key="train-steps").set_value(3).run()
+    next(b for b in app.button if b.label == "Train").click().run()  # trains, instead of opening a stored run
+    ticket = app.session_state["training_ticket"]
+    from ui.training.pool import training_pool
+
+    status = training_pool().status(ticket)
+    assert not stored_id(status.run_id) and f"-s{seed}-" in status.run_id
+    training_pool().stop(ticket)

@@ -25,9 +25,10 @@ from lengen_core.serving.jobs import OwnerBusy, QueueFull, TrainingPool
 from lengen_core.serving.ray_pool import ClusterUnreachable
 from lengen_core.serving.stepping import MAX_STEPS_PER_SECOND, MIN_STEPS_PER_SECOND, UNPACED, Pace, PaceError
 from lengen_core.serving.store import StoreError
-from ui.runs import stores
-from ui.state import linked_config, plain, select_run
+from ui.runs import load_run, stores
+from ui.state import linked_config, plain, select_run, selected_run_id
 from ui.training.live import MESSAGE_KEY, TICKET_KEY
+from ui.training.own_run import offer_own_run, stored
 from ui.training.pool import browser_id, hold, training_pool
 
 LOG = logging.getLogger(__name__)
@@ -109,10 +110,29 @@ def _widget(where, name: str, locked: bool) -> None:
 
 
 def form_base() -> RunConfig:
-    """What the Train form starts from: a link's config waiting to be trained; else the config it last started
-    from (a link's, once its run is trained and selected, which ends the link's wait: the form keeps the values
-    it trained instead of jumping back to the defaults); else the defaults."""
-    return linked_config() or st.session_state.get(PREFILLED_KEY) or RunConfig()
+    """What the Train form starts from: a link's config waiting to be trained; else the selected run's (the
+    sidebar's, which a link to a stored run selects), as a new training of it; else the config it last started
+    from; else the defaults. The form keeps a person's edits until this changes (`train_form`)."""
+    return linked_config() or _selected_config() or st.session_state.get(PREFILLED_KEY) or RunConfig()
+
+
+def _selected_config() -> RunConfig | None:
+    """The selected run's config as a training from a random start: a run that continued another, or a head
+    built by construction, is trained afresh with its settings (a construction's 0 steps: the default)."""
+    run_id = selected_run_id()
+    if run_id is None:
+        return None
+    try:
+        config = load_run(run_id).config
+    except StoreError:
+        return None
+    return with_changes(config, init="random", continues="", steps=config.train.steps or RunConfig().train.steps)
+
+
+def _take_seed(seed: int) -> None:
+    st.session_state[FORM["seed"]] = seed
+    st.session_state[VALUES_KEY]["seed"] = seed
+
 
 
 def train_form(base: RunConfig, shown: Collection[str] | None = None, locked: Collection[str] = (),
@@ -154,6 +174,7 @@ def train_form(base: RunConfig, shown: Collection[str] | None = None, locked: Co
                               format="%.1f", key=PACE_FORM["steps_per_second"], help=PACE_HELP["steps_per_second"])
         estimate = st.empty()
         submitted = st.button("Train", type="primary", help="Start training, or open the stored run.")
+        own = st.empty()  # under the button: when these settings are stored, what Train does and a seed of one's own
     kept.update({name: st.session_state[FORM[name]] for name in drawn})
     kept.update({name: st.session_state[key] for name, key in PACE_FORM.items() if key in st.session_state})
     try:
@@ -171,6 +192,7 @@ def train_form(base: RunConfig, shown: Collection[str] | None = None, locked: Co
             st.error(f"Cannot train this configuration: {plain(str(error))}")
         return None
     show_estimate(config, estimate, chosen, brief=shown is not None)
+    offer_own_run(config, own, _take_seed if "seed" in drawn and "seed" not in locked else None)
     return Choice(config, chosen, submitted)
 
 
@@ -240,7 +262,7 @@ def measured_speed(config: RunConfig) -> Speed | None:
 
 def request(pool: TrainingPool, config: RunConfig, pace: Pace = UNPACED) -> None:
     """Open the stored run at once, or take a ticket for it on the shared pool, to go at `pace`."""
-    if any(store.exists(config.run_id()) for store in stores()):
+    if stored(config):
         select_run(config.run_id())
         text = f"This config and seed were already trained: opened the stored run `{config.run_id()}`."
         st.session_state[MESSAGE_KEY] = ("success", text)
