@@ -83,3 +83,29 @@ def test_paused_training_draws_the_untrained_model_and_its_last_frame_stays_with
     assert not app.exception, [e.value for e in app.exception]
     assert app.session_state["run_id"] == run_id
     assert app.query_params.get("present") in ("1", ["1"])  # still presenter mode on Dilution
+
+
+def test_the_class_runs_step_draws_the_presets_and_says_none_was_trained_yet():
+    """The class-runs element on a fresh session: the presets drawn, and a caption that says how a run gets there."""
+    app = AppTest.from_file(APP, default_timeout=300)
+    app.query_params.update({"lesson": "why-rope-generalises", "step": "4"})
+    app.run()
+    assert not app.exception, [e.value for e in app.exception]
+    [spec] = chart_specs(app)
+    assert "Your runs beside the presets" in spec and '"name":"RoPE"' in spec.replace(" ", "")
+    assert "No run trained here in this session yet" in " ".join(c.value for c in app.caption)
+
+
+def test_the_class_runs_step_draws_a_run_trained_in_this_session_beside_the_presets():
+    """A run the session trained (here the linear-attention preset, listed as if trained in this session: same task,
+    a single head) is drawn under its encoding and seed beside the presets."""
+    from ui.presets import PRESETS
+
+    app = AppTest.from_file(APP, default_timeout=300)
+    app.query_params.update({"lesson": "why-rope-generalises", "step": "4"})
+    app.session_state["trained_here"] = [PRESETS["RoPE + linear attention"].run_id()]
+    app.run()
+    assert not app.exception, [e.value for e in app.exception]
+    spec = chart_specs(app)[0].replace(" ", "")
+    assert '"name":"yours:rope,seed0"' in spec and '"name":"Learned(APE)"' in spec
+    assert "No run trained here" not in " ".join(c.value for c in app.caption)

@@ -52,16 +52,16 @@ def test_next_and_back_move_the_step_and_the_link_follows():
     app = open_link({"lesson": "why-rope-generalises", "step": "1"})
     assert app.button(key="lesson-back").disabled
     app.button(key="lesson-next").click().run()
-    assert app.query_params["step"] == "2" and "Step 2 of 7" in texts(app)
+    assert app.query_params["step"] == "2" and "Step 2 of 8" in texts(app)
     app.button(key="lesson-back").click().run()
-    assert app.query_params["step"] == "1" and "Step 1 of 7" in texts(app)
-    last = open_link({"lesson": "why-rope-generalises", "step": "7"})
+    assert app.query_params["step"] == "1" and "Step 1 of 8" in texts(app)
+    last = open_link({"lesson": "why-rope-generalises", "step": "8"})
     assert last.button(key="lesson-next").disabled
 
 
 def test_a_bad_step_or_an_unknown_lesson_is_a_message():
     app = open_link({"lesson": "why-rope-generalises", "step": "99"})
-    assert "this lesson has steps 1 to 7; showing step 1" in texts(app) and "Step 1 of 7" in texts(app)
+    assert "this lesson has steps 1 to 8; showing step 1" in texts(app) and "Step 1 of 8" in texts(app)
     app = open_link({"lesson": "no-such-lesson"})
     assert not app.exception
     assert "There is no lesson named no-such-lesson here: allowed why-rope-generalises, what-sets-the-horizon" in texts(app).replace("\\", "")
@@ -85,10 +85,10 @@ def test_a_malformed_lesson_file_is_a_message_naming_file_step_and_what_is_allow
     app = open_link({"lesson": "broken"})
     assert not app.exception, [e.value for e in app.exception]
     message = texts(app).replace("\\", "")
-    assert ("This lesson cannot be opened: broken.toml, step 6 ('The rule the RoPE head learned: the carrier'): "
+    assert ("This lesson cannot be opened: broken.toml, step 7 ('The rule the RoPE head learned: the carrier'): "
             "unknown element 'carrier': allowed accuracy-overlay") in message
     assert not app.get("plotly_chart") and not app.expander  # no broken step in front of the class
-    app = open_link({"lesson": "good", "step": "6"})
+    app = open_link({"lesson": "good", "step": "7"})
     assert not app.exception and app.get("plotly_chart")  # the good lesson still opens
 
 

@@ -57,7 +57,8 @@ def step_off_screen(page, title: str, live: bool = False) -> list[str]:
         problems += outside(page, "chart", charts)
         problems += outside(page, "x axis", page.locator('[data-testid="stPlotlyChart"] .xaxislayer-above'))
         problems += outside(page, "legend", page.locator('[data-testid="stPlotlyChart"] .legend'))
-        problems += outside(page, "caption", page.get_by_text("What to look for"))
+        problems += outside(page, "caption", page.get_by_role("button", name="Captions") if live else  # folded
+                            page.get_by_text("What to look for"))
     return [p for p in problems if not p.startswith("legend: not on")]  # a heatmap has no legend
 
 
@@ -147,7 +148,7 @@ def pause_step_and_stop(page, title: str, shot: str) -> None:
     page.get_by_text(f"paused at step {paused + 1}/").wait_for(timeout=60_000)
     page.wait_for_timeout(2_000)  # nothing moves while paused
     assert f"paused at step {paused + 1}/" in progress_text(page)
-    page.get_by_role("button", name="What to look for").click()  # the four charts' captions, folded on a projector
+    page.get_by_role("button", name="Captions").click()  # the four charts' captions, folded on a projector
     page.get_by_text(f"At step {paused + 1}:", exact=True).wait_for(timeout=60_000)  # the map and carrier then
     # the horizon chart, the 4th, from the untrained model's probe at step 0 on
     page.get_by_text(re.compile("every few dozen steps the weights predict how far the run reaches: at step 0")).wait_for()

@@ -31,6 +31,7 @@ from ui.captions import readouts
 from ui.charts import common as charts
 from ui.charts import compare as compare_charts
 from ui.charts import transformer as transformer_charts
+from ui.lessons import class_runs
 from ui.lessons.files import Step
 from ui.presets import (
     DELAY_PRESETS,
@@ -59,7 +60,7 @@ PRESENT_HEIGHT = 480
 PRESENT_LIVE_HEIGHT = 300  # each of a live training's four charts, two by two
 LOCKED = tuple(SETTINGS)  # a students' link (lock=1) fixes every setting of the lesson's run, not only those it names
 LIVE_CONFIG_KEY = "lesson_training_config"  # the config of the training this session asked for from a lesson
-PRESENT_HEIGHTS = {"accuracy-overlay": 580, "carrier-chart": 390, "horizon": 310, "inverse-mass-chart": 380}
+PRESENT_HEIGHTS = {"accuracy-overlay": 580, "class-runs": 580, "carrier-chart": 390, "horizon": 310, "inverse-mass-chart": 380}
 
 
 @dataclass(frozen=True)
@@ -267,6 +268,12 @@ def train(step: Step, presenting: Projector | None, locked: bool = False) -> Non
     live_training(pool, PRESENT_LIVE_HEIGHT if presenting else None, live)
 
 
+def class_runs_chart(step: Step, presenting: Projector | None) -> None:
+    """The runs this session trained on the lesson's Train steps beside the step's presets (ui.lessons.class_runs)."""
+    figure, look_for, table = class_runs.figure_and_caption(step)
+    _draw(figure, look_for, table, "class-runs", "lesson", presenting)
+
+
 def rules_chart(step: Step, presenting: Projector | None) -> None:
     """Accuracy under the step's inference rules beside the unmodified run (the Dilution page's rules chart)."""
     run = _run(step)
@@ -323,6 +330,7 @@ RENDERERS: dict[str, Callable[..., None]] = {
     "carrier-chart": carrier_chart, "dilution-chart": dilution_chart, "inverse-mass-chart": inverse_mass_chart,
     "horizon": horizon, "head-carriers": head_carriers, "head-attention": head_attention_map,
     "accuracy-by-position": accuracy_by_position, "position-probe": position_probe, "train-form": train,
+    "class-runs": class_runs_chart,
     "rules-chart": rules_chart, "delay-overlay": delay_overlay, "delay-curve": delay_curve,
     "delay-diversity": delay_diversity, "delay-transfer": delay_transfer,
 }

@@ -108,6 +108,8 @@ ELEMENTS: dict[str, Element] = {
     "position-probe": Element("one", "a linear probe of absolute position per layer against untrained seeds, at 1× "
                               "and 4× the training length (Transformer page)", single_head=False),
     "train-form": Element("config", "the Train form, prefilled, with the live training view (Train page)"),
+    "class-runs": Element("several", "the runs trained in this session on the lesson's Train steps beside the "
+                          "presets, accuracy against length (Compare page)", single_head=True),
     "rules-chart": Element("one", "accuracy under inference rules beside the unmodified run, measured and predicted "
                            "(Dilution page)", single_head=True,
                            options=(("rules", RuleLabels(), "log-n"), ("longest", LONGEST_CHOICES, 1 << 10))),

@@ -15,6 +15,7 @@ from ui.training.frames import frame
 
 FINAL_KEY = "training_final"  # (config, JobStatus) of a lesson's training that ended: its frame stays
 OPEN_KEY, PRESENT_PARAM = "training_open", "present"
+CAPTIONS = "Captions"  # on a projector, the live charts' captions fold into a popover of this name
 
 
 def final_frame(config: RunConfig, height: int | None) -> bool:
@@ -37,7 +38,7 @@ def final_frame(config: RunConfig, height: int | None) -> bool:
     button, *more = st.columns([1, 1] if height else [1])  # where the progress and the controls were
     if run is not None:
         open_button(run, button, present=height is not None)
-    frame(status, height, config, more[0].popover("What to look for", icon=":material/info:", width="stretch")
+    frame(status, height, config, more[0].popover(CAPTIONS, icon=":material/info:", width="stretch")
           if more else None)
     return True
 

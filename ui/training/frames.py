@@ -51,7 +51,7 @@ def frame(status: JobStatus, height: int | None, config: RunConfig | None = None
     start = untrained(config) if config is not None else None
     view = status.view or (start[0] if start else None)
     if height and notes is None:
-        notes = st.popover("What to look for", icon=":material/info:")
+        notes = st.popover("Captions", icon=":material/info:")
     if view is not None:
         watch(view, status.run_id, height, notes)
     history = status.history
@@ -77,10 +77,11 @@ def frame(status: JobStatus, height: int | None, config: RunConfig | None = None
     ceiling = int(history["probe_ceiling"][-1]) if history.get("probe_ceiling") else start[1].ceiling
     cost = "" if height else probe_cost(history.get("probe_seconds", []), status.progress.elapsed_seconds
                                         if status.progress else 0.0)
+    figure = charts.probe_curve(probes, max(steps_done, 1), train_length, reach(probes, ceiling, train_length))
+    if height:  # half a projector's width: its note on two lines
+        figure.for_each_annotation(lambda note: note.update(text=note.text.replace(": ", ":<br>", 1)))
     with horizons:  # (on a projector, without what the probes cost the server: the class needs the rest)
-        present_chart(charts.probe_curve(probes, max(steps_done, 1), train_length, reach(probes, ceiling,
-                                                                                         train_length)),
-                      height, "live-probe", titled=False)
+        present_chart(figure, height, "live-probe", titled=False)
     (notes or horizons).caption(f"**What to look for:** {probe_caption(probes, train_length, ceiling)} {cost}")
 
 

@@ -18,7 +18,7 @@ from lengen_core.serving.ray_pool import ClusterUnreachable
 from lengen_core.serving.stepping import MAX_STEPS_PER_SECOND, PaceError
 from ui.runs import stores
 from ui.state import select_run
-from ui.training.ending import FINAL_KEY, PRESENT_PARAM, final_frame, run_page
+from ui.training.ending import CAPTIONS, FINAL_KEY, PRESENT_PARAM, final_frame, run_page
 from ui.training.frames import frame, live_curve, stored_training  # noqa: F401 (the Train page's, a test's)
 from ui.training.pool import let_go, rejoin
 
@@ -26,7 +26,7 @@ TICKET_KEY, MESSAGE_KEY = "training_ticket", "training_message"
 CLASS_RUNS_KEY = "trained_here"  # the run ids this session trained, oldest first
 PACE_KEY, PACE_ERROR_KEY = "pace-training", "_pace_refused"
 LIVE_SECONDS, WAITING_SECONDS = 0.5, 2.0
-COMPACT_COLUMNS = [1.15, 0.85, 1.15, 0.75, 1.45]  # a projector's row: Resume, Step, 10 steps, Stop, What to look for
+COMPACT_COLUMNS = [1.1, 0.9, 1.1, 0.8, 1.1]  # a projector's row: Resume, Step, 10 steps, Stop, Captions
 FIRST_STEP_SECONDS = 0.3
 
 
@@ -85,8 +85,8 @@ def status_line(pool: TrainingPool, status: JobStatus) -> None:
                 f"running (at most {counts['limit']} at once). It starts by itself; keep this tab open.",
                 icon=":material/hourglass_top:")
     elif status.progress is None:
-        st.progress(0.0, text="Paused before its first step, the untrained model drawn: press Step for one step, "
-                              "or Resume" if status.paused else "Starting…")
+        st.progress(0.0, text="Paused before its first step, the untrained model: Step or Resume" if status.paused
+                    else "Starting…")
     elif status.measuring:  # trained: measured once at the pages' default request before it is saved
         st.progress(1.0, text=f"Trained ({status.progress.step} steps) · measuring… the evaluations, prediction, law and "
                               "horizon that Dilution and Compare show first, so those pages open at once")
@@ -127,7 +127,7 @@ def open_trained_run(config: RunConfig, present: bool = False) -> None:
 def controls(pool: TrainingPool, ticket: int, status: JobStatus, compact: bool = False):
     """Pause or resume; while paused, one step or ten at a time (exactly that many); Stop; the pace (not when
     `compact`: a projector's live view, whose lesson and form set it; there the buttons have no tooltips, which
-    would cover the status line over them, and a fifth slot holds the charts' captions: returned). A training
+    would cover the status line over them, and a fifth slot holds the charts' captions, folded: returned). A training
     shared with other requests for the same run (a class on one link) is driven by the one that asked first: the
     others watch it, and their Leave lets go of it without stopping it for the rest."""
     running, drives = status.state == "running", status.drives
@@ -166,7 +166,7 @@ def controls(pool: TrainingPool, ticket: int, status: JobStatus, compact: bool =
             st.warning(f"Pace not changed: {refused}.", icon=":material/error:")
     if not drives:
         st.caption(shared.strip())
-    return more[0].popover("What to look for", icon=":material/info:", width="stretch") if more else None
+    return more[0].popover(CAPTIONS, icon=":material/info:", width="stretch") if more else None
 
 
 def _command(action, ticket: int, *args) -> None:
