@@ -8,6 +8,8 @@ from lengen_core.analysis.heatmap import MAX_HEATMAP_LENGTH, Heatmap
 from lengen_core.config import ConfigError
 from lengen_core.serving.share import view_ints
 from ui.captions import attention as attention_captions
+from ui.captions import show
+from ui.captions.common import Caption
 from ui.charts import common as charts
 from ui.glossary import lead
 from ui.presets import HEATMAP_MULTIPLES
@@ -84,11 +86,13 @@ for i, length in enumerate(shown):
         columns = st.columns(2)
     with columns[i % 2]:
         cells = result.weights.shape[0]
-        trace = attention_captions.argmax_trace(result.argmax_keys, L_train, k)
-        chart(charts.attention_map(result.weights, result.pool, length, L_train, head),
-              f"{attention_captions.trace_caption(trace, expected, learned, last_only)} Cells: {cells}×{cells}, pooling "
-              f"{result.pool}×{result.pool} (max).",
-              pd.DataFrame(result.weights).rename_axis("query_cell").reset_index(), f"heatmap-{length}", run.run_id)
+        said = attention_captions.trace_caption(attention_captions.argmax_trace(result.argmax_keys, L_train, k),
+                                                expected, learned, last_only)
+        show.chart_captioned(charts.attention_map(result.weights, result.pool, length, L_train, head),
+                             Caption(said.lead, f"{said.more} Cells: {cells}×{cells}, pooling {result.pool}×{result.pool} "
+                                                "(max)."),
+                             pd.DataFrame(result.weights).rename_axis("query_cell").reset_index(), f"heatmap-{length}",
+                             run.run_id)
 
 if (result := drawn(trace_length)) is None:
     st.stop()
@@ -103,8 +107,8 @@ with left:
           zoom_frame.rename_axis("query").reset_index(), f"zoom-{trace_length}", run.run_id)
 with right:
     trace = pd.DataFrame({"query": np.arange(trace_length), "argmax_key": result.argmax_keys})
-    chart(charts.argmax_trace(result.argmax_keys, L_train, k, head),
-          attention_captions.trace_caption(attention_captions.argmax_trace(result.argmax_keys, L_train, k), expected,
-                                           learned, last_only),
-          trace, f"argmax-{trace_length}", run.run_id)
+    show.chart_captioned(charts.argmax_trace(result.argmax_keys, L_train, k, head),
+                         attention_captions.trace_caption(attention_captions.argmax_trace(result.argmax_keys, L_train, k),
+                                                          expected, learned, last_only),
+                         trace, f"argmax-{trace_length}", run.run_id)
 rule_maps.attention_rule(run, lengths, layer, head_index, head)

@@ -7,7 +7,7 @@ from lengen_core.analysis.carrier import ALIGNMENT_MARGIN
 from lengen_core.claims import expectation
 from lengen_core.config import ConfigError
 from ui.analyses import CARRIER_SEARCH
-from ui.captions import readouts
+from ui.captions import readouts, show
 from ui.charts import common as charts
 from ui.glossary import lead
 from ui.presets import CARRIER_SEARCHES
@@ -67,9 +67,13 @@ st.caption(f"Carrier source: **{result.source}** ({'read from the weights, no fo
            f"{trained.active_frequencies} (untrained {untrained.active_frequencies}).")
 
 trained_positions = getattr(run.model.encoding, "trained_positions", False)
-chart(charts.carrier_curve(result.offsets, result.values, result.train_length, result.offset),
-      readouts.carrier_caption(trained, untrained, result.offset, trained_positions, run.verdict),
-      pd.DataFrame({"offset": result.offsets, "s": result.values}), "carrier", run.run_id)
+encoding, attention = run.config.model.encoding, run.config.model.attention
+learned = None if run.verdict is None else run.verdict.learned
+bears_c5 = readouts.carrier_verdict(encoding, attention, trained.aligned, learned)[2]  # the one C5 verdict, read twice
+show.chart_captioned(charts.carrier_curve(result.offsets, result.values, result.train_length, result.offset),
+                     readouts.carrier_caption(trained, untrained, result.offset, trained_positions, run.verdict,
+                                              encoding, attention),
+                     pd.DataFrame({"offset": result.offsets, "s": result.values}), "carrier", run.run_id)
 
 left, right = st.columns(2)
 with left:
@@ -77,12 +81,12 @@ with left:
           readouts.spectrum_caption(result.amplitudes, trained.active_frequencies, untrained.active_frequencies),
           pd.DataFrame({"frequency": result.frequencies, "amplitude": result.amplitudes}), "spectrum", run.run_id)
 with right:
-    chart(charts.singular_values(result.singular_values, trained.effective_rank),
-          readouts.rank_caption(trained.effective_rank, untrained.effective_rank, len(result.singular_values),
-                                spread and spread.effective_rank,
-                                result.source == "analytic" and trained.aligned and bool(run.verdict and run.verdict.learned)),
-          pd.DataFrame({"index": range(1, len(result.singular_values) + 1), "singular_value": result.singular_values}),
-          "singular-values", run.run_id)
+    show.chart_captioned(
+        charts.singular_values(result.singular_values, trained.effective_rank),
+        readouts.rank_caption(trained.effective_rank, untrained.effective_rank, len(result.singular_values),
+                              spread and spread.effective_rank, bears_c5),
+        pd.DataFrame({"index": range(1, len(result.singular_values) + 1), "singular_value": result.singular_values}),
+        "singular-values", run.run_id)
 
 recurrences = pd.DataFrame([vars(r) for r in result.near_recurrences],
                            columns=["offset", "query_token", "key_token", "gap"])
@@ -91,7 +95,8 @@ if not analytic:
 elif recurrences.empty:
     st.info(f"No near-recurrences found up to offset {search:,}.")
 else:
-    chart(charts.recurrences(recurrences["offset"].tolist(), recurrences["gap"].tolist(), result.train_length),
-          readouts.recurrence_caption(recurrences["offset"].tolist()),
-          recurrences, "near-recurrences", run.run_id)
+    show.chart_captioned(charts.recurrences(recurrences["offset"].tolist(), recurrences["gap"].tolist(),
+                                            result.train_length),
+                         readouts.recurrence_caption(recurrences["offset"].tolist()), recurrences, "near-recurrences",
+                         run.run_id)
 rule_maps.carrier_rules(run, search)

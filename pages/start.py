@@ -6,6 +6,7 @@ import streamlit as st
 
 from lengen_core.config import ConfigError
 from ui.captions import accuracy as accuracy_captions
+from ui.captions import show
 from ui.charts import compare as compare_charts
 from ui.first_step import first_step
 from ui.glossary import lead
@@ -13,7 +14,7 @@ from ui.presets import PRESETS, START_LENGTHS, START_SAMPLES, single_head_preset
 from ui.runs import evaluation, load_run
 from ui.state import select_run, selected_run_id
 from ui.theory.sections import SECTION_PARAM
-from ui.widgets import chart, refusal
+from ui.widgets import refusal
 
 st.title("lengen: trained short, tested long")
 lead("start")
@@ -86,5 +87,5 @@ with picture:  # its spinner shows where the picture will be
         for label, rows in reports.items()
     ], note=f"Bands: 95% Wilson intervals over {SAMPLES} sequences per length.")
     figure = compare_charts.accuracy_overlay(curves, chance)
-    chart(figure.update_layout(title="The three presets: accuracy against length", height=380),
-          look_for, curves, "start-accuracy", stem="presets")
+    show.chart_captioned(figure.update_layout(title="The three presets: accuracy against length", height=380),
+                         look_for, curves, "start-accuracy", stem="presets")

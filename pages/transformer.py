@@ -9,6 +9,8 @@ from ui.analyses import head_attention, heads, length_multiples, sequence_evalua
 from ui.captions import accuracy as accuracy_captions
 from ui.captions import attention as attention_captions
 from ui.captions import mechanism as mechanism_captions
+from ui.captions import show
+from ui.captions.common import Caption
 from ui.charts import common as charts
 from ui.charts import transformer as transformer_charts
 from ui.glossary import lead
@@ -71,8 +73,9 @@ c.metric("Best Toeplitz fraction", f"{max(h.toeplitz_fraction for h in reports):
          help="1 means the head's mean logit depends on t − u alone.")
 st.caption(f"Carrier heads: {', '.join(carrier_heads) or 'none'} · pinned heads: {', '.join(pinned_heads) or 'none'} "
            "(L = layer, H = head, from 0).")
-chart(transformer_charts.head_grid(carriers, model.n_layers, model.n_heads, k),
-      mechanism_captions.head_grid_caption(reports, model.encoding, model.attention, learned), carriers, "head-carriers", run.run_id)
+show.chart_captioned(transformer_charts.head_grid(carriers, model.n_layers, model.n_heads, k),
+                     mechanism_captions.head_grid_caption(reports, model.encoding, model.attention, learned), carriers,
+                     "head-carriers", run.run_id)
 
 st.subheader("One head in detail")
 table = pd.DataFrame([{key: getattr(h, key) for key in ("layer", "head", "argmax_offset", "toeplitz_fraction",
@@ -86,13 +89,14 @@ st.dataframe(table, hide_index=True, column_config={
     "toeplitz_fraction": st.column_config.NumberColumn(format="%.3f"),
     "target_weight": st.column_config.NumberColumn(format="%.3f"),
     "pinned_share": st.column_config.NumberColumn(format="%.2f")})
-st.caption(f"**What to look for:** {mechanism_captions.heads_table_caption(reports, k)}")
+said = mechanism_captions.heads_table_caption(reports, k)
+show.caption(Caption(f"**What to look for:** {said.lead}", said.more))
 columns = st.columns(3)
 with columns[0]:
-    chart(charts.carrier_curve(np.arange(len(head.carrier)), head.carrier, L_train, k),
-          mechanism_captions.alignment_caption(f"{names[picked]}'s s(Δ), measured from recorded logits,",
-                                               head.carrier, L_train, k, rope_softmax=False, learned=learned) + ".",
-          pd.DataFrame({"offset": range(len(head.carrier)), "s": head.carrier}), "head-carrier", run.run_id)
+    show.chart_captioned(charts.carrier_curve(np.arange(len(head.carrier)), head.carrier, L_train, k),
+                         mechanism_captions.head_carrier_caption(names[picked], head, k, learned),  # the grid's verdict
+                         pd.DataFrame({"offset": range(len(head.carrier)), "s": head.carrier}), "head-carrier",
+                         run.run_id)
 for column, (multiple, length) in zip(columns[1:], zip(POSITION_MULTIPLES, length_multiples(run.run_id, POSITION_MULTIPLES), strict=False),
                                       strict=False):
     try:
@@ -101,12 +105,13 @@ for column, (multiple, length) in zip(columns[1:], zip(POSITION_MULTIPLES, lengt
         with column:
             refusal("Not computed for this run", error)
         continue
+    said = attention_captions.trace_caption(attention_captions.weights_trace(weights, L_train, k), None, learned,
+                                            last_query_only=False)
     with column:
-        chart(transformer_charts.head_attention(weights, length, L_train, f"{names[picked]} at L = {length}"),
-              f"{names[picked]}: "
-              + attention_captions.trace_caption(attention_captions.weights_trace(weights, L_train, k), None, learned,
-                                                 last_query_only=False) + " Mean |weight| over 16 sequences.",
-              pd.DataFrame(weights).rename_axis("query").reset_index(), f"head-attention-{length}", run.run_id)
+        show.chart_captioned(
+            transformer_charts.head_attention(weights, length, L_train, f"{names[picked]} at L = {length}"),
+            Caption(f"{names[picked]}: {said.lead}", f"{said.more} Mean |weight| over 16 sequences."),
+            pd.DataFrame(weights).rename_axis("query").reset_index(), f"head-attention-{length}", run.run_id)
 
 st.subheader("Accuracy by position and by length")
 view_number("transformer-samples", "samples", SAMPLES[0], SAMPLES[-1], 64, SAMPLES)
@@ -121,20 +126,22 @@ except ConfigError as error:
     st.stop()
 by_length = transformer_charts.length_table(evaluated, L_train)  # with 95% Wilson intervals and sample counts
 by_position = transformer_charts.position_table(evaluated)
+past = transformer_charts.beyond_table("Positions past training", evaluated, L_train)
+curve = accuracy_captions.run_curve("Positions past training", run.config, run.verdict, past["length"],
+                                    past["accuracy"], past["accuracy_low"])
+holds = accuracy_captions.past_verdict(curve)  # does it hold past training: one answer, read by both captions
 left, right = st.columns(2)
 with left:
     longest = evaluated[-1]
     chart(transformer_charts.accuracy_by_position(by_position, L_train, chance),
           accuracy_captions.position_caption(longest.positions, longest.accuracy_by_position, longest.length, L_train,
-                                             chance, samples, model.encoding, model.attention, learned),
+                                             chance, samples, model.encoding, model.attention, learned, holds),
           by_position, "accuracy-by-position", run.run_id)
 with right:
-    past = transformer_charts.beyond_table("Positions past training", evaluated, L_train)
-    chart(transformer_charts.accuracy_by_length(by_length, chance),
-          "the dashed curve scores only the positions past training. " + accuracy_captions.curve_caption(
-              accuracy_captions.run_curve("Positions past training", run.config, run.verdict, past["length"],
-                                          past["accuracy"], past["accuracy_low"]),
-              multiples=(2, 4, 16)), by_length, "accuracy-by-length", run.run_id)
+    said = accuracy_captions.curve_caption(curve, multiples=(2, 4, 16))
+    show.chart_captioned(transformer_charts.accuracy_by_length(by_length, chance),
+                         Caption(said.lead, f"The dashed curve scores only the positions past training. {said.more}"),
+                         by_length, "accuracy-by-length", run.run_id)
 
 story_section(samples, chance)
 absolute_section(run)  # last: the page above is drawn while its probes run

@@ -10,6 +10,7 @@ from lengen_core.analysis.carrier import NearRecurrence
 from lengen_core.analysis.fit import NOT_APPLICABLE, DilutionFit, FitResult
 from lengen_core.analysis.heads import HeadReport
 from lengen_core.analysis.verdict import Verdict
+from lengen_core.claims import CLAIMS
 from lengen_core.config import RunConfig, with_changes
 from ui.captions import accuracy as accuracy_captions
 from ui.captions import attention as attention_captions
@@ -52,7 +53,8 @@ def test_horizon_and_chance_from_read_the_curve() -> None:
 def test_rope_that_stays_near_one_is_said_to() -> None:
     text = accuracy_captions.curve_caption(curve(ROPE, [1.0, 1.0, 0.98, 0.95, 0.92], label="RoPE"))
     assert "**RoPE**: 1.00 at 1×, 1.00 at 2×, 0.98 at 4×" in text
-    assert text.endswith("It stays near 1 at every length measured past its training length, up to 256 (16×) (C1).")
+    assert text.lead.endswith("It stays near 1 at every length measured past its training length, up to 256 (16×) (C1).")
+    assert text.more.startswith("The claim: C1 (RoPE extrapolates")
     assert "NOT" not in text
 
 
@@ -62,7 +64,7 @@ def test_rope_that_leaves_one_is_judged_over_every_length_past_training() -> Non
     text = accuracy_captions.curve_caption(curve(ROPE, [1.0, 1.0, 0.98, 0.6, 0.2], label="RoPE"))
     assert "≥ 0.90 up to 64 (4×)" in text
     assert "at chance from" not in text  # 0.20 at 16× is above chance (interval from 0.15)
-    assert text.endswith("It holds ≥ 0.90 up to 64 (4×) and leaves it at 128 (8×), still above chance at 256 (16×): "
+    assert text.lead.endswith("It holds ≥ 0.90 up to 64 (4×) and leaves it at 128 (8×), still above chance at 256 (16×): "
                          "it extrapolates up to 4× here (C1).")
     assert "stays near 1 past its training length" not in text
 
@@ -78,7 +80,7 @@ def test_rope_at_chance_from_16x_is_never_said_to_stay_near_one() -> None:
                                            offset=11, train_length=40), verdict(True), lengths, accuracy, lows))
     assert "It stays near 1 past its training length" not in text
     assert "It holds ≥ 0.90 up to 160 (4×) and leaves it at 320 (8×); from 640 (16×) on it is at chance" in text
-    assert text.endswith(": this run extrapolates up to 4× only, NOT to every length measured (C1).")
+    assert text.lead.endswith(": this run extrapolates up to 4× only, NOT to every length measured (C1).")
     # one interval above chance at the end and it is not 'at chance from' anywhere
     text = accuracy_captions.curve_caption(accuracy_captions.run_curve("RoPE", with_changes(ROPE, vocab_size=40,
                                            offset=11, train_length=40), verdict(True), lengths, accuracy,
@@ -181,7 +183,8 @@ def test_learned_table_at_chance_past_training_is_said_to_fall() -> None:
 
 def test_learned_table_above_chance_past_training_is_said_not_to_fall() -> None:
     text = accuracy_captions.curve_caption(curve(LEARNED, [1.0, 0.55, 0.3, 0.07, 0.06]))
-    assert "This learned-position run does NOT fall to chance past its training length: 0.55 at 32 (2×)" in text
+    assert ("This learned-position run does NOT fall to chance past its training length, contrary to C1: 0.55 at "
+            "32 (2×)") in text.lead
     assert "95% interval from 0.50" in text
 
 
@@ -214,8 +217,10 @@ def test_encodings_without_a_claim_get_numbers_only() -> None:
 def test_a_transformer_curve_names_c8_and_the_caption_ends_with_chance() -> None:
     shift = with_changes(ROPE, task="shift", n_layers=2, n_heads=2)
     text = accuracy_captions.curves_caption([curve(shift, [1.0, 1.0, 0.95, 0.9, 0.7])], note="Bands: 95%.")
-    assert "(C1, C8)" in text
-    assert text.endswith("Chance 1/V = 0.062. Bands: 95%.")
+    assert text.lead == "Past the training length: **run** ≥ 0.90 up to 128 (8×) (C1, C8)."
+    assert "(C1, C8)" in text.more and "Chance 1/V = 0.062. Bands: 95%." in text.more
+    assert text.more.endswith("The claims: C1 (RoPE extrapolates to longer inputs, learned absolute positions do "
+                              f"not); C8 ({CLAIMS['C8']}).")
 
 
 def test_a_curve_over_every_position_reads_no_claim() -> None:
@@ -454,3 +459,52 @@ def test_a_rules_cell_gives_the_interval_to_quote_only() -> None:
     law = DilutionFit(16, 1.1, 5.27, 5.22, 5.32, 0.03, 5, 256, 128, m_out_lengths_low=5.0, m_out_lengths_high=5.6)
     curve = RuleCurve("none", LENGTHS, [1.0] * 5, [0.99] * 5, [1.0] * 5, [0.89, 0.86, 0.82, 0.53, 0.44])
     assert law_cell(FitResult("fitted", law, ""), curve, 16) == ("5.27 (5.00–5.60)", None)
+
+
+# --- one verdict per fact, and short leads (issue 40 §5) ------------------------------------------------
+
+
+def test_the_carrier_verdict_names_c5_only_where_it_is_claimed() -> None:
+    assert readouts.carrier_verdict("rope", "softmax", True, True) == ("aligned with k, as C5 says", ["C5"], True)
+    said, codes, bears = readouts.carrier_verdict("rope", "softmax", False, True)
+    assert said == "NOT aligned with k, contrary to C5" and codes == ["C5"] and not bears
+    said, codes, bears = readouts.carrier_verdict("learned", "softmax", True, True)
+    assert "C5" not in said and codes == [] and not bears
+    said, codes, bears = readouts.carrier_verdict("rope", "softmax", True, False)
+    assert "did not learn" in said and "C5" not in said and not bears
+
+
+def test_a_heads_detail_reads_the_grids_carrier_verdict() -> None:
+    """The detail once re-tested alignment by a margin the grid did not use: a head the grid lists as a carrier
+    could read 'not aligned' beside it. Both now read HeadReport.is_carrier."""
+    for carrier in (True, False):
+        said = mechanism_captions.head_carrier_caption("L1H0", head(1, 0, carrier, None), 3, learned=True)
+        assert said.lead.startswith("L1H0 is a carrier head" if carrier else "L1H0 is not a carrier head")
+        assert ("L1H0" in mechanism_captions.head_grid_caption([head(1, 0, carrier, None)], "rope", "softmax",
+                                                                True).split("; purple")[0]) == carrier
+
+
+def test_the_position_caption_reads_the_curves_past_verdict() -> None:
+    """Accuracy by position and by length on the Transformer page say the same about holding past training."""
+    positions = np.arange(3, 64)
+    accuracy = np.where(positions < 16, 1.0, 0.95)  # just past training: 0.95, above the bar
+    holds = accuracy_captions.position_caption(positions, accuracy, 64, 16, CHANCE, 64, "rope", "softmax", True)
+    assert "RoPE holds its accuracy" in holds
+    falls = curve(ROPE, [1.0, 0.41, 0.2, 0.1, 0.06])
+    assert accuracy_captions.past_verdict(falls) == "between"
+    text = accuracy_captions.position_caption(positions, accuracy, 64, 16, CHANCE, 64, "rope", "softmax", True,
+                                              accuracy_captions.past_verdict(falls))
+    assert "does NOT hold its accuracy past the training length, contrary to C8" in text
+
+
+def test_leads_are_short_and_name_what_they_contradict() -> None:
+    """The trace, the carrier and the curves' leads: at most LEAD_SENTENCES sentences and LEAD_CHARS characters,
+    a contradiction naming its claim in the same sentence, the claim's words in the rest."""
+    trace = attention_captions.trace_caption(attention_captions.argmax_trace(keys_relative(64), 16, 3), "pinned", True)
+    assert "contrary to C4" in trace.lead and "C4 (a learned table" in trace.more
+    curves = accuracy_captions.curves_caption([curve(ROPE, [1.0, 0.41, 0.2, 0.1, 0.06], label="RoPE"),
+                                               curve(LEARNED, [1.0, 0.07, 0.06, 0.06, 0.06], label="APE")])
+    assert "**RoPE** 0.41 at 32 (2×), neither near 1 nor at chance, contrary to C1" in curves.lead
+    assert "**APE** at chance from 32 (2×) on (C1)" in curves.lead
+    for text in (trace, curves):
+        assert captions.sentence_count(text.lead) <= captions.LEAD_SENTENCES and len(text.lead) <= captions.LEAD_CHARS

@@ -7,13 +7,14 @@ import numpy as np
 
 from lengen_core.analysis.absolute import POSITION_SHIFT, AbsolutePosition, probe_finding
 from lengen_core.claims import PROBE_CLAIM
-from ui.captions.common import Caption, claims_note
+from ui.captions.common import Caption, claims_note, split_lead
 
 SINK_READING = 2.0  # a head reads the sink past training when its weight on key 0 is this × the uniform share
 
 
-def sink_caption(found: AbsolutePosition, train_length: int) -> str:
-    """Which heads put more weight on position 0 than a uniform head would, inside and past training."""
+def sink_caption(found: AbsolutePosition, train_length: int) -> Caption:
+    """Which heads put more weight on position 0 than a uniform head would (the lead), each head's mean weight
+    on key 0 past training (the rest)."""
     sink, uniform = found.sink, found.uniform_sink
     beyond = slice(train_length, found.sink_length) if found.sink_length > train_length else slice(1, found.sink_length)
     reading, parts = [], []
@@ -31,7 +32,7 @@ def sink_caption(found: AbsolutePosition, train_length: int) -> str:
     else:
         verdict = (f"No head reads the sink: none puts {SINK_READING:g}× the uniform weight ({flat:.3f}) on key 0, so "
                    "in this run position 0 is not an anchor the later queries attend to.")
-    return f"mean weight on key 0 over {where}: {', '.join(parts)}. {verdict}"
+    return Caption(verdict, f"Mean weight on key 0 over {where}: {', '.join(parts)}.")
 
 
 def _probe_word(probe) -> str:
@@ -61,37 +62,43 @@ def _moved(name: str, before: float, after: float, digits: int) -> str:
     return f"{'raised' if after > before else 'lowered'} {name} {before:.{digits}f} → {after:.{digits}f}"
 
 
-def intervention_caption(found: AbsolutePosition) -> str:
-    """What replacing the first token and shifting every position changed: accuracy and the probe."""
+def intervention_caption(found: AbsolutePosition) -> Caption:
+    """What replacing the first token and shifting every position changed, in accuracy and the probe's R² at its
+    best layer (the lead); how much of the probe's gain position 0 carried, and the shift's meaning (the rest)."""
     trained, replaced, moved = found.variants
     best = found.probe.best_layer
-    out = [f"at L = {found.length}, layer {best} (the probe's best against its baseline)"]
-    out.append(f"replacing the first token's embedding by the mean embedding {_moved('accuracy', trained.accuracy, replaced.accuracy, 3)} "
-               f"and {_moved('R²', trained.r2[best], replaced.r2[best], 2)}")
+    lead = (f"At L = {found.length}, replacing the first token's embedding by the mean embedding "
+            f"{_moved('accuracy', trained.accuracy, replaced.accuracy, 3)} and "
+            f"{_moved('R²', trained.r2[best], replaced.r2[best], 2)} at layer {best}, the probe's best against its "
+            "baseline.")
+    more = []
     gain = trained.r2[best] - found.probe.baseline_high[best]
     if gain > 0:
         removed = trained.r2[best] - replaced.r2[best]
-        out.append(f"(the probe had gained {gain:.2f} over the untrained seeds' highest; replacing position 0's "
-                   f"content took away {max(removed, 0) / gain:.0%} of that gain)")
+        more.append(f"The probe had gained {gain:.2f} over the untrained seeds' highest; replacing position 0's "
+                    f"content took away {max(removed, 0) / gain:.0%} of that gain.")
     else:
-        out.append("(the probe had gained nothing over the untrained seeds, so there is no gain for position 0 to carry)")
+        more.append("The probe had gained nothing over the untrained seeds, so there is no gain for position 0 to "
+                    "carry.")
     if moved.accuracy is None:
-        out.append(f"shifting positions: {moved.reason}")
+        lead += f" Shifting positions: {moved.reason.rstrip('.')}."
     else:
         change = max(abs(a - b) for a, b in zip(trained.r2, moved.r2, strict=True))
         exact = change < 1e-3 and abs(trained.accuracy - moved.accuracy) < 1e-3
-        out.append(f"shifting every position by {POSITION_SHIFT:,} {_moved('accuracy', trained.accuracy, moved.accuracy, 3)} "
-                   f"and moved R² by at most {change:.1e}"
-                   + (": nothing, as relative logits must (what position the model knows, it did not get from "
-                      "the encoding)" if exact else ": the encoding hands the model absolute positions"))
-    return "; ".join(out) + f". Accuracy over {found.scored} positions a sequence whose answer is not token 0."
+        lead += (f" Shifting every position by {POSITION_SHIFT:,} {_moved('accuracy', trained.accuracy, moved.accuracy, 3)}"
+                 f" and moved R² by at most {change:.1e}.")
+        more.append("Nothing moved, as relative logits must: what position the model knows, it did not get from the "
+                    "encoding." if exact else "The encoding hands the model absolute positions.")
+    more.append(f"Accuracy over {found.scored} positions a sequence whose answer is not token 0.")
+    return Caption(lead, " ".join(more))
 
 
-def denominator_caption(measured: np.ndarray | None, exact: np.ndarray | None, train_length: int, samples: int) -> str:
+def denominator_caption(measured: np.ndarray | None, exact: np.ndarray | None, train_length: int,
+                        samples: int) -> Caption:
     """How ln Z_t rises with t, and how close layer 0's exact sums are to the measured ones: measured
     (layers, H, T), exact (H, T) for layer 0 or None."""
     if measured is None:
-        return "linear attention has no softmax denominator: nothing here depends on the mask's normalisation."
+        return Caption("linear attention has no softmax denominator: nothing here depends on the mask's normalisation.")
     last = min(train_length, measured.shape[-1]) - 1
     rises = [float(measured[layer, head, last] - measured[layer, head, 0])
              for layer in range(measured.shape[0]) for head in range(measured.shape[1])]
@@ -104,4 +111,4 @@ def denominator_caption(measured: np.ndarray | None, exact: np.ndarray | None, t
                  f"(lines) sit within {gap:.2f} nats of the measured means ({samples} sequences)")
     if measured.shape[0] > 1:
         text += ". Past layer 0 a head's logits may carry position themselves, so its rise is the mask's and theirs"
-    return text + "."
+    return split_lead(text + ".")

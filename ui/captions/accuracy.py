@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
@@ -20,8 +21,10 @@ from lengen_core.claims import expectation
 from lengen_core.config import RunConfig
 from lengen_core.thresholds import ACCURACY_BAR
 from ui.captions.common import (
+    Caption,
     accuracy_points,
     chance_from,
+    claims_note,
     did_not_learn,
     extrapolation_text,
     first_length_below,
@@ -65,8 +68,49 @@ def run_curve(label: str, config: RunConfig, verdict: Verdict | None, lengths: S
                  every_position)
 
 
-def curve_caption(curve: Curve, multiples: Sequence[int] = (1, 2, 4)) -> str:
-    """'**RoPE**: 1.00 at 1×, …; ≥ 0.90 up to 64 (4×), at chance from 2,048 (128×) on: it stays near 1 …'."""
+PastVerdict = Literal["holds", "chance", "between"]
+
+
+def past_verdict(curve: Curve) -> PastVerdict | None:
+    """The one answer to "does it hold past training?" that every caption of a page reads for this curve:
+    "holds" where its horizon (ACCURACY_BAR) lies past the training length, "chance" where it is at chance
+    (the verdict's interval rule, `chance_from`) from the first length past training on, "between" else;
+    None with no length past training measured."""
+    L = curve.train_length
+    if not any(n > L for n in curve.lengths):
+        return None
+    top = horizon(curve.lengths, curve.accuracy)
+    if top is not None and top > L:
+        return "holds"
+    first = next(n for n in curve.lengths if n > L)
+    return "chance" if chance_from(curve.lengths, curve.accuracy_low, curve.chance, L) == first else "between"
+
+
+def _short(curve: Curve) -> str:
+    """One clause of a curves caption's lead: '**RoPE** ≥ 0.90 up to 2,048 (128×) (C1)', '… contrary to C1'."""
+    L, name = curve.train_length, f"**{curve.label}**"
+    if curve.learned is False:
+        return f"{name} did not learn the task (no claim)"
+    verdict = past_verdict(curve)
+    if verdict is None:
+        return f"{name} was not measured past its training length"
+    top = horizon(curve.lengths, curve.accuracy)
+    first = next(n for n in curve.lengths if n > L)
+    fact = {"holds": lambda: f"≥ {ACCURACY_BAR:.2f} up to {top:,} ({_times(top, L)})",
+            "chance": lambda: f"at chance from {first:,} ({_times(first, L)}) on",
+            "between": lambda: (f"{share(dict(zip(curve.lengths, curve.accuracy, strict=True))[first])} at {first:,} "
+                                f"({_times(first, L)}), neither near 1 nor at chance")}[verdict]()
+    expected = expectation(curve.encoding, curve.attention).accuracy
+    if expected is None or curve.every_position:
+        return f"{name} {fact}"
+    agrees = verdict == ("holds" if expected == "extrapolates" else "chance")
+    return f"{name} {fact} ({curve.claim})" if agrees else f"{name} {fact}, contrary to {curve.claim}"
+
+
+def curve_caption(curve: Curve, multiples: Sequence[int] = (1, 2, 4)) -> Caption:
+    """'**RoPE**: 1.00 at 1×, …; ≥ 0.90 up to 64 (4×), at chance from 2,048 (128×) on. It stays near 1 …' as the
+    lead (the numbers, then the claim's sentence), the claim's words as the rest. Whether it holds past
+    training is `past_verdict`, the answer the page's other captions read."""
     L, name = curve.train_length, f"**{curve.label}**"
     points = accuracy_points(curve.lengths, curve.accuracy, L, multiples)
     top = horizon(curve.lengths, curve.accuracy)
@@ -79,26 +123,34 @@ def curve_caption(curve: Curve, multiples: Sequence[int] = (1, 2, 4)) -> str:
                  else f"above chance up to {curve.lengths[-1]:,}")
     numbers = f"{points}; {', '.join(facts)}"
     if curve.learned is False:
-        return f"{name} did not learn the task (a learned task needs ≥ {ACCURACY_BAR:.2f} at 1×), so it tests no claim: {numbers}."
+        return Caption(f"{name} did not learn the task (a learned task needs ≥ {ACCURACY_BAR:.2f} at 1×), so it tests "
+                       f"no claim: {numbers}.")
     past = [(n, a, low) for n, a, low in zip(curve.lengths, curve.accuracy, curve.accuracy_low, strict=True) if n > L]
     expected, claim = expectation(curve.encoding, curve.attention).accuracy, curve.claim
     if curve.every_position:
-        return (f"{name}: {numbers} (over every position t ≥ k, those inside training included; the Transformer "
-                "page scores the positions past training alone).")
+        return Caption(f"{name}: {numbers}.", "Over every position t ≥ k, those inside training included; the "
+                                              "Transformer page scores the positions past training alone.")
     if expected is None or not past:
-        return f"{name}: {numbers}."
+        return Caption(f"{name}: {numbers}.")
     length, accuracy, low = past[0]
     kind = expectation(curve.encoding, curve.attention).name  # how the caption names a run it contradicts
+    verdict = past_verdict(curve)
     if expected == "extrapolates":
-        if top is not None and top > L:
-            return f"{name}: {numbers}. {_extrapolation(curve, top)}"
-        return (f"{name}: {numbers}. This {kind} run does NOT stay near 1 past its training length: "
-                f"{share(accuracy)} at {length:,} ({_times(length, L)}), where {claim} says it should.")
-    if floor == length:
-        return f"{name}: {numbers}. It falls to chance at the first length past training ({claim})."
-    return (f"{name}: {numbers}. This {kind} run does NOT fall to chance past its training length: "
-            f"{share(accuracy)} at {length:,} ({_times(length, L)}), 95% interval from {share(low)}, "
-            f"against chance {share(curve.chance)}.")
+        sentence = (_extrapolation(curve, top) if verdict == "holds" else
+                    f"This {kind} run does NOT stay near 1 past its training length: {share(accuracy)} at "
+                    f"{length:,} ({_times(length, L)}), contrary to {claim}.")
+    elif verdict == "chance":
+        sentence = f"It falls to chance at the first length past training ({claim})."
+    else:
+        sentence = (f"This {kind} run does NOT fall to chance past its training length, contrary to {claim}: "
+                    f"{share(accuracy)} at {length:,} ({_times(length, L)}), 95% interval from {share(low)}, "
+                    f"against chance {share(curve.chance)}.")
+    return Caption(f"{name}: {numbers}. {sentence}", claims_note(_codes(claim)))
+
+
+def _codes(claim: str) -> list[str]:
+    """'C1, C8' → ['C1', 'C8']."""
+    return [code.strip() for code in claim.split(",")]
 
 
 def _extrapolation(curve: Curve, top: int) -> str:
@@ -107,10 +159,16 @@ def _extrapolation(curve: Curve, top: int) -> str:
                               top, curve.claim)
 
 
-def curves_caption(curves: Sequence[Curve], multiples: Sequence[int] = (1, 2, 4), note: str = "") -> str:
-    """Each run's sentence, then chance (and `note`, e.g. what the bands are)."""
+def curves_caption(curves: Sequence[Curve], multiples: Sequence[int] = (1, 2, 4), note: str = "") -> Caption:
+    """One clause per run as the lead (`_short`: past training, with its claim), then each run's full
+    sentence, chance (and `note`, e.g. what the bands are) and the claims' words."""
     chance = min(c.chance for c in curves)
-    return " ".join([*(curve_caption(c, multiples) for c in curves), f"Chance 1/V = {share(chance)}.", note]).strip()
+    lead = "Past the training length: " + "; ".join(_short(c) for c in curves) + "."
+    codes = [code for c in curves if c.learned is not False and not c.every_position
+             and expectation(c.encoding, c.attention).accuracy is not None for code in _codes(c.claim)]
+    rest = [*(curve_caption(c, multiples).lead for c in curves), f"Chance 1/V = {share(chance)}.", note,
+            claims_note(codes)]
+    return Caption(lead, " ".join(part for part in rest if part))
 
 
 def mass_caption(label: str, lengths: Sequence[int], measured: Sequence[float], predicted: Sequence[float] | None,
@@ -180,32 +238,39 @@ def m_out_text(fit: FitResult, samples: int | None = None, answers: bool = True)
 
 
 def position_caption(positions: Sequence[int], accuracy: Sequence[float], length: int, train_length: int,
-                     chance: float, samples: int, encoding: str, attention: str, learned: bool | None) -> str:
-    """At the longest length: accuracy inside training, just past it, and where it first drops below 0.5."""
+                     chance: float, samples: int, encoding: str, attention: str, learned: bool | None,
+                     past: PastVerdict | None = None) -> str:
+    """At the longest length: accuracy inside training, just past it, and where it first drops below 0.5.
+    Whether it holds past training (C8) is `past`, the page's one answer (`past_verdict` of its accuracy-by-length
+    curve), where given; else this chart's own positions just past training say."""
     starts, values = np.asarray(positions), np.asarray(accuracy, dtype=np.float64)
     widths = np.diff(np.append(starts, length))  # positions per bin
-    inside, past = starts < train_length, (starts >= train_length) & (starts < 2 * train_length)
+    inside, just = starts < train_length, (starts >= train_length) & (starts < 2 * train_length)
     text = f"at L = {length:,}: {share(values[inside].mean())} on the positions inside training"
-    if not past.any():
+    if not just.any():
         return f"{text}.{did_not_learn(learned)}"
     end = min(2 * train_length, length) - 1
-    answers = int(samples * widths[past].sum())
-    just_past = float(np.average(values[past], weights=widths[past]))
+    answers = int(samples * widths[just].sum())
+    just_past = float(np.average(values[just], weights=widths[just]))
     low, _ = wilson_interval(round(just_past * answers), answers)
     below = first_length_below(list(starts[starts >= train_length]), list(values[starts >= train_length]), 0.5)
     text += (f", {share(just_past)} on positions {train_length}–{end} just past the dashed line; "
              + (f"below 0.5 from position {below:,}" if below is not None else f"never below 0.5 up to {length - 1:,}"))
     if learned is False:
         return f"{text}.{did_not_learn(learned)}"
+    if past is None:
+        past = "holds" if just_past >= ACCURACY_BAR else "chance" if low <= chance + CHANCE_TOLERANCE else "between"
     expected = expectation(encoding, attention)
     if expected.heads == "carries":
-        if just_past >= ACCURACY_BAR:
+        if past == "holds":
             return f"{text}: RoPE holds its accuracy past the training length ({expected.heads_claim})."
-        return f"{text}: this RoPE run does NOT hold its accuracy past the training length."
+        return (f"{text}: this RoPE run does NOT hold its accuracy past the training length, contrary to "
+                f"{expected.heads_claim}.")
     if expected.heads == "pins":
-        if low <= chance + CHANCE_TOLERANCE:
+        if past == "chance":
             return f"{text}: at chance ({share(chance)}) on the first positions it never trained ({expected.heads_claim})."
-        return f"{text}: this learned-position run does NOT drop to chance ({share(chance)}) past its training length."
+        return (f"{text}: this learned-position run does NOT drop to chance ({share(chance)}) past its training "
+                f"length, contrary to {expected.heads_claim}.")
     return f"{text}."
 
 

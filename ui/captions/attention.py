@@ -14,7 +14,7 @@ import numpy as np
 
 from lengen_core.analysis.heads import PIN_SHARE
 from lengen_core.claims import expectation
-from ui.captions.common import did_not_learn, percent, share
+from ui.captions.common import Caption, claims_note, did_not_learn, percent, share
 
 
 @dataclass(frozen=True)
@@ -51,36 +51,49 @@ def argmax_trace(argmax_keys: np.ndarray, train_length: int, offset: int) -> Arg
 
 
 def trace_caption(trace: ArgmaxTrace, expected: Literal["relative", "pinned"] | None, learned: bool | None,
-                  last_query_only: bool = True) -> str:
-    """What the argmax keys of this run show past the training length, and whether that is the claim's;
-    `last_query_only`: the retrieval task scores the last query alone (the shift task every t ≥ k)."""
+                  last_query_only: bool = True) -> Caption:
+    """What the argmax keys of this run show past the training length, and whether that is the claim's (C3:
+    relative; C4: pinned), as a Caption: the lead says, at this length, the share of the queries past training
+    on t − k (and on one key, when pinned) and the verdict naming its claim; the rest, the queries inside
+    training, the last query (`last_query_only`: the retrieval task scores it alone, the shift task every
+    t ≥ k) and the claim's words."""
     L, k = trace.train_length, trace.offset
-    inside = f"{percent(trace.relative_in_range)} of the queries {k} ≤ t < {L} attend most to t − k"
+    inside = f"Inside it, {percent(trace.relative_in_range)} of the queries {k} ≤ t < {L} attend most to t − k"
     if last_query_only:
         target = trace.length - 1 - k
         where = "= t − k" if trace.last_key == target else f"(t − k = {target})"
         inside += f"; the last query, the only one the retrieval task scores, to key {trace.last_key} {where}"
     if trace.relative_beyond is None:
-        return f"at the training length, {inside}.{did_not_learn(learned)}"
-    past = (f"past the training length (t ≥ {L}), {percent(trace.relative_beyond)} of the {trace.beyond:,} queries "
-            "attend most to t − k")
+        lead = f"At L = {trace.length:,}, the training length, no query lies past training."
+        return Caption(lead + did_not_learn(learned), inside.replace("Inside it", "There") + ".")
+    past = (f"At L = {trace.length:,}, past the training length (t ≥ {L}), {percent(trace.relative_beyond)} of the "
+            f"{trace.beyond:,} queries attend most to t − k")
     if trace.pinned:
         past += (f" and {percent(trace.common_share)} to key {trace.common_key}"
                  + (" = L_train − 1 − k" if trace.common_key == L - 1 - k else ""))
     else:
         past += f"; no one key takes more than {percent(trace.common_share)} of them"
+    claim, codes = trace_verdict(trace, expected, learned)
+    return Caption(f"{past}{claim}.{did_not_learn(learned)}", f"{inside}. {claims_note(codes)}")
+
+
+def trace_verdict(trace: ArgmaxTrace, expected: Literal["relative", "pinned"] | None,
+                  learned: bool | None) -> tuple[str, list[str]]:
+    """The clause a trace caption ends its lead on, and the claims it names: whether the queries past training
+    follow t − k (C3, where RoPE expects it) or pin (C4, where a learned table expects it). Relative: at least
+    half of them on t − k; pinned: ArgmaxTrace.pinned (PIN_SHARE, the Transformer page's rule). A run that did
+    not learn: no claim."""
+    relative = trace.relative_beyond is not None and trace.relative_beyond >= 0.5
     if learned is False:
-        claim = ""
-    elif expected == "relative":
-        claim = (": the slope-1 line of a relative rule (C3)" if trace.relative_beyond >= 0.5 else
-                 ": this RoPE run does NOT follow t − k past its training length")
-    elif expected == "pinned":
-        claim = (": pinned inside the training range (C4)" if trace.pinned else
-                 ": this learned-position run is NOT pinned past its training length")
-    else:
-        claim = (": it follows t − k" if trace.relative_beyond >= 0.5 else
-                 f": pinned to key {trace.common_key}" if trace.pinned else ": neither a relative rule nor pinned")
-    return f"{past}{claim}. Inside it, {inside}.{did_not_learn(learned)}"
+        return "", []
+    if expected == "relative":
+        return ((": the slope-1 line of a relative rule (C3)", ["C3"]) if relative else
+                (": this RoPE run does NOT follow t − k past its training length, contrary to C3", ["C3"]))
+    if expected == "pinned":
+        return ((": pinned inside the training range (C4)", ["C4"]) if trace.pinned else
+                (": this learned-position run is NOT pinned past its training length, contrary to C4", ["C4"]))
+    return (": it follows t − k" if relative else f": pinned to key {trace.common_key}" if trace.pinned else
+            ": neither a relative rule nor pinned"), []
 
 
 def weights_trace(weights: np.ndarray, train_length: int, offset: int) -> ArgmaxTrace:

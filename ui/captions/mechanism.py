@@ -10,10 +10,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from lengen_core.analysis.carrier import ALIGNMENT_MARGIN
-from lengen_core.analysis.heads import HeadReport
+from lengen_core.analysis.heads import CARRIER_WEIGHT, PIN_SHARE, HeadReport
 from lengen_core.claims import expectation
 from lengen_core.models.encodings import ENCODING_CLASSES
-from ui.captions.common import did_not_learn, percent, share
+from ui.captions.common import Caption, claims_note, did_not_learn, percent, share
 
 
 def carrier_peak(values: Sequence[float], train_length: int, offset: int) -> tuple[int, float]:
@@ -77,30 +77,51 @@ def _head_name(head: HeadReport) -> str:
     return f"L{head.layer}H{head.head}"
 
 
-def head_grid_caption(heads: Sequence[HeadReport], encoding: str, attention: str, learned: bool | None) -> str:
-    """Which heads carry the offset and which pin, and whether that is what the encoding's claim says."""
+def head_grid_caption(heads: Sequence[HeadReport], encoding: str, attention: str, learned: bool | None) -> Caption:
+    """Which heads carry the offset and which pin (the lead), and whether that is what the encoding's claim
+    says (C8; a learned table's pinning, C4 too), each claim named with its words in the rest."""
     carriers = [_head_name(h) for h in heads if h.is_carrier]
     pinned = [f"{_head_name(h)} (key {h.pinned_key}, {percent(h.pinned_share)})" for h in heads
               if h.pinned_key is not None]
     both = [_head_name(h) for h in heads if h.is_carrier and h.pinned_key is not None]
-    text = (f"red panels are carrier heads, here {', '.join(carriers) or 'none'}; purple ones pinned heads "
-            f"(most queries past training on one key inside it), here {', '.join(pinned) or 'none'}")
+    text = (f"red panels are carrier heads, here {', '.join(carriers) or 'none'}; purple ones pinned heads, here "
+            f"{', '.join(pinned) or 'none'}")
     if both:
         text += f"; {', '.join(both)} select k inside training and pin past it"
+    more = (f"A carrier head's s(Δ) peaks at k with at least {CARRIER_WEIGHT:g} of its weight on the target key; a "
+            f"pinned head sends at least {PIN_SHARE:.0%} of its queries past training to one key inside it.")
     if learned is False:
-        return f"{text}.{did_not_learn(learned)}"
+        return Caption(f"{text}.{did_not_learn(learned)}", more)
     expected = expectation(encoding, attention)
+    codes = [code.strip() for code in expected.heads_claim.split(",")] if expected.heads else []
     if expected.heads == "carries":
-        return (f"{text}: a head carries the offset ({expected.heads_claim})." if carriers else
-                f"{text}: this RoPE run has NO carrier head.")
-    if expected.heads == "pins":
-        return (f"{text}: the learned table pins ({expected.heads_claim})." if pinned else
-                f"{text}: this learned-position run has NO pinned head.")
-    return f"{text}."
+        lead = (f"{text}: a head carries the offset ({expected.heads_claim})." if carriers else
+                f"{text}: this RoPE run has NO carrier head, contrary to {expected.heads_claim}.")
+    elif expected.heads == "pins":
+        lead = (f"{text}: the learned table pins ({expected.heads_claim})." if pinned else
+                f"{text}: this learned-position run has NO pinned head, contrary to {expected.heads_claim}.")
+    else:
+        lead = f"{text}."
+    return Caption(lead, f"{more} {claims_note(codes)}".strip())
 
 
-def heads_table_caption(heads: Sequence[HeadReport], offset: int) -> str:
-    """What the table's columns show for this run's heads."""
+def head_carrier_caption(name: str, head: HeadReport, offset: int, learned: bool | None) -> Caption:
+    """One head's s(Δ) read by the verdict the head grid reads (HeadReport.is_carrier), so the two cannot
+    disagree: 'L1H0 is a carrier head: its s(Δ) peaks at Δ = 3 = k, 0.95 of its weight on the target key.'"""
+    peak = f"its s(Δ), measured from recorded logits, peaks at Δ = {head.argmax_offset}"
+    peak += " = k" if head.argmax_offset == offset else f", not at k = {offset}"
+    verdict = "is a carrier head" if head.is_carrier else "is not a carrier head"
+    lead = f"{name} {verdict}: {peak}, {share(head.target_weight)} of its weight on the target key."
+    margin = carrier_peak(head.carrier, len(head.carrier), offset)[1] if offset < len(head.carrier) else None
+    more = (f"A carrier head peaks at k with at least {CARRIER_WEIGHT:g} of its weight on the target key (the head "
+            "grid's rule)." + (f" s(k) is {margin:+.2f} nats against the best other offset in range." if margin is not None
+                                else ""))
+    return Caption(lead + did_not_learn(learned), more)
+
+
+def heads_table_caption(heads: Sequence[HeadReport], offset: int) -> Caption:
+    """What the table's columns show for this run's heads: the carriers and the heads peaking elsewhere (the
+    lead), the Toeplitz fractions and pinned_key (the rest)."""
     carriers = [f"{_head_name(h)} ({share(h.target_weight)} on the target)" for h in heads if h.is_carrier]
     others = [f"{_head_name(h)} at Δ = {h.argmax_offset}" for h in heads if h.argmax_offset != offset]
     low, high = min(h.toeplitz_fraction for h in heads), max(h.toeplitz_fraction for h in heads)
@@ -108,8 +129,9 @@ def heads_table_caption(heads: Sequence[HeadReport], offset: int) -> str:
             f"{', '.join(carriers) or 'none here'}")
     if others:
         text += f"; other heads peak elsewhere: {', '.join(others)}"
-    return (f"{text}. Toeplitz fractions run from {low:.3f} to {high:.3f}: near 1 says a head's mean logit depends "
-            "on t − u, not that it learned a rule. pinned_key is where most queries past training attend.")
+    return Caption(f"{text}.", f"Toeplitz fractions run from {low:.3f} to {high:.3f}: near 1 says a head's mean logit "
+                               "depends on t − u, not that it learned a rule. pinned_key is where most queries past "
+                               "training attend.")
 
 
 def equivariance_caption(shifts: Sequence[int], differences: Sequence[float | None], logit_scale: float,

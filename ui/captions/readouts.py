@@ -267,28 +267,46 @@ def fit_caption(fit: FitResult) -> Caption:
                          "to quote.")
 
 
+def carrier_verdict(encoding: str | None, attention: str | None, aligned: bool,
+                    learned: bool | None) -> tuple[str, list[str], bool]:
+    """The Carrier page's one verdict on the carrier (read by the s(Δ) caption and the rank's): the clause that
+    says whether it is aligned with k and what that means for C5, the claims named, and whether the run bears
+    C5 out (RoPE with softmax, aligned, and the run learned). A run that did not learn tests no claim; neither
+    does one whose encoding is not given."""
+    said = "aligned with k" if aligned else "NOT aligned with k"
+    if learned is False:
+        return f"{said}; this run did not learn the task, so it tests no claim", [], False
+    if encoding is None or attention is None:
+        return said, [], False
+    if expectation(encoding, attention).carrier:
+        return ((f"{said}, as C5 says", ["C5"], True) if aligned else (f"{said}, contrary to C5", ["C5"], False))
+    return f"{said} (no carrier is claimed for {encoding} with {attention} attention)", [], False
+
+
 def carrier_caption(metrics: CarrierMetrics, baseline: CarrierMetrics, offset: int, trained_positions: bool,
-                    verdict: Verdict | None) -> str:
-    """s(Δ): where it peaks, and s(k) against the best other offset in range, beside the untrained start (C5)."""
+                    verdict: Verdict | None, encoding: str | None = None, attention: str | None = None) -> Caption:
+    """s(Δ): where it peaks and the page's carrier verdict (`carrier_verdict`, C5) as the lead; s(k) against the
+    best other offset in range, beside the untrained start, and the claim's words as the rest."""
     def margin(m: CarrierMetrics) -> str:
         side = "above" if m.margin >= 0 else "below"
         return f"s(k) is {abs(m.margin):.2f} nats {side} the best other offset in the training range"
 
-    parts = [(f"this run's s(Δ) peaks at Δ = {metrics.argmax_offset} (k = {offset}) and {margin(metrics)}; "
-             f"untrained, it peaked at Δ = {baseline.argmax_offset} and {margin(baseline)}.")]
+    learned = None if verdict is None else verdict.learned
+    said, codes, _ = carrier_verdict(encoding, attention, metrics.aligned, learned)
+    lead = f"This run's s(Δ) peaks at Δ = {metrics.argmax_offset} (k = {offset}): {said}."
+    more = [f"Trained, {margin(metrics)}; untrained, it peaked at Δ = {baseline.argmax_offset} and {margin(baseline)}."]
     if metrics.aligned:
-        parts.append(f"Aligned with k by at least {ALIGNMENT_MARGIN:g} nat, as C5 says.")
+        more.append(f"Aligned means the peak is at k by at least {ALIGNMENT_MARGIN:g} nat.")
     elif metrics.argmax_offset == offset:
-        parts.append(f"The peak is at k but by less than {ALIGNMENT_MARGIN:g} nat: averaged over query positions, "
-                     "this head's logits do not select offset k by position alone.")
+        more.append(f"The peak is at k but by less than {ALIGNMENT_MARGIN:g} nat: averaged over query positions, "
+                    "this head's logits do not select offset k by position alone.")
     else:
-        parts.append("Not aligned with k: this head's positional rule does not select the target offset.")
+        more.append("This head's positional rule does not select the target offset.")
     if trained_positions:
-        parts.append("A learned table has a carrier only over the offsets it was trained on: past the training "
-                     "range its rows were never trained, so nothing is drawn there.")
-    if verdict is not None and not verdict.learned:
-        parts.append("This run did not learn the task: read these numbers as what training did not achieve.")
-    return " ".join(parts)
+        more.append("A learned table has a carrier only over the offsets it was trained on: past the training "
+                    "range its rows were never trained, so nothing is drawn there.")
+    more.append(claims_note(codes))
+    return Caption(lead, " ".join(part for part in more if part))
 
 
 def spectrum_caption(amplitudes: np.ndarray, active: int, active_untrained: int) -> str:
@@ -346,14 +364,16 @@ def rank_caption(rank: int, rank_untrained: int, size: int, spread: tuple[int, i
     if rank >= low:
         return text + ": training did not make the positional logits lower rank than untrained heads are."
     if carrier_claim:
-        return text + ": the learned rule is a low-rank carrier, as C5 says."
+        return Caption(text + ": the learned rule is a low-rank carrier, as C5 says.", claims_note(["C5"]))
     return (text + ": training concentrated the positional logits on fewer directions (a relative rule or an "
             "absolute one: a head pinned to one key is rank 1; the Toeplitz fraction tells which).")
 
 
-def recurrence_caption(offsets: Sequence[int]) -> str:
-    return (f"far offsets (first: {offsets[0]:,}) where some token pair's logit comes back within ln 4 of the target's "
-            "(negative gap: above it). Data, not a prediction: tested on 9 trained RoPE runs, only 6–30% of such "
-            "offsets coincided with a measured step down in accuracy, and the first one came before the first "
-            "measured drop in 8 of 9 runs (docs/near-recurrences.md). What predicts the drops is the dashed "
-            "prediction from the weights on the Dilution page.")
+def recurrence_caption(offsets: Sequence[int]) -> Caption:
+    """Where the near-recurrences are (the lead), and what they do and do not predict (the rest)."""
+    return split_lead(
+        f"far offsets (first: {offsets[0]:,}) where some token pair's logit comes back within ln 4 of the target's "
+        "(negative gap: above it). Data, not a prediction: tested on 9 trained RoPE runs, only 6–30% of such offsets "
+        "coincided with a measured step down in accuracy, and the first one came before the first measured drop in 8 "
+        "of 9 runs (docs/near-recurrences.md). What predicts the drops is the dashed prediction from the weights on "
+        "the Dilution page.")

@@ -22,9 +22,10 @@ from lengen_core.training import Run
 from ui.analyses import length_multiples
 from ui.captions import absolute as captions
 from ui.captions import show
+from ui.captions.common import Caption
 from ui.charts import absolute as charts
 from ui.runs import load_run
-from ui.widgets import chart, refusal
+from ui.widgets import refusal
 
 PROBE_MULTIPLES = (1, 4)  # the probe's lengths, × the training length
 
@@ -79,7 +80,7 @@ def section(run: Run) -> None:
         return
     first = found[min(found)]
     sink = charts.sink_table(first.sink, first.uniform_sink)
-    chart(charts.sink_grid(sink, L), captions.sink_caption(first, L), sink, "absolute-sink", run.run_id)
+    show.chart_captioned(charts.sink_grid(sink, L), captions.sink_caption(first, L), sink, "absolute-sink", run.run_id)
     show.chart_captioned(*probe_chart(found), "absolute-probe", run.run_id)
     st.markdown("**The interventions**: the same sequences with the first token's embedding replaced by the mean "
                 "embedding, and with every position shifted by a constant.")
@@ -89,17 +90,18 @@ def section(run: Run) -> None:
     st.dataframe(table, hide_index=True, column_config={
         column: st.column_config.NumberColumn(format="%.3f") for column in table.columns if column.startswith(("R²", "acc"))})
     for result in found.values():
-        st.caption(f"**What changed:** {captions.intervention_caption(result)}")
+        changed = captions.intervention_caption(result)
+        show.caption(Caption(f"**What changed:** {changed.lead}", changed.more), "More on this intervention")
     _denominators(first.log_denominator, first.exact_log_denominator, L, max(4, first.samples // 4), run.run_id)
 
 
 def _denominators(measured, exact, train_length: int, samples: int, run_id: str) -> None:
     look_for = captions.denominator_caption(measured, exact, train_length, samples)
     if measured is None:
-        st.caption(look_for)
+        show.caption(look_for)
         return
     table = charts.denominator_table(measured, exact)
-    chart(charts.denominator_chart(table, train_length), look_for, table, "absolute-denominator", run_id)
+    show.chart_captioned(charts.denominator_chart(table, train_length), look_for, table, "absolute-denominator", run_id)
 
 
 @st.cache_data(show_spinner="Reading the denominators…", max_entries=32)

@@ -8,11 +8,11 @@ import streamlit as st
 
 from ui.analyses import length_multiples, sequence_evaluation
 from ui.captions import accuracy as accuracy_captions
+from ui.captions import show
 from ui.charts import compare as compare_charts
 from ui.charts import transformer as transformer_charts
 from ui.presets import TRANSFORMER_MULTIPLES, transformer_presets
 from ui.runs import load_run
-from ui.widgets import chart
 
 
 def section(samples: int, chance: float) -> None:
@@ -26,9 +26,9 @@ def section(samples: int, chance: float) -> None:
         for label, run in stories.items()
     ], ignore_index=True)
     beyond = compare_charts.accuracy_overlay(story, chance).update_layout(title="Accuracy beyond the training length")
-    chart(beyond,
-          "positions past the training length only. " + accuracy_captions.curves_caption(
-              [accuracy_captions.run_curve(label, stories[label].config, stories[label].verdict, rows["length"],
-                                           rows["accuracy"], rows["accuracy_low"])
-               for label, rows in story.groupby("run", sort=False)],
-              multiples=(2, 4, 16), note="Bands: 95% Wilson intervals."), story, "transformer-story")
+    said = accuracy_captions.curves_caption(
+        [accuracy_captions.run_curve(label, stories[label].config, stories[label].verdict, rows["length"],
+                                     rows["accuracy"], rows["accuracy_low"])
+         for label, rows in story.groupby("run", sort=False)],
+        multiples=(2, 4, 16), note="Bands: 95% Wilson intervals; positions past the training length only.")
+    show.chart_captioned(beyond, said, story, "transformer-story")
