@@ -9,7 +9,9 @@ read by ui.presets.shipped_trace). `--sweep`: the Sweeps page's preset sweep (ui
 `assets/presets/sweeps/<sweep id>/` (its cells, not its runs). `--delays`: only the Delays page's runs
 (ui.presets.DELAY_PRESETS: minimal heads of 64 wide, a few hundred kB in all) and its data-diversity sweep
 (ui.presets.DIVERSITY_GRID, its cells only). `--carriers`: only the stored carriers of the
-presets' first-visit files, extracted again (the rest of each file kept as it is)."""
+presets' first-visit files, extracted again (the rest of each file kept as it is). `--rules`: only the measurements
+under inference rules that the lessons' rules steps and the Dilution page's defaults ask of the single-head presets
+(ui.rules.shipped), into `assets/presets/precomputed/rules/<run id>.json` (lengen_core.serving.shipped_rules)."""
 
 from __future__ import annotations
 
@@ -101,6 +103,36 @@ def refresh_carriers() -> None:
         print(f"{label}: carrier extracted again")
 
 
+def precompute_rules() -> None:
+    """Each single-head preset measured under the rules of every request of ui.rules.shipped, by the call the app
+    makes for them (ui.runs.measurement: the preset's first-visit numbers handed in, this server's default
+    budgets), shipped (lengen_core.serving.shipped_rules)."""
+    import time
+
+    from lengen_core.analysis.rules import parse_rule
+    from lengen_core.measure import measure
+    from lengen_core.serving import budget
+    from lengen_core.serving.first_visit import from_dict
+    from lengen_core.serving.shipped_rules import request_key, ship_rules
+    from ui.presets import precomputed
+    from ui.rules.shipped import dilution_request, lesson_requests
+
+    runs = {config.run_id(): preset_store().load(config.run_id()) for config in PRESETS.values() if config.single_head}
+    requests = lesson_requests(runs)
+    for run_id, run in runs.items():
+        requests.setdefault(run_id, []).append(dilution_request(run))
+    for run_id, asked in requests.items():
+        run, shipped, done = runs[run_id], from_dict(precomputed(run_id)), {}
+        for labels, lengths, samples in asked:
+            for label in labels:
+                key = request_key(label, lengths, samples)
+                if key not in done:
+                    start = time.perf_counter()
+                    done[key] = measure(run, lengths, samples, parse_rule(label), shipped=shipped, prices=budget)
+                    print(f"{run_id}: {key} in {time.perf_counter() - start:.1f}s", flush=True)
+        print(f"{run_id}: {len(done)} measurements shipped in {ship_rules(run_id, done.values())}")
+
+
 def precompute_optimisation() -> None:
     """The optimisation experiment's numbers (ui.theory.gradients), by the calls the page makes without them."""
     config = OPTIMISATION_CONSTRUCTED  # steps 0: its weights are the construction, nothing to train or store
@@ -147,12 +179,17 @@ def main() -> None:
     parser.add_argument("--refit", action="store_true",
                         help="only fit the law anew in the precomputed files whose stored law is stale (no measuring)")
     parser.add_argument("--carriers", action="store_true", help="only extract the presets' stored carriers again")
+    parser.add_argument("--rules", action="store_true",
+                        help="only ship the measurements under inference rules of the lessons and the Dilution page's defaults")
     parser.add_argument("--absolute", action="store_true",
                         help="only ship the transformer presets' absolute-position analysis (the Transformer page's section)")
     parser.add_argument("--delays", action="store_true", help="only train the Delays page's runs (ui.presets.DELAY_PRESETS)")
     args = parser.parse_args()
     if args.absolute:
         build_absolute()
+        return
+    if args.rules:
+        precompute_rules()
         return
     if args.carriers:
         refresh_carriers()

@@ -2,14 +2,17 @@
 rule's label ("log-n", "ntk:4"), parsed inside: a label is a plain string the caches can key on.
 
 Like `ui.runs`, nothing here changes the shared model: `under_rule` gives a view that shares its weights.
-A run's measurement under a rule (evaluation, prediction, law, horizons) is `ui.runs.measurement`, the
-same call as the rule none's; here are the carrier and the attention map under a rule, and `price`,
-which checks a whole request (every rule's measurement) against this server's budgets before any of
-its work starts.
+A run's measurement under a rule (evaluation, prediction, law, horizons) is lengen_core.measure's, the call of
+`ui.runs.measurement` and the command line's `evaluate --rule`; `ruled_measurement` makes it in two cached
+parts, so the bar says which runs (the evaluation and the prediction at every length, then the predicted
+horizon's search, each length under a rule a sweep of its own). Here too are the carrier and the attention
+map under a rule, and `price`, which checks a whole request (every rule's measurement) against this
+server's budgets before any of its work starts.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -26,10 +29,10 @@ from lengen_core.analysis.carrier import (
 )
 from lengen_core.analysis.heatmap import Heatmap, attention_heatmap
 from lengen_core.analysis.rules import parse_rule, under_rule
-from lengen_core.measure import check_measurement
+from lengen_core.measure import Measurement, check_measurement, measure, search_predicted_horizon
 from lengen_core.serving import budget
 from lengen_core.serving.budget import check_attention_map, check_carrier
-from ui.runs import heatmap, load_run
+from ui.runs import Progress, heatmap, load_run, measurement
 
 
 def price(run_id: str, labels: Sequence[str], lengths: tuple[int, ...], samples: int) -> None:
@@ -38,6 +41,31 @@ def price(run_id: str, labels: Sequence[str], lengths: tuple[int, ...], samples:
     run = load_run(run_id)
     for label in labels:
         check_measurement(run, lengths, samples, parse_rule(label), prices=budget)
+
+
+def ruled_measurement(run_id: str, label: str, lengths: tuple[int, ...], samples: int,
+                      progress: Progress) -> Measurement:
+    """`measure` under the rule `label` (the rule none: `ui.runs.measurement`, shared with the Dilution page),
+    the evaluation and prediction first, then the predicted horizon's search, each said on `progress`: the
+    same Measurement as one call (lengen_core.measure.search_predicted_horizon says how the two fit)."""
+    if parse_rule(label).trivial:
+        return measurement(run_id, lengths, samples, label, progress)
+    progress.doing(f"evaluating and predicting {len(lengths)} lengths under {label}")
+    m = _evaluated(run_id, label, lengths, samples)
+    progress.doing(f"searching the predicted horizon under {label} (up to {m.horizon_ceiling:,})")
+    horizon, note = _searched(run_id, label, m.horizon_ceiling)
+    return dataclasses.replace(m, predicted_horizon=horizon, horizon_note=note)
+
+
+@st.cache_data(show_spinner=False, max_entries=128)  # the bar says what is going on
+def _evaluated(run_id: str, label: str, lengths: tuple[int, ...], samples: int) -> Measurement:
+    return measure(load_run(run_id), lengths, samples, parse_rule(label), prices=budget, search=False)
+
+
+@st.cache_data(show_spinner=False, max_entries=128)
+def _searched(run_id: str, label: str, ceiling: int):
+    """The predicted horizon under the rule up to `ceiling` (`search_ceiling`: the longest length measured), and its note."""
+    return search_predicted_horizon(load_run(run_id), parse_rule(label), ceiling, None, budget)
 
 
 @dataclass(frozen=True)

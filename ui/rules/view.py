@@ -25,7 +25,8 @@ from ui.rules import charts as rule_charts
 from ui.rules import runs as rule_runs
 from ui.rules.captions import BELOW, UP_TO, RuleCurve
 from ui.rules.select import rule_selector, why_rule_undefined
-from ui.runs import Progress, measurement
+from ui.rules.shipped import shipped_measurement
+from ui.runs import Progress, load_run
 from ui.state import plain
 
 INTRO = ("Length-aware inference rules change how the trained weights are read at a longer length, with no "
@@ -36,9 +37,12 @@ INTRO = ("Length-aware inference rules change how the trained weights are read a
 
 def _measure(run_id: str, label: str, lengths: tuple[int, ...], samples: int,
              progress: Progress) -> tuple[RuleCurve, Measurement]:
-    """The run's measurement under the rule (`ui.runs.measurement`: the command line's `evaluate --rule`),
-    as a curve; the law and the horizons stay in the measurement."""
-    m = measurement(run_id, lengths, samples, label, progress)
+    """The run's measurement under the rule (`ui.rules.runs.ruled_measurement`: the command line's
+    `evaluate --rule`), as a curve; the law and the horizons stay in the measurement. A preset's shipped
+    measurement of this very request (`ui.rules.shipped`: the lesson's steps, the Dilution page's defaults)
+    is read instead."""
+    m = shipped_measurement(load_run(run_id), label, lengths, samples) or \
+        rule_runs.ruled_measurement(run_id, label, lengths, samples, progress)
     reports, predicted = m.reports, m.predictions if m.closed_form else None
     curve = RuleCurve(label, list(lengths), [r.accuracy for r in reports], [r.accuracy_low for r in reports],
                       [r.accuracy_high for r in reports], [r.target_mass for r in reports],
