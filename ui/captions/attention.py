@@ -63,9 +63,9 @@ def trace_caption(trace: ArgmaxTrace, expected: Literal["relative", "pinned"] | 
         target = trace.length - 1 - k
         where = "= t − k" if trace.last_key == target else f"(t − k = {target})"
         inside += f"; the last query, the only one the retrieval task scores, to key {trace.last_key} {where}"
-    if trace.relative_beyond is None:
-        lead = f"At L = {trace.length:,}, the training length, no query lies past training."
-        return Caption(lead + did_not_learn(learned), inside.replace("Inside it", "There") + ".")
+    if trace.relative_beyond is None:  # no query past training: what the queries inside it do is the lead
+        at = inside.replace("Inside it, ", f"At L = {trace.length:,}, the training length, ")
+        return Caption(f"{at}.{did_not_learn(learned)}", "No query lies past training at this length.")
     past = (f"At L = {trace.length:,}, past the training length (t ≥ {L}), {percent(trace.relative_beyond)} of the "
             f"{trace.beyond:,} queries attend most to t − k")
     if trace.pinned:
