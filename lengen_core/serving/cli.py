@@ -75,7 +75,13 @@ from lengen_core.measure import (
 from lengen_core.models.encodings import LengthError
 from lengen_core.serving.budget import BudgetError, duration
 from lengen_core.serving.console import BUDGET_FLAG, Console
-from lengen_core.serving.first_visit import from_dict
+from lengen_core.serving.first_visit import (
+    FIRST_VISIT_LONGEST,
+    FIRST_VISIT_SAMPLES,
+    from_dict,
+    measured_on_save,
+    save_run,
+)
 from lengen_core.serving.lineage import continuation, starting_weights
 from lengen_core.serving.runtime import deterministic_cublas, device_name, limit_heap_growth
 from lengen_core.serving.store import RunStore, StoreError, preset_store
@@ -293,7 +299,10 @@ def _trained(config: RunConfig, args: argparse.Namespace, store: RunStore) -> di
         console.estimate()
         store.check_can_save(config)  # a read-only, full or over-quota store is found before training
         run = _train(config, args.device, starting_weights(config, store), console)
-        (store.replace if args.retrain else store.save)(run)
+        if measured_on_save(config):  # saved first, then measured in this process: the app opens it at once
+            console.say(f"lengen: saving it, then measuring it at the pages' default request ({FIRST_VISIT_SAMPLES} sequences "
+                        f"per length up to {FIRST_VISIT_LONGEST:,}), so the app opens it without measuring")
+        save_run(store, run, replace=args.retrain)
     return {
         "run_id": run.run_id,
         "config": config.to_dict(),

@@ -1,7 +1,7 @@
 """What the pages show first for a run, computed once where its training ends and stored with it.
 
-    data = first_visit_data(run)        # lengen_core.measure at the default request, and the carrier
-    store.save(run, first_visit=data)
+    save_run(store, run, saved=lambda run_id: ...)   # saved, `saved` told (the run opens now), then measured:
+                                                     # first_visit_data(run) added to the store (add_first_visit)
     shipped = from_dict(store.first_visit(run_id))   # the app's Dilution and Compare read it (ui.runs.shipped)
     carrier = carrier_from_dict(store.first_visit(run_id)["carrier"], search)   # Carrier and Compare
 
@@ -15,11 +15,14 @@ says what it measured.
 
 **The precomputation** (`first_visit`) is `lengen_core.measure.measure` at that request, as trained:
 the evaluations at every length, the prediction at L_train and every length, the predicted horizon
-searched up to the run's whole range, and the law fitted to them (its bootstrap is most of a first
-visit's remaining work: 3 to 5 s on two shared cores). The training side calls it before it reports a run done
-(lengen_core.serving.training_process.save_run), the preset builder (scripts.build_presets) calls it for
-the presets, and the store keeps its dictionary beside the run's weights (written in the same atomic
-step, counted in the quota). `measure` takes these numbers back through `Shipped` only where they answer
+searched up to the run's whole range, and the law fitted to them. Whatever trains a run stores it through
+`save_run`: the app's training process (lengen_core.serving.training_process), the command line's `train`
+and `continue`, a sweep's cells. The run is saved and reported done first, then measured in the same
+process, and the store adds the numbers beside the weights when they are ready (renamed into place whole,
+counted in the quota; `RunStore.first_visit_pending` says they are coming meanwhile). Measured so, a default
+RoPE run took 2.7-3.7 s of one idle core here, 22-69 s in a training process on the shared machine: a
+requester that waited for them waited that long before the run opened (issue 40). The preset builder
+(scripts.build_presets) calls `first_visit_data` for the presets. `measure` takes these numbers back through `Shipped` only where they answer
 exactly the question asked, so reading them never changes a number: it only skips the work. The
 carrier the Carrier page and Compare show first (extracted with the default near-recurrence search,
 FIRST_VISIT_CARRIER_SEARCH) is stored beside them (`first_visit_data`). A run
@@ -29,19 +32,23 @@ stored without them (trained before this, or not single-head) is measured on its
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
-from collections.abc import Mapping, Sequence
+import uuid
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import torch
 
 from lengen_core.analysis.carrier import BaselineRange, Carrier, CarrierMetrics, NearRecurrence, extract_carrier
 from lengen_core.analysis.dilution import Prediction
 from lengen_core.analysis.evaluate import LengthError, LengthReport, check_lengths, doublings
 from lengen_core.analysis.fit import DilutionFit, FitResult
 from lengen_core.analysis.horizon import Horizon
-from lengen_core.config import RunConfig
+from lengen_core.config import RunConfig, with_changes
 from lengen_core.measure import EVALUATION_SEED, Shipped, measure
+from lengen_core.serving.store import RunStore
 from lengen_core.training import Run
 
 FIRST_VISIT_LONGEST = 1 << 16  # the default request's longest length (Dilution's and Compare's default view)
@@ -49,13 +56,46 @@ FIRST_VISIT_SAMPLES = 256  # its sequences per length
 FIRST_VISIT_CARRIER_SEARCH = 1 << 16  # the Carrier page's (and Compare's) near-recurrence search by default
 FORMAT = 1  # of the stored dictionary (`to_dict`); another number is not read (measured again instead)
 MEASURE_ENV = "LENGEN_MEASURE_ON_SAVE"  # "0": save trained runs without their numbers (the test suite's trainings)
+LOG = logging.getLogger(__name__)
 
 
 def measure_on_save() -> bool:
-    """Whether a training measures its run for the first visit before saving it: yes unless $LENGEN_MEASURE_ON_SAVE
+    """Whether a training measures its run for the first visit as it saves it: yes unless $LENGEN_MEASURE_ON_SAVE
     is "0" (tests that train many throwaway runs and read none of their pages set it; measuring a
     default run takes about 45 s of two cores, most of it the predicted horizon's search up to 2^20)."""
     return os.environ.get(MEASURE_ENV, "1").strip() != "0"
+
+
+def save_run(store: RunStore, run: Run, saved: Callable[[str], None] = lambda _: None, replace: bool = False) -> str:
+    """Store a trained run with its first-visit numbers; its id. A run stopped before its steps gets them in its
+    config (and id). It is saved first (marked pending where it will be measured), `saved(run_id)` is told at
+    once (the requester may open it: the pages read what is stored), then it is measured at the pages' default
+    request and the numbers are added (`RunStore.add_first_visit`). A run stored already is left as it is
+    (`replace`: written over, a retraining); a run without a closed form, or with measuring off, is saved
+    without numbers; a measurement that fails leaves them out (the pages then measure it) and is logged."""
+    if run.steps < run.config.train.steps and not run.stopped_early:
+        run = dataclasses.replace(run, config=with_changes(run.config, steps=max(1, run.steps)))
+    if store.exists(run.run_id) and not replace:
+        saved(run.run_id)
+        return run.run_id
+    token = uuid.uuid4().hex if measured_on_save(run.config) else None
+    (store.replace if replace else store.save)(run, pending=token)
+    saved(run.run_id)
+    if token is not None:
+        numbers = None
+        try:
+            with torch.no_grad():
+                numbers = first_visit_data(run)
+        except Exception:
+            LOG.exception("measuring %s for its first visit failed; it stays stored without its numbers", run.run_id)
+        store.add_first_visit(run.run_id, token, numbers)
+    return run.run_id
+
+
+def measured_on_save(config: RunConfig) -> bool:
+    """Whether `save_run` measures a new run of `config` for its first visit: one with a closed form (single head),
+    while measuring is on (`measure_on_save`)."""
+    return config.single_head and measure_on_save()
 
 
 def ladder(config: RunConfig, longest: int = FIRST_VISIT_LONGEST) -> tuple[int, ...]:

@@ -19,8 +19,9 @@ own ticket, and the training goes on for the rest.
 
 Each request holds a ticket; a job runs while any ticket on it is held, and is cancelled (queued:
 dropped; running: stopped at the next step, nothing saved) when the last ticket is released. Worker
-threads take jobs first in, first out. A finished run is measured at the pages' default request before it
-is saved and reported done (lengen_core.serving.first_visit; `JobStatus.measuring` meanwhile). With `isolate=True` (the server's choice) each worker runs
+threads take jobs first in, first out. A finished run is saved and reported done, then measured at the pages'
+default request by the same worker (lengen_core.serving.first_visit.save_run: the store adds the numbers when
+they are ready, `RunStore.first_visit_pending` meanwhile). With `isolate=True` (the server's choice) each worker runs
 its trainings in a child process of its own (`lengen_core.serving.training_process`), so serving pages and
 training never compete for one interpreter's lock. The first worker's process, once warm, times the
 reference runs of lengen_core.serving.calibration there (and again, idle, when the pool is asked for an old
@@ -90,7 +91,9 @@ class JobStatus:
     drives: bool = True  # this ticket may pause, step, resume and stop it: the earliest holder (`TrainingPool.stop`)
     view: LiveView | None = None  # the carrier and an attention map at a recent step (lengen_core.analysis.watch)
     steps_per_second: float = 0.0  # its pace: at most this many steps a second (0: as fast as it trains)
-    measuring: bool = False  # trained, and being measured for its first visit before it is saved (save_run)
+    # Always False: a run is reported done before it is measured (save_run). Kept while ui.training.live reads it;
+    # a page asks the store whether a run's numbers are coming (RunStore.first_visit_pending).
+    measuring: bool = False
 
 
 @dataclass
@@ -115,7 +118,6 @@ class _Job:
     paused_since: float | None = None
     paused_seconds: float = 0.0  # not counted against the wall-clock limit
     view: LiveView | None = None
-    measuring: bool = False
 
 
 class TrainingPool:
@@ -241,7 +243,6 @@ class TrainingPool:
                 view=job.view,
                 note=_stop_note(job, self.pause_seconds),
                 steps_per_second=1 / job.gate.interval if job.gate.interval else 0.0,
-                measuring=job.measuring and job.state == "running",
             )
 
     def status_after_first_step(self, ticket: int, timeout: float) -> JobStatus:
@@ -505,14 +506,17 @@ class TrainingPool:
                 state, stored = self._train_here(job)
             else:
                 state, stored = child.train(job.config, self._report(job), job.stop, lambda: self._keep(job),
-                                            lambda: self._commands(job), lambda view: self._view(job, view),
-                                            lambda: self._measuring(job))
+                                            lambda: self._commands(job), lambda view: self._view(job, view))
         except Exception as error:  # noqa: BLE001 — reported in the status, never raised out of the thread
             state, stored = "failed", None
             with self._lock:
                 job.error = f"{type(error).__name__}: {' '.join(str(error).split())}"
         finally:
             timer.cancel()
+        self._end(job, state, stored)
+
+    def _end(self, job: _Job, state: State, stored: str | None) -> None:
+        """The job's outcome, told to its waiters (said again, the same, after a run measured in this thread)."""
         with self._lock:
             job.state, job.stored_run_id = state, stored
             self._progressed.notify_all()
@@ -543,11 +547,6 @@ class TrainingPool:
     def _view(self, job: _Job, view: LiveView) -> None:
         with self._lock:
             job.view = view
-            self._progressed.notify_all()
-
-    def _measuring(self, job: _Job) -> None:
-        with self._lock:
-            job.measuring = True
             self._progressed.notify_all()
 
     def _commands(self, job: _Job) -> list[tuple[str, int]]:
@@ -587,7 +586,7 @@ class TrainingPool:
         run = training.finish()
         if job.stop.is_set() and not self._keep(job):
             return "cancelled", None
-        return "done", save_run(self.store, run, lambda: self._measuring(job))
+        return "done", save_run(self.store, run, lambda run_id: self._end(job, "done", run_id))  # done, then measured
 
 
 def _stop_note(job: _Job, pause_seconds: float) -> str | None:

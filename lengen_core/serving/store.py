@@ -6,7 +6,10 @@
                          metrics.json         what happened in training and the verdict on it
                                               (lengen_core.analysis.verdict), a format number, the time saved
                          first_visit.json     optional: what the pages show first, measured where the training
-                                              ended (lengen_core.serving.first_visit), written with the run
+                                              ended (lengen_core.serving.first_visit), added just after the run
+                                              (`add_first_visit`: renamed into place whole) or written with it
+                         first_visit.pending  while those numbers are measured: who measures them
+                                              (`first_visit_pending`); removed as they are added
 
 `<root>` is `$LENGEN_HOME`, else `~/.lengen`. The presets shipped with the lab are a store of their
 own, read-only (`preset_store()`, `assets/presets/` beside the package): it can be read like any
@@ -57,6 +60,9 @@ FORMAT = 1  # of metrics.json; bump when the layout changes so old readers refus
 TEMP_PREFIX = ".tmp-"
 CONFIG_FILE, WEIGHTS_FILE, METRICS_FILE = "config.json", "weights.safetensors", "metrics.json"
 FIRST_VISIT_FILE = "first_visit.json"  # lengen_core.serving.first_visit's numbers, when the run was saved with them
+# Beside a run saved before its first-visit numbers: who is measuring them (token, pid, host). Gone once they are in.
+PENDING_FILE = "first_visit.pending"
+PENDING_SECONDS = 600.0  # another host's measurement (its process cannot be seen from here) is given up after this
 _RUN_ID = re.compile(r"[a-z0-9][a-z0-9._-]{0,127}")
 PRESET_ROOT = Path(__file__).resolve().parents[2] / "assets" / "presets"
 PRECOMPUTED_ROOT = PRESET_ROOT / "precomputed"  # <run id>.json: a preset's first-visit numbers (scripts.build_presets)
@@ -172,13 +178,14 @@ class RunStore:
                              f"needs {_megabytes(SPACE_MARGIN * size)} to be saved: free some space or delete runs")
         return size
 
-    def save(self, run: Run, first_visit: dict[str, Any] | None = None) -> Path:
+    def save(self, run: Run, first_visit: dict[str, Any] | None = None, pending: str | None = None) -> Path:
         """Write `run` atomically, with its `first_visit` numbers (lengen_core.serving.first_visit) when given,
-        in the same step. Same id means same config and seed, so a stored copy is kept. Then the least
-        recently used other runs are evicted while the store is over its quota (the numbers count too)."""
+        or, with `pending` (a token), marked as being measured for them by this process (`add_first_visit`
+        puts them in), in the same step. Same id means same config and seed, so a stored copy is kept. Then
+        the least recently used other runs are evicted while the store is over its quota (the numbers count too)."""
         self._check_writable(f"save {run.run_id}")
         final = self.run_dir(run.run_id)
-        temp = self._write_temp(run, first_visit)
+        temp = self._write_temp(run, first_visit, pending)
         doomed: list[Path] = []
         try:
             with self._lock():
@@ -194,13 +201,13 @@ class RunStore:
             _remove(doomed)
         return final
 
-    def replace(self, run: Run, first_visit: dict[str, Any] | None = None) -> Path:
-        """Write `run` (and its `first_visit` numbers, as `save`) in place of a stored copy of the same id (a
-        retraining). Writers of one store take turns: two replacing the same id both succeed, and the last
-        one's copy stays whole."""
+    def replace(self, run: Run, first_visit: dict[str, Any] | None = None, pending: str | None = None) -> Path:
+        """Write `run` (and its `first_visit` numbers or `pending` mark, as `save`) in place of a stored copy of the
+        same id (a retraining). Writers of one store take turns: two replacing the same id both succeed, and the
+        last one's copy stays whole."""
         self._check_writable(f"save {run.run_id}")
         final = self.run_dir(run.run_id)
-        temp = self._write_temp(run, first_visit)
+        temp = self._write_temp(run, first_visit, pending)
         replaced = self.runs_dir / f"{_temp_prefix()}replaced-{run.run_id}-{uuid.uuid4().hex}"
         doomed: list[Path] = [replaced]
         try:
@@ -215,11 +222,11 @@ class RunStore:
             _remove(doomed)
         return final
 
-    def _write_temp(self, run: Run, first_visit: dict[str, Any] | None = None) -> Path:
+    def _write_temp(self, run: Run, first_visit: dict[str, Any] | None = None, pending: str | None = None) -> Path:
         self.runs_dir.mkdir(parents=True, exist_ok=True)
         temp = Path(tempfile.mkdtemp(prefix=_temp_prefix(), dir=self.runs_dir))
         try:
-            _write_run(temp, run, first_visit)
+            _write_run(temp, run, first_visit, pending)
         except BaseException:
             shutil.rmtree(temp, ignore_errors=True)
             raise
@@ -277,6 +284,43 @@ class RunStore:
         except (OSError, ValueError, RecursionError):
             return None
         return data if isinstance(data, dict) else None
+
+    def first_visit_pending(self, run_id: str) -> bool:
+        """Whether the run's first-visit numbers are being measured now (saved with `pending`, not yet added):
+        a page may wait for them rather than measure the same numbers again. False once they are in, when
+        the measuring process is gone (killed: the pages then measure the run), or for a run saved without."""
+        marker = self.run_dir(run_id) / PENDING_FILE
+        try:
+            owner = json.loads(marker.read_text(encoding="utf-8"))
+            if owner.get("host") != _host():
+                return time.time() - marker.stat().st_mtime < PENDING_SECONDS
+            return _alive(int(owner["pid"]))
+        except (OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError):
+            return False
+
+    def add_first_visit(self, run_id: str, token: str, first_visit: dict[str, Any] | None) -> bool:
+        """Put the `first_visit` numbers beside a run saved with `pending=token` (atomically: a reader sees the
+        whole file or none) and clear its mark; None clears the mark alone (the measurement failed). False,
+        writing nothing, when the stored run is no longer the one marked (replaced, deleted or evicted since)."""
+        self._check_writable(f"add numbers to {run_id}")
+        directory = self.run_dir(run_id)
+        doomed: list[Path] = []
+        with self._lock():  # a replace, delete or eviction renames the directory under the same lock
+            try:
+                if json.loads((directory / PENDING_FILE).read_text(encoding="utf-8")).get("token") != token:
+                    return False
+            except (OSError, ValueError, AttributeError):
+                return False
+            if first_visit is not None:
+                temp = directory / f"{TEMP_PREFIX}{FIRST_VISIT_FILE}"
+                _write_json(temp, first_visit)
+                temp.chmod(0o644)
+                os.replace(temp, directory / FIRST_VISIT_FILE)
+            (directory / PENDING_FILE).unlink()
+            _fsync_dir(directory)
+            doomed = self._evict(keep={run_id})  # the numbers count in the quota
+        _remove(doomed)
+        return True
 
     def mark_used(self, run_id: str) -> None:
         """Record a use of the run (a load, a download) for the quota's eviction order: the least
@@ -500,7 +544,8 @@ def _is_run_id(name: object) -> TypeGuard[str]:
     return isinstance(name, str) and _RUN_ID.fullmatch(name) is not None and ".." not in name
 
 
-def _write_run(directory: Path, run: Run, first_visit: dict[str, Any] | None = None) -> None:
+def _write_run(directory: Path, run: Run, first_visit: dict[str, Any] | None = None,
+               pending: str | None = None) -> None:
     weights_path = directory / WEIGHTS_FILE
     save_file(_unique_state(run.model), weights_path)
     _fsync_file(weights_path)
@@ -515,6 +560,9 @@ def _write_run(directory: Path, run: Run, first_visit: dict[str, Any] | None = N
     if first_visit is not None:
         _write_json(directory / FIRST_VISIT_FILE, first_visit)
         names.append(FIRST_VISIT_FILE)
+    elif pending is not None:
+        _write_json(directory / PENDING_FILE, {"token": pending, "pid": os.getpid(), "host": _host()})
+        names.append(PENDING_FILE)
     # mkdtemp and safetensors create owner-only modes; a stored run (and a shipped preset) is for
     # every local user to read, e.g. the container's non-root user reading presets copied as root.
     for name in names:

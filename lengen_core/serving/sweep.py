@@ -12,7 +12,7 @@ axis of the delay tasks (`base` task delay-copy or selective-copy): how many del
 "2;2-4;2-8" on the command line; a delay cell is read against the delay at its training length
 (lengen_core.analysis.delays: the mean accuracy over its trained and its unseen delays), not at the
 lengths. A grid without delay sets keeps the id it had before the axis existed. Each cell runs `run_cell`, a plain function of
-picklable arguments, in a worker: it loads the run from the store (or the presets) or trains and saves it, checks
+picklable arguments, in a worker: it loads the run from the store (or the presets) or trains and saves it (with its first-visit numbers, lengen_core.serving.first_visit.save_run), checks
 every cost against the budgets before the work, then evaluates at the grid's lengths and reads the
 verdict, the dilution fit (m_out), the carrier's argmax offset and the predicted horizon. A cell
 whose config is invalid, or whose work is over a budget or fails, gives a row with its `error`; the
@@ -63,6 +63,7 @@ from lengen_core.config import DELAY_TASKS, MAX_EVAL_LENGTH, ConfigError, RunCon
 from lengen_core.measure import measure
 from lengen_core.serving import budget
 from lengen_core.serving.budget import SERVER, BudgetError, Budgets, Pricer, duration
+from lengen_core.serving.first_visit import save_run
 from lengen_core.serving.runtime import env_whole_number
 from lengen_core.serving.store import RunStore, preset_store
 from lengen_core.training import train
@@ -253,7 +254,7 @@ def run_cell(store_root: str, config_data: dict[str, Any], lengths: Sequence[int
     else:
         prices.check_training(config)
         run = train(config, device)
-        store.save(run)
+        save_run(store, run)  # with its first-visit numbers, so the app opens it as it does a run it trained
     return {"run_id": run.run_id, "reused": reused, **measure_run(run, lengths, samples, prices)}
 
 

@@ -12,15 +12,14 @@ when asked, ("calibrate", _) between trainings, and ("exit", _); the child answe
 ("speeds", (speeds, device)) (`calibration.measure_references`: the reference runs timed in the child,
 after its warm-up step), a training with ("progress", Progress) per step, ("view", LiveView)
 now and then (`lengen_core.analysis.watch`: every few steps, and where a paused training stopped), then ("stopped", _)
-(a stop arrived: save or discard?), ("measuring", _) (the trained run is measured for its first visit
-before it is saved: `save_run`), ("cancelled", _), ("done", run id) or ("failed", message). A
-paused child waits on the pipe, taking no step, until a command arrives.
+(a stop arrived: save or discard?), ("cancelled", _), ("done", run id) or ("failed", message). The run is
+saved and reported done before its first-visit numbers are measured; the child measures them next, before
+it reads the next request (`save_run`). A paused child waits on the pipe, taking no step, until a command arrives.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import os
 import subprocess
@@ -40,35 +39,15 @@ from lengen_core.analysis.watch import LiveView, live_view, view_due
 from lengen_core.config import RunConfig, with_changes
 from lengen_core.serving.budget import MEMORY_ENV, Budgets
 from lengen_core.serving.calibration import measure_references, record
-from lengen_core.serving.first_visit import first_visit_data, measure_on_save
+from lengen_core.serving.first_visit import save_run
 from lengen_core.serving.lineage import starting_weights
 from lengen_core.serving.runtime import limit_heap_growth
 from lengen_core.serving.stepping import StepGate
 from lengen_core.serving.store import RunStore
-from lengen_core.training import Progress, Run, Training
+from lengen_core.training import Progress, Training
 
 Outcome = Literal["done", "cancelled"]
 CALIBRATE_SECONDS = 120.0  # a new child's torch import, warm-up and reference runs: ~4 CPU s, several times that loaded
-
-
-def save_run(store: RunStore, run: Run, measuring: Callable[[], None] = lambda: None) -> str:
-    """Save under the run's own id; a run stopped early gets its steps in its config (and id). A run not
-    stored yet is first measured at the pages' default request (lengen_core.serving.first_visit; `measuring()`
-    is called as that starts, so the requester can say so) and saved with those numbers, so its first
-    visits read them; a measurement that fails leaves them out (the pages then measure it) and is logged."""
-    if run.steps < run.config.train.steps and not run.stopped_early:
-        run = dataclasses.replace(run, config=with_changes(run.config, steps=max(1, run.steps)))
-    if not store.exists(run.run_id):
-        numbers = None
-        if run.config.single_head and measure_on_save():
-            measuring()
-            try:
-                with torch.no_grad():
-                    numbers = first_visit_data(run)
-            except Exception:
-                LOG.exception("measuring %s for its first visit failed; saved without its numbers", run.run_id)
-        store.save(run, first_visit=numbers)
-    return run.run_id
 
 
 class TrainingProcess:
@@ -358,7 +337,7 @@ def serve_training(conn: Connection, store: RunStore, device: str, payload) -> b
             if verdict != "save":
                 conn.send(("cancelled", None))
                 return True
-        conn.send(("done", save_run(store, run, lambda: conn.send(("measuring", None)))))
+        save_run(store, run, lambda run_id: conn.send(("done", run_id)))  # then measured for its first visit
     except (EOFError, BrokenPipeError):
         return False
     except MemoryError:

@@ -1,5 +1,5 @@
-"""A run trained in the pool is measured at the pages' default request before it is saved, and stored
-with those numbers (lengen_core.serving.first_visit): they are what `measure` computes for that request,
+"""A run trained in the pool is saved and reported done, then measured at the pages' default request, and
+its stored entry gets those numbers (lengen_core.serving.first_visit): they are what `measure` computes for that request,
 `measure` reads them back instead of computing, and Dilution's request and Compare's give one set of
 numbers. A learned table of 128 rows keeps the request short (lengths up to 128), so the measurement
 is a fraction of a second; the child-process path is the slow test."""
@@ -9,6 +9,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -30,7 +32,8 @@ from lengen_core.serving.first_visit import (
     to_dict,
 )
 from lengen_core.serving.jobs import TrainingPool
-from lengen_core.serving.store import FIRST_VISIT_FILE, RunStore
+from lengen_core.serving.store import FIRST_VISIT_FILE, PENDING_FILE, RunStore
+from lengen_core.serving.sweep import run_cell
 from lengen_core.serving.training_process import save_run
 from lengen_core.training import train
 
@@ -52,24 +55,34 @@ def same(a: object, b: object) -> bool:
     return True
 
 
+def done_then_measured(pool: TrainingPool, ticket: int, store: RunStore, seconds: float) -> tuple[str, bool]:
+    """Wait for the job to be done, then for its numbers; the run id, and whether they were still being measured
+    (`first_visit_pending`, numbers absent) when the job was first seen done."""
+    deadline = time.monotonic() + seconds
+    while (status := pool.status(ticket)).state in ("queued", "running"):
+        assert time.monotonic() < deadline, "the training did not end"
+        time.sleep(0.002)
+    assert status.state == "done", status.error
+    run_id = status.stored_run_id
+    pending_when_done = store.first_visit_pending(run_id) and store.first_visit(run_id) is None
+    while store.first_visit_pending(run_id):
+        assert time.monotonic() < deadline, "the numbers were not added"
+        time.sleep(0.01)
+    return run_id, pending_when_done
+
+
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    """A store with one run of SMALL trained by the pool (worker threads), measured on save."""
+    """A store with one run of SMALL trained by the pool (worker threads), measured once saved."""
     store = RunStore(tmp_path_factory.mktemp("first-visit-store"))
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(MEASURE_ENV, "1")
         pool = TrainingPool(store, max_concurrent=1, device="cpu")
         try:
-            ticket = pool.submit(SMALL)
-            seen, deadline = set(), time.monotonic() + 240
-            while (status := pool.status(ticket)).state in ("queued", "running"):
-                assert time.monotonic() < deadline, "the training did not end"
-                seen.add(status.measuring)
-                time.sleep(0.002)
+            run_id, pending_when_done = done_then_measured(pool, pool.submit(SMALL), store, 240)
         finally:
             pool.close()
-    assert status.state == "done", status.error
-    return store, store.load(status.stored_run_id), seen
+    return store, store.load(run_id), pending_when_done
 
 
 def test_a_run_trained_in_the_pool_is_stored_with_what_measure_computes_at_the_default_request(trained):
@@ -173,32 +186,67 @@ def test_a_preset_that_learned_the_law_shows_one_m_out_on_both_requests(monkeypa
     assert compare.predicted_horizon == dilution.predicted_horizon
 
 
-def test_the_live_status_says_measuring_before_the_run_is_done(trained):
-    _, _, seen = trained
-    assert True in seen  # polled every 2 ms; the measurement itself takes tens of milliseconds or more
+def test_the_pool_reports_the_run_done_before_its_numbers_are_in(trained):
+    store, run, pending_when_done = trained
+    assert pending_when_done  # done was said while the store still said the numbers were coming
+    assert not store.first_visit_pending(run.run_id) and store.first_visit(run.run_id) is not None
 
 
-def test_save_run_measures_before_it_saves_and_only_when_asked(tmp_path, monkeypatch):
+def test_save_run_saves_and_says_so_before_it_measures_and_only_when_asked(tmp_path, monkeypatch):
     run = train(with_changes(SMALL, steps=5, seed=7), "cpu")
     store = RunStore(tmp_path / "on")
     monkeypatch.setenv(MEASURE_ENV, "1")
     calls = []
-    run_id = save_run(store, run, lambda: calls.append(store.exists(run.run_id)))
-    assert calls == [False]  # said before anything was saved, so the run is never reported done unmeasured
-    assert from_dict(store.first_visit(run_id)) is not None
-    assert FIRST_VISIT_FILE in {f.name for f in store.run_dir(run_id).iterdir()}
+
+    def saved(run_id: str) -> None:
+        calls.append((store.load(run_id).run_id, store.first_visit_pending(run_id), store.first_visit(run_id)))
+
+    run_id = save_run(store, run, saved)
+    assert calls == [(run_id, True, None)]  # stored whole and said done at once; its numbers marked as coming
+    assert from_dict(store.first_visit(run_id)) is not None and not store.first_visit_pending(run_id)
+    assert {f.name for f in store.run_dir(run_id).iterdir()} == {"weights.safetensors", "config.json", "metrics.json",
+                                                                 FIRST_VISIT_FILE}  # no mark, no temp file left
     assert store.size()[run_id] > (store.run_dir(run_id) / "weights.safetensors").stat().st_size + 1000  # in the quota
     monkeypatch.setenv(MEASURE_ENV, "0")
     off = RunStore(tmp_path / "off")
     calls.clear()
-    save_run(off, run, lambda: calls.append(True))
-    assert calls == [] and off.first_visit(run_id) is None  # measured on its first visit instead
+    save_run(off, run, lambda run_id: calls.append(off.first_visit_pending(run_id)))
+    assert calls == [False] and off.first_visit(run_id) is None  # measured on its first visit instead
     transformer = train(with_changes(RunConfig(), vocab_size=8, train_length=8, offset=3, n_layers=1, n_heads=2,
                                      d_model=32, steps=3), "cpu")
     monkeypatch.setenv(MEASURE_ENV, "1")
     assert first_visit(transformer) is None  # no closed form: its pages measure it
-    save_run(store, transformer, lambda: calls.append(True))
-    assert calls == [] and store.first_visit(transformer.run_id) is None
+    calls.clear()
+    save_run(store, transformer, lambda run_id: calls.append(store.first_visit_pending(run_id)))
+    assert calls == [False] and store.first_visit(transformer.run_id) is None
+
+
+def test_a_sweeps_cell_stores_the_run_it_trains_with_its_numbers(tmp_path, monkeypatch):
+    monkeypatch.setenv(MEASURE_ENV, "1")
+    config = with_changes(SMALL, steps=20, seed=9)
+    record = run_cell(str(tmp_path), config.to_dict(), [8, 16], 64, limited=False)
+    stored = from_dict(RunStore(tmp_path).first_visit(record["run_id"]))
+    assert not record["reused"] and stored is not None
+    assert sorted(stored.evaluations[FIRST_VISIT_SAMPLES]) == list(request_lengths(RunStore(tmp_path).load(config.run_id())))
+
+
+def test_numbers_are_added_only_to_the_run_they_were_measured_for_and_a_dead_measurer_is_not_waited_for(tmp_path):
+    run = train(with_changes(SMALL, steps=5, seed=8), "cpu")
+    store = RunStore(tmp_path)
+    store.save(run, pending="first")
+    assert store.first_visit_pending(run.run_id)
+    store.replace(run, pending="second")  # retrained meanwhile: the first measurement is of other weights
+    assert not store.add_first_visit(run.run_id, "first", {"format": 1}) and store.first_visit(run.run_id) is None
+    assert store.add_first_visit(run.run_id, "second", {"format": 1}) and store.first_visit(run.run_id) == {"format": 1}
+    assert not store.first_visit_pending(run.run_id) and not store.add_first_visit(run.run_id, "second", {})
+    store.replace(run, pending="third")
+    marker = store.run_dir(run.run_id) / PENDING_FILE
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    marker.write_text(json.dumps({**json.loads(marker.read_text()), "pid": dead.pid}))
+    assert not store.first_visit_pending(run.run_id)  # killed while measuring: the pages measure it themselves
+    marker.write_text("{not json")
+    assert not store.first_visit_pending(run.run_id)
 
 
 def test_the_stored_form_reads_back_and_a_damaged_or_foreign_file_reads_as_nothing(trained):
@@ -220,23 +268,17 @@ def test_the_stored_form_reads_back_and_a_damaged_or_foreign_file_reads_as_nothi
 
 
 @pytest.mark.slow
-def test_a_training_in_a_child_process_is_measured_there_and_says_so(tmp_path, monkeypatch):
+def test_a_training_in_a_child_process_is_reported_done_then_measured_there(tmp_path, monkeypatch):
     monkeypatch.setenv(MEASURE_ENV, "1")  # the child inherits it
     store = RunStore(tmp_path)
     pool = TrainingPool(store, max_concurrent=1, device="cpu", isolate=True)
     config = with_changes(SMALL, seed=3)
     try:
-        ticket = pool.submit(config)
-        seen, deadline = set(), time.monotonic() + 300
-        while (status := pool.status(ticket)).state in ("queued", "running"):
-            assert time.monotonic() < deadline
-            seen.add(status.measuring)
-            time.sleep(0.002)
+        run_id, pending_when_done = done_then_measured(pool, pool.submit(config), store, 300)
     finally:
         pool.close()
-    assert status.state == "done", status.error
-    assert True in seen
-    run = store.load(status.stored_run_id)
+    assert pending_when_done  # the child said done, then measured
+    run = store.load(run_id)
     stored = from_dict(store.first_visit(run.run_id))
     fresh = measure(run, request_lengths(run), FIRST_VISIT_SAMPLES)
     assert all(same(stored.evaluations[FIRST_VISIT_SAMPLES][r.length], r) for r in fresh.reports)
