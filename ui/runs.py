@@ -16,6 +16,7 @@ batched call, the measurement's rows among them: each length draws its sequences
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Self, TypeVar
@@ -48,6 +49,7 @@ from lengen_core.training import Run, resolve_device
 from ui.presets import precomputed, preset_ids
 
 T = TypeVar("T")
+FIRST_VISIT_WAIT = 60.0  # seconds a page waits for a just-trained run's numbers (3-4 s idle) before measuring it itself
 BAR_DELAY = 0.5  # seconds of work before the bar shows (Streamlit's spinner waits as long): cached work never flashes one
 
 
@@ -291,11 +293,19 @@ def _evaluation_at(run_id: str, length: int, samples: int) -> LengthReport:
 def first_visit_data(run_id: str) -> dict:
     """What was measured of the run before anyone opened a page, as stored: a preset's shipped file
     (scripts.build_presets) or the numbers a run trained here was saved with (lengen_core.serving.first_visit);
-    {} for neither."""
+    {} for neither. A run whose numbers are being measured where it trained (it is reported done first) is
+    waited for, up to FIRST_VISIT_WAIT seconds, rather than measured here too on the same cores."""
     data = precomputed(run_id)
-    if not data:
-        data = next((store.first_visit(run_id) for store in stores()[:1] if store.exists(run_id)), None) or {}
-    return data
+    if data:
+        return data
+    store = stores()[0]
+    if not store.exists(run_id):
+        return {}
+    deadline = time.monotonic() + FIRST_VISIT_WAIT
+    while (data := store.first_visit(run_id)) is None and store.first_visit_pending(run_id) \
+            and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return data or {}
 
 
 def shipped(run_id: str) -> Shipped | None:

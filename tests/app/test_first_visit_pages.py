@@ -1,10 +1,13 @@
 """A run saved with its first-visit numbers (lengen_core.serving.first_visit) opens on Dilution and Compare
 without one evaluation, prediction or horizon search: the pages read what the training measured. A run
-saved without them (as before) is measured on its first visit, which shows that the count can see it.
+saved without them (as before) is measured on its first visit, which shows that the count can see it. A run
+opened while its numbers are still being measured (a training reports it done first) waits for them.
 Each page says what it measured, and that Dilution's and Compare's defaults are one request."""
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -12,7 +15,7 @@ from streamlit.testing.v1 import AppTest
 
 from lengen_core import measure as measure_module
 from lengen_core.config import RunConfig, with_changes
-from lengen_core.serving.first_visit import MEASURE_ENV
+from lengen_core.serving.first_visit import MEASURE_ENV, first_visit_data
 from lengen_core.serving.store import RunStore
 from lengen_core.serving.training_process import save_run
 from lengen_core.training import train
@@ -100,6 +103,32 @@ def test_a_preset_with_a_law_shows_one_m_out_on_dilution_and_compare(computed):
     m_out = captions(dilution).split("**m_out: ", 1)[1].split(".**", 1)[0]
     assert m_out[0].isdigit() and "fitted 16–" in m_out and "256 samples" in m_out  # a law, and what it was fitted to
     assert compare.table[0].value.loc["m_out (95%)"].iloc[0] == m_out
+
+
+@pytest.fixture(scope="module")
+def pending() -> tuple[str, str, dict]:
+    """A run stored as a training stores it, before its numbers are in (marked pending by this live process),
+    with those numbers computed here beforehand (run id, token, numbers)."""
+    run = train(with_changes(SMALL, seed=13), "cpu")
+    numbers = first_visit_data(run)
+    RunStore().save(run, pending="measuring-here")
+    assert RunStore().first_visit_pending(run.run_id)
+    return run.run_id, "measuring-here", numbers
+
+
+def test_a_run_opened_while_its_numbers_are_measured_waits_for_them_and_computes_none(pending, computed):
+    run_id, token, numbers = pending
+    app = AppTest.from_file(APP, default_timeout=300)
+    app.run()
+    app.switch_page("pages/dilution.py")
+    app.query_params.update({"run": run_id})
+    assert RunStore().first_visit_pending(run_id)
+    started = time.monotonic()
+    threading.Timer(1.0, RunStore().add_first_visit, (run_id, token, numbers)).start()  # as the training's process
+    app.run()
+    assert not app.exception, [e.value for e in app.exception]
+    assert time.monotonic() - started >= 1.0 and computed == [], computed  # it waited, then read them
+    assert "measured once before anyone opened a page" in captions(app)
 
 
 def test_a_run_stored_without_them_is_measured_on_its_first_visit(runs, computed):
