@@ -263,7 +263,7 @@ def train(step: Step, presenting: Projector | None, locked: bool = False) -> Non
             request(pool, choice.config, choice.pace)
         show_message()
         held = step.config if choice is None else choice.config
-        open_trained_run(held, present=presenting is not None)  # the form's run, once trained and not live
+    open_trained_run(held, present=presenting is not None)  # the form's run, once stored and not live: on top
     live = st.session_state.get(LIVE_CONFIG_KEY, held) if TICKET_KEY in st.session_state else held
     live_training(pool, PRESENT_LIVE_HEIGHT if presenting else None, live)
 

@@ -78,8 +78,9 @@ def frame(status: JobStatus, height: int | None, config: RunConfig | None = None
     cost = "" if height else probe_cost(history.get("probe_seconds", []), status.progress.elapsed_seconds
                                         if status.progress else 0.0)
     figure = charts.probe_curve(probes, max(steps_done, 1), train_length, reach(probes, ceiling, train_length))
-    if height:  # half a projector's width: its note on two lines
-        figure.for_each_annotation(lambda note: note.update(text=note.text.replace(": ", ":<br>", 1)))
+    if height:  # half a projector's width: its note on three lines
+        figure.for_each_annotation(lambda note: note.update(
+            text=note.text.replace(": ", ":<br>", 1).replace(" at the training length", "<br>at the training length")))
     with horizons:  # (on a projector, without what the probes cost the server: the class needs the rest)
         present_chart(figure, height, "live-probe", titled=False)
     (notes or horizons).caption(f"**What to look for:** {probe_caption(probes, train_length, ceiling)} {cost}")

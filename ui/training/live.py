@@ -26,7 +26,7 @@ TICKET_KEY, MESSAGE_KEY = "training_ticket", "training_message"
 CLASS_RUNS_KEY = "trained_here"  # the run ids this session trained, oldest first
 PACE_KEY, PACE_ERROR_KEY = "pace-training", "_pace_refused"
 LIVE_SECONDS, WAITING_SECONDS = 0.5, 2.0
-COMPACT_COLUMNS = [1.1, 0.9, 1.1, 0.8, 1.1]  # a projector's row: Resume, Step, 10 steps, Stop, Captions
+COMPACT_COLUMNS = [1.05, 0.85, 1.05, 0.75, 1.3]  # a projector's row: Resume, Step, 10 steps, Stop, Captions
 FIRST_STEP_SECONDS = 0.3
 
 
