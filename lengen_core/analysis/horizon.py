@@ -20,7 +20,7 @@ Two figures, never mixed:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -125,8 +125,11 @@ def search_horizon(accuracy_at: Callable[[list[int]], list[float]], train_length
 
 def predicted_horizon(model: torch.nn.Module, config: RunConfig, threshold: float = ACCURACY_BAR,
                       ceiling: int | None = None, afford: Callable[[list[int]], bool] | None = None,
-                      rule: InferenceRule | None = None) -> Horizon:
+                      rule: InferenceRule | None = None, known: Mapping[int, float] | None = None) -> Horizon:
     """The predicted horizon of a single-head run (see the module docstring); `afford` as in search_horizon.
+    `known`: accuracies already predicted under the rule at some lengths (a measurement's own prediction at
+    its lengths, which are the doublings the search asks first), not predicted again; read under a rule only,
+    where each length's prediction is a sweep of its own, so they are the very numbers the search would make.
 
     Under an inference `rule` (lengen_core.analysis.rules) each length needs its own sweep over its keys, so a
     round of the bisection costs SECTIONS sweeps instead of one: the search stops once the bracket is
@@ -138,8 +141,13 @@ def predicted_horizon(model: torch.nn.Module, config: RunConfig, threshold: floa
     top = horizon_ceiling(model) if ceiling is None else ceiling
     ruled = rule is not None and not rule.trivial
 
+    done = dict(known or {}) if ruled else {}
+
     def accuracies(lengths: list[int]) -> list[float]:
-        return [p.accuracy for p in predict(model, config, lengths, vote=False, rule=rule)]
+        missing = [n for n in lengths if n not in done]
+        if missing:
+            done.update((p.length, p.accuracy) for p in predict(model, config, missing, vote=False, rule=rule))
+        return [done[n] for n in lengths]
 
     return search_horizon(first_below_in_order(accuracies, threshold) if ruled else accuracies,
                           config.task.train_length, top, threshold, afford=afford,

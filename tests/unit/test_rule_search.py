@@ -56,3 +56,28 @@ def test_the_ruled_search_on_the_rope_preset_is_the_eager_one(label):
     eager = search_horizon(every_length, run.config.task.train_length, 2048, relative=RULE_RESOLUTION)
     assert predicted_horizon(run.model, run.config, ceiling=2048, rule=rule) == eager
     assert eager.below is not None  # the rule's horizon falls inside 2,048: the bisection was exercised
+
+
+def test_accuracies_known_under_the_rule_are_not_predicted_again(monkeypatch):
+    from lengen_core.analysis import horizon
+
+    run = preset_store().load(ROPE)
+    rule = parse_rule("log-n")  # holds to 2,048: the search asks only the doublings, all known
+    doublings = [16, 32, 64, 128, 256, 512, 1024, 2048]
+    known = {p.length: p.accuracy for p in predict(run.model, run.config, [4, *doublings], rule=rule)}  # as measure does
+    asked = []
+
+    def counted(model, config, lengths, **options):
+        asked.extend(lengths)
+        return predict(model, config, lengths, **options)
+
+    fresh = predicted_horizon(run.model, run.config, ceiling=2048, rule=rule)
+    monkeypatch.setattr(horizon, "predict", counted)
+    assert predicted_horizon(run.model, run.config, ceiling=2048, rule=rule, known=known) == fresh
+    assert asked == []
+    dynamic = parse_rule("dynamic")  # falls at 1,024: the bisection past it is predicted, the doublings are not
+    known = {p.length: p.accuracy for p in predict(run.model, run.config, doublings, rule=dynamic)}
+    fresh = predicted_horizon(run.model, run.config, ceiling=2048, rule=dynamic)
+    asked.clear()
+    assert predicted_horizon(run.model, run.config, ceiling=2048, rule=dynamic, known=known) == fresh
+    assert asked and not set(asked) & set(doublings)
