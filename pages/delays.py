@@ -80,7 +80,8 @@ if diversity is None:
             "makes it).")
 else:
     table = diversity_table(diversity.cells)
-    chart(diversity_figure(table), diversity_caption(table), table, "delay-diversity", stem=diversity.sweep_id)
+    chart(diversity_figure(table), diversity_caption(table), table, "delay-diversity", stem=diversity.sweep_id,
+          key="sweep_id")
     st.caption("Run a diversity sweep of your own (other encodings, delay sets, seeds or the selective-copy task) on "
                "the Sweeps page: choose the task delay-copy or selective-copy there.")
 transfer_section(run)

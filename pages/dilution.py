@@ -16,7 +16,7 @@ from ui.reach import show_horizon
 from ui.rules import view as rules_view
 from ui.runs import allowed_lengths, dilution_data, request_caption
 from ui.state import show_view, view_number
-from ui.widgets import csv_name, refusal, require_single_head, run_summary, selected_run
+from ui.widgets import csv_name, keyed, refusal, require_single_head, run_summary, selected_run
 
 st.title("Accuracy against length: the dilution law")
 lead("dilution")
@@ -93,10 +93,10 @@ show.chart_captioned(charts.inverse_mass(table, fit_table),
                      .assign(inverse_mass=1 / table["target_mass"]), "inverse-mass", run.run_id)
 if fit_table is not None:
     st.download_button("Download the fitted law (CSV)",
-                       fit_table.assign(m_out=fit.m_out, m_out_low=fit.m_out_low, m_out_high=fit.m_out_high,
-                                        m_out_lengths_low=fit.quoted_low, m_out_lengths_high=fit.quoted_high,
-                                        plain_m_out=fit.plain_law.m_out,
-                                        samples=samples).to_csv(index=False).encode(),
+                       keyed(fit_table.assign(m_out=fit.m_out, m_out_low=fit.m_out_low, m_out_high=fit.m_out_high,
+                                              m_out_lengths_low=fit.quoted_low, m_out_lengths_high=fit.quoted_high,
+                                              plain_m_out=fit.plain_law.m_out, samples=samples),
+                             run.run_id).to_csv(index=False).encode(),
                        csv_name("fitted-law", run.run_id), "text/csv",
                        help="The fitted p on a grid from the training length to the longest measured length (where it "
                             "was fitted), with m_out and the samples per length it was fitted from.")

@@ -75,7 +75,7 @@ with picture:  # its spinner shows where the picture will be
         refusal("The picture is not drawn on this server", error)
         st.stop()
     curves = pd.concat([
-        pd.DataFrame({"run": label, "length": LENGTHS, "samples": [r.samples for r in rows],
+        pd.DataFrame({"run_id": single_head_presets()[label], "run": label, "length": LENGTHS, "samples": [r.samples for r in rows],
                       "accuracy": [r.accuracy for r in rows], "accuracy_low": [r.accuracy_low for r in rows],
                       "accuracy_high": [r.accuracy_high for r in rows]})
         for label, rows in reports.items()

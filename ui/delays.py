@@ -335,7 +335,8 @@ def diversity_view(result: SweepResult) -> None:
     lengths = sorted({config.task.train_length for config in configs})
     what = f"{' and '.join(tasks)}, length {', '.join(map(str, lengths))}"
     st.subheader("Data diversity: accuracy on unseen delays against how many delays training saw")
-    chart(diversity_figure(table), diversity_caption(table, what), table, "delay-diversity", stem=result.sweep_id)
+    chart(diversity_figure(table), diversity_caption(table, what), table, "delay-diversity", stem=result.sweep_id,
+          key="sweep_id")
     st.dataframe(table, hide_index=True)
 
 

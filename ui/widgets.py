@@ -104,25 +104,35 @@ def present_chart(figure: go.Figure, height: int | None, key: str, titled: bool 
     st.plotly_chart(readable(figure), width="stretch", key=key, config=export_config(figure, key))
 
 
-def chart(figure: go.Figure, look_for: str, data: pd.DataFrame, name: str, stem: str | None = None,
-          notes: DeltaGenerator | None = None, height: int | None = None) -> None:
-    """The chart, one sentence of what to look for (under it, or in `notes`: a lesson on a projector writes it
+def chart(figure: go.Figure, look_for: str | captions.Caption, data: pd.DataFrame, name: str, stem: str | None = None,
+          notes: DeltaGenerator | None = None, height: int | None = None, key: str = "run_id") -> None:
+    """The chart, what to look for (a `Caption`'s lead, the rest in an expander under it; under the chart, or in `notes`: a lesson on a projector writes it
     beside the chart), and its data as CSV named after what it shows: `{stem}-{name}.csv`, the stem being the
-    run id (or what else the chart is of), so a folder of downloads says which run each came from. With
-    `height`, the chart is sized for a projector (`present_chart`)."""
+    run id (or what else the chart is of, named by `key`: "sweep_id" for a sweep's), so a folder of downloads
+    says which run each came from; the CSV's first column is that id too (`keyed`), so rows from several
+    downloads stay apart in one table. With `height`, the chart is sized for a projector (`present_chart`)."""
     present_chart(figure, height, f"chart-{name}")
     where = st if notes is None else notes
-    first, rest = (look_for, "") if height is None else _lead(look_for)
+    first, rest = _lead_and_rest(look_for, height is not None)
     where.caption(f"**What to look for:** {first}")
-    if rest:  # a projector holds the lead; the rest of this run's reading is one click away
-        where.expander("The rest of what to look for").caption(rest)
+    if rest:  # the lead is read first; the rest of this run's reading is one click away, under it
+        where.expander(MORE_LABEL).caption(rest)
     st.download_button(  # the CSV is written when the button is clicked, not on every rerun (a map's is 65k cells)
-        "Download data (CSV)", lambda: data.to_csv(index=False).encode(), file_name=csv_name(name, stem),
+        "Download data (CSV)", lambda: keyed(data, stem, key).to_csv(index=False).encode(), file_name=csv_name(name, stem),
         mime="text/csv", key=f"csv-{name}", help="The numbers behind this chart, one row per point.",
     )
 
 
+MORE_LABEL = "More on this chart"
 PRESENT_CAPTION_CHARS = 240  # a projector's caption: the sentences that fit in this many characters, the rest folded
+
+
+def _lead_and_rest(look_for: str | captions.Caption, projector: bool) -> tuple[str, str]:
+    """A caption's lead and the rest: a `Caption`'s own (ui.captions.common); else, on a projector, the sentences
+    that fit (`_lead`); else the whole text."""
+    if hasattr(look_for, "lead"):
+        return look_for.lead, look_for.more
+    return _lead(look_for) if projector else (look_for, "")
 
 
 def _lead(text: str) -> tuple[str, str]:
@@ -130,6 +140,14 @@ def _lead(text: str) -> tuple[str, str]:
     ends = [i + 1 for i, c in enumerate(text) if c == "." and (i + 1 == len(text) or text[i + 1] == " ")]
     fitting = [i for i in ends if i <= PRESENT_CAPTION_CHARS] or ends[:1] or [len(text)]
     return text[:fitting[-1]], text[fitting[-1]:].strip()
+
+
+def keyed(data: pd.DataFrame, stem: str | None, key: str = "run_id") -> pd.DataFrame:
+    """`data` with `stem` in a first column named `key`, unless it has that column already (a table of several
+    runs keys each row itself) or there is no stem."""
+    if stem is None or key in data.columns:
+        return data
+    return pd.concat([pd.DataFrame({key: [stem] * len(data)}, index=data.index), data], axis=1)
 
 
 def csv_name(name: str, stem: str | None = None) -> str:

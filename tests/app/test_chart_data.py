@@ -12,6 +12,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import ui.widgets
+from tests.helpers.address import address
 from ui.presets import preset_ids
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
@@ -149,4 +150,17 @@ def test_m_out_says_what_it_was_fitted_to(apps) -> None:
 def test_the_near_recurrence_search_is_offered_only_where_it_runs(apps, page: str, slider: bool) -> None:
     app, _ = apps[page]
     assert ("carrier-search" in [s.key for s in app.select_slider]) is slider
-    assert ("search" in app.query_params) is slider
+    assert ("search" in address(app)) is slider
+
+
+def test_every_csv_offered_is_keyed_by_run_id(drawn) -> None:
+    """Issue 40: a chart's CSV names its run in a column, not only in its file name, so downloads of several runs
+    concatenated stay apart (ui.widgets.keyed); a table of several runs keys each row itself."""
+    for page, calls in drawn.items():
+        for c in calls:
+            table = ui.widgets.keyed(c["data"], c["stem"])
+            assert "run_id" in table.columns, (page, c["name"])
+            assert set(table["run_id"]) <= set(preset_ids().values()), (page, c["name"], set(table["run_id"]))
+            assert len(table) == len(c["data"]) and list(table.columns[-len(c["data"].columns):]) == list(c["data"].columns)
+    start = drawn["start"][0]["data"]
+    assert start.groupby("run")["run_id"].nunique().eq(1).all() and start["run_id"].nunique() == 3

@@ -46,7 +46,7 @@ def test_dilution_shows_the_measured_and_predicted_horizon_of_the_run(monkeypatc
     assert shown["Horizon, predicted"] == f"{predicted.length:,}"  # 8,674 on this preset (179 at the old default)
     measured = shown["Horizon, measured"]
     assert measured in {"4,096", "8,192"}, measured  # 0.945 at 8,192, 0.566 at 16,384: the doubling before the fall
-    caption = " ".join(c.value for c in app.caption if "**Horizon:**" in c.value)
+    caption = " ".join(c.value for c in app.caption if c.value.startswith("**Horizon**"))
     assert f"{predicted.length:,} tokens" in caption and "below at" in caption
     assert "between the two measured lengths" in caption or "disagree" in caption
     links = [p for p in app.get("page_link") if p.proto.label == "Train longer"]

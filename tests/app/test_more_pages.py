@@ -46,7 +46,7 @@ def test_compare_overlays_the_three_single_head_presets() -> None:
     app = open_page("pages/compare.py")
     assert len(app.multiselect[0].value) == 3
     assert len(app.get("plotly_chart")) == 3
-    numbers = app.dataframe[0].value.set_index("quantity")  # a row per quantity, a column per run: it fits the page
+    numbers = app.table[0].value  # a row per quantity (the index), a column per run: it fits the page
     assert len(numbers.columns) == 3
     assert list(numbers.loc["encoding"]) == ["rope", "learned", "rope"]
     assert numbers.loc["layers × heads"].tolist() == ["single head"] * 3

@@ -8,10 +8,10 @@ import plotly.graph_objects as go
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
+from ui import widgets
 from ui.captions.common import Caption
-from ui.widgets import chart
 
-MORE = "More on this chart"
+MORE = widgets.MORE_LABEL
 
 
 def more(caption: Caption | str, label: str = MORE, where: DeltaGenerator | None = None) -> None:
@@ -29,6 +29,5 @@ def caption(text: Caption | str, label: str = "More on this", where: DeltaGenera
 
 def chart_captioned(figure: go.Figure, look_for: Caption | str, data: pd.DataFrame, name: str,
                     stem: str | None = None) -> None:
-    """ui.widgets.chart with the caption's lead as its "what to look for", then the rest in an expander."""
-    chart(figure, getattr(look_for, "lead", look_for), data, name, stem)
-    more(look_for)
+    """ui.widgets.chart with the caption's lead as its "what to look for", the rest in an expander under it."""
+    widgets.chart(figure, look_for, data, name, stem)
