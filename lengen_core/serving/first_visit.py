@@ -46,8 +46,9 @@ from lengen_core.analysis.dilution import Prediction
 from lengen_core.analysis.evaluate import LengthError, LengthReport, check_lengths, doublings
 from lengen_core.analysis.fit import DilutionFit, FitResult
 from lengen_core.analysis.horizon import Horizon
-from lengen_core.config import RunConfig, with_changes
+from lengen_core.config import MAX_EVAL_LENGTH, RunConfig, with_changes
 from lengen_core.measure import EVALUATION_SEED, Shipped, measure
+from lengen_core.serving import budget
 from lengen_core.serving.store import RunStore
 from lengen_core.training import Run
 
@@ -96,6 +97,19 @@ def measured_on_save(config: RunConfig) -> bool:
     """Whether `save_run` measures a new run of `config` for its first visit: one with a closed form (single head),
     while measuring is on (`measure_on_save`)."""
     return config.single_head and measure_on_save()
+
+
+def first_visit_seconds(config: RunConfig) -> float:
+    """The estimated seconds `save_run` spends measuring a new run of `config` (lengen_core.serving.budget's
+    estimates of the default request's evaluation, prediction, horizon search and carrier; the ladder's every
+    length, so a learned table's is over-estimated); 0 where it measures none. A sweep counts it per cell."""
+    if not measured_on_save(config):
+        return 0.0
+    lengths, L = ladder(config), config.task.train_length
+    costs = (budget.single_head_evaluation_cost(config, lengths, FIRST_VISIT_SAMPLES),
+             budget.prediction_cost(config, sorted({L, *lengths})), budget.horizon_cost(config, MAX_EVAL_LENGTH),
+             budget.carrier_cost(config, FIRST_VISIT_CARRIER_SEARCH))
+    return sum(cost.seconds for cost in costs)
 
 
 def ladder(config: RunConfig, longest: int = FIRST_VISIT_LONGEST) -> tuple[int, ...]:

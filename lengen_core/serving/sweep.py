@@ -63,7 +63,7 @@ from lengen_core.config import DELAY_TASKS, MAX_EVAL_LENGTH, ConfigError, RunCon
 from lengen_core.measure import measure
 from lengen_core.serving import budget
 from lengen_core.serving.budget import SERVER, BudgetError, Budgets, Pricer, duration
-from lengen_core.serving.first_visit import save_run
+from lengen_core.serving.first_visit import first_visit_seconds, save_run
 from lengen_core.serving.runtime import env_whole_number
 from lengen_core.serving.store import RunStore, preset_store
 from lengen_core.training import train
@@ -621,8 +621,9 @@ DEFAULT_SWEEP_CELLS, DEFAULT_SWEEP_SECONDS = 48, 1_800
 
 
 def sweep_seconds(grid: SweepGrid) -> float:
-    """The estimated seconds of every valid cell's training (as if none were stored), evaluation, prediction,
-    carrier and horizon (lengen_core.serving.budget's estimates, summed: one worker)."""
+    """The estimated seconds of every valid cell's training (as if none were stored) and its measurement for the
+    app's first visit (`first_visit_seconds`), evaluation, prediction and carrier (lengen_core.serving.budget's
+    estimates, summed: one worker)."""
     total = 0.0
     for cell in grid.cells():
         try:
@@ -630,7 +631,7 @@ def sweep_seconds(grid: SweepGrid) -> float:
         except ConfigError:
             continue  # reported as the cell's error, costs nothing
         L = config.task.train_length
-        total += budget.training_cost(config).seconds
+        total += budget.training_cost(config).seconds + first_visit_seconds(config)
         if config.task.task in DELAY_TASKS:
             continue  # the curve: at most DELAY_TOKENS tokens through one head, a second or two
         if config.single_head:

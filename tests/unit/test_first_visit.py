@@ -27,13 +27,14 @@ from lengen_core.serving.first_visit import (
     MEASURE_ENV,
     carrier_from_dict,
     first_visit,
+    first_visit_seconds,
     from_dict,
     request_lengths,
     to_dict,
 )
 from lengen_core.serving.jobs import TrainingPool
 from lengen_core.serving.store import FIRST_VISIT_FILE, PENDING_FILE, RunStore
-from lengen_core.serving.sweep import run_cell
+from lengen_core.serving.sweep import SweepGrid, cell_config, run_cell, sweep_seconds
 from lengen_core.serving.training_process import save_run
 from lengen_core.training import train
 
@@ -228,6 +229,17 @@ def test_a_sweeps_cell_stores_the_run_it_trains_with_its_numbers(tmp_path, monke
     stored = from_dict(RunStore(tmp_path).first_visit(record["run_id"]))
     assert not record["reused"] and stored is not None
     assert sorted(stored.evaluations[FIRST_VISIT_SAMPLES]) == list(request_lengths(RunStore(tmp_path).load(config.run_id())))
+
+
+def test_a_sweeps_estimate_counts_the_measurement_of_every_cell_it_may_train(monkeypatch):
+    grid = SweepGrid(encodings=("rope", "learned"), seeds=(0, 1), lengths=(16, 64), samples=64)
+    monkeypatch.setenv(MEASURE_ENV, "0")
+    without = sweep_seconds(grid)
+    monkeypatch.setenv(MEASURE_ENV, "1")
+    each = [first_visit_seconds(cell_config(grid, cell)) for cell in grid.cells()]
+    assert all(seconds > 0 for seconds in each) and sweep_seconds(grid) == pytest.approx(without + sum(each))
+    transformer = with_changes(RunConfig(), n_layers=1, n_heads=2, d_model=32)
+    assert first_visit_seconds(transformer) == 0.0  # no closed form: measured on its first visit, not here
 
 
 def test_numbers_are_added_only_to_the_run_they_were_measured_for_and_a_dead_measurer_is_not_waited_for(tmp_path):
