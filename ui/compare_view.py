@@ -16,6 +16,8 @@ from ui.analyses import rule_lengths, rule_note
 from ui.captions import accuracy as accuracy_captions
 from ui.captions import mechanism as mechanism_captions
 from ui.captions import prediction as prediction_captions
+from ui.captions import show
+from ui.captions.common import Caption, listed
 from ui.charts import compare as compare_charts
 from ui.presets import DILUTION_LONGEST, DILUTION_SAMPLES, LONGEST_CHOICES, single_head_presets
 from ui.rules import view as rules_view
@@ -119,9 +121,11 @@ def overlays(labels: dict, results: dict, runs: dict, samples: int) -> None:
               note=f"Bands: 95% Wilson intervals over {samples} sequences per length."),
           curves, "compare-accuracy")
     chart(compare_charts.mass_overlay(curves),
-          " ".join(accuracy_captions.mass_caption(labels[i], r.lengths, r.target_mass, r.predicted_mass, r.fit,
-                                                  configs[i].task.train_length)
-                   for i, r in results.items()), curves, "compare-mass")
+          accuracy_captions.masses_caption(
+              [(labels[i], r.lengths, r.target_mass) for i, r in results.items()],
+              [accuracy_captions.mass_caption(labels[i], r.lengths, r.target_mass, r.predicted_mass, r.fit,
+                                              configs[i].task.train_length) for i, r in results.items()]),
+          curves, "compare-mass")
     window = 4 * max(c.task.train_length for c in configs.values())  # Δ shown: up to 4 × the longest training
     view_flag("compare-scaled", "scaled", True)
     scaled = st.toggle("Scale each carrier to its peak", key="compare-scaled",
@@ -142,8 +146,11 @@ def overlays(labels: dict, results: dict, runs: dict, samples: int) -> None:
                                          "Carriers s(Δ), each scaled to its peak" if scaled
                                          else "Carriers s(Δ), each minus its mean",
                                          "s(Δ) / peak" if scaled else "s(Δ) − mean (nats)"),
-          f"{alignment}. Analytic carriers are read from the weights at every Δ; measured ones are the expected "
-          "logit at each offset, also computed from the weights.",
+          mechanism_captions.carriers_caption(
+              [(labels[i], mechanism_captions.is_aligned(r.carrier_values, configs[i].task.train_length, configs[i].task.offset))
+               for i, r in results.items()],
+              f"{alignment}. Analytic carriers are read from the weights at every Δ; measured ones are the expected "
+              "logit at each offset, also computed from the weights."),
           carriers, "compare-carriers")
 
 
@@ -162,9 +169,13 @@ def key_numbers(labels: dict, results: dict, runs: dict) -> None:
     toeplitz = "; ".join(mechanism_captions.toeplitz_caption(labels[i], r.toeplitz_fraction, r.toeplitz_baseline,
                                                            r.toeplitz_range, r.toeplitz_relative, r.baseline_seeds)
                          for i, r in results.items())
-    st.caption(f"**What to look for:** Toeplitz near 1 says the logit depends on t − u (equivariance); a RoPE head has "
-               f"that by construction, trained or not, so read it beside its untrained range: {toeplitz}. Whether a "
-               "rule was learned is the verdict and the carrier's peak at k (above).")
+    briefs = [mechanism_captions.toeplitz_brief(labels[i], r.toeplitz_fraction, r.toeplitz_range, r.toeplitz_relative)
+              for i, r in results.items()]
+    show.caption(Caption(f"**What to look for:** the Toeplitz fraction (1: the logit depends on t − u alone), trained "
+                         f"against untrained: {listed(briefs)}.",
+                         f"Toeplitz near 1 says the logit depends on t − u (equivariance); a RoPE head has that by "
+                         f"construction, trained or not, so read it beside its untrained range: {toeplitz}. Whether a "
+                         "rule was learned is the verdict and the carrier's peak at k (above)."), "More on these numbers")
     figures = compare_charts.key_figures(labels, results, runs)
     st.download_button("Download key numbers (CSV)", figures.to_csv(index=False).encode(), "compare-numbers.csv",
                        "text/csv", help="The table above as data: one row per run, keyed by its run id; numbers as "
@@ -172,7 +183,12 @@ def key_numbers(labels: dict, results: dict, runs: dict) -> None:
     measured_as = " ".join(f"**{labels[i]}**: {request_caption(i, r.measurement, 'this page')}"
                            for i, r in results.items() if r.measurement.closed_form)
     if measured_as:
-        st.caption(measured_as)
+        spans = [f"{labels[i]} at {len(r.lengths)} lengths to {r.lengths[-1]:,}" for i, r in results.items()
+                 if r.measurement.closed_form]
+        samples = sorted({r.measurement.samples for r in results.values()})
+        show.caption(Caption(f"Measured {listed(spans)}, {' or '.join(f'{n:,}' for n in samples)} sequences a length.",
+                             measured_as),
+                     "How each run was measured")
 
 
 def rules(labels: dict, results: dict, runs: dict, samples: int) -> None:
@@ -180,5 +196,5 @@ def rules(labels: dict, results: dict, runs: dict, samples: int) -> None:
     ruled = {run_id: rule_lengths(r.lengths) for run_id, r in results.items()}
     if note := next((rule_note(r.lengths, ruled[i]) for i, r in results.items() if rule_note(r.lengths, ruled[i])),
                     None):
-        st.caption(note)
+        show.caption(note, "Why not every length")
     rules_view.compare_rules(labels, runs, ruled, samples)

@@ -180,7 +180,5 @@ def test_compare_agrees_and_names_its_claims(fresh) -> None:
     check(compare_page(fresh), leads=False)
 
 
-@pytest.mark.xfail(strict=True, reason="ui/compare_view.py writes the whole caption under each chart (ui.widgets.chart); "
-                                       "its lead needs ui.captions.show.chart_captioned")
 def test_compare_leads_short(fresh) -> None:
     check(compare_page(fresh))

@@ -22,6 +22,7 @@ from lengen_core.config import RunConfig
 from lengen_core.thresholds import ACCURACY_BAR
 from ui.captions.common import (
     Caption,
+    listed,
     accuracy_points,
     chance_from,
     claims_note,
@@ -282,3 +283,10 @@ def training_caption(steps: int, seconds: float, device: str, stopped_early: boo
     if verdict is not None:
         text += f" {verdict_text(verdict, train_length)}"
     return text + " The batch accuracy is measured at the training length only: longer lengths are on Attention and Dilution."
+
+
+def masses_caption(runs: Sequence[tuple[str, Sequence[int], Sequence[float]]], rest: Sequence[str]) -> Caption:
+    """Compare's target-mass chart: the lead gives each run's p at its longest measured length (label, lengths, p);
+    `rest` (each run's `mass_caption`) follows in the expander."""
+    ends = [f"{label} {share(p[-1])} at {lengths[-1]:,}" for label, lengths, p in runs]
+    return Caption(f"Target mass p at the longest length measured: {listed(ends)}.", " ".join(rest))

@@ -47,6 +47,15 @@ class Caption(str):
         return text
 
 
+LISTED_IN_LEAD = 4  # runs a lead names one by one; the others are counted, and each is in the rest
+
+
+def listed(items: Sequence[str]) -> str:
+    """'a, b and c', or the first LISTED_IN_LEAD and 'N more'."""
+    shown = list(items[:LISTED_IN_LEAD]) + ([f"{len(items) - LISTED_IN_LEAD} more"] if len(items) > LISTED_IN_LEAD else [])
+    return shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} and {shown[-1]}"
+
+
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(*])")
 
 

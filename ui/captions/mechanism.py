@@ -13,7 +13,7 @@ from lengen_core.analysis.carrier import ALIGNMENT_MARGIN
 from lengen_core.analysis.heads import CARRIER_WEIGHT, PIN_SHARE, HeadReport
 from lengen_core.claims import expectation
 from lengen_core.models.encodings import ENCODING_CLASSES
-from ui.captions.common import Caption, claims_note, did_not_learn, percent, share
+from ui.captions.common import Caption, claims_note, did_not_learn, listed, percent, share
 
 
 def carrier_peak(values: Sequence[float], train_length: int, offset: int) -> tuple[int, float]:
@@ -21,6 +21,12 @@ def carrier_peak(values: Sequence[float], train_length: int, offset: int) -> tup
     as lengen_core.analysis.carrier measures them."""
     in_range = np.asarray(values[:train_length], dtype=np.float64)
     return int(np.argmax(in_range)), float(in_range[offset] - np.delete(in_range, offset).max())
+
+
+def is_aligned(values: Sequence[float], train_length: int, offset: int) -> bool:
+    """Does the carrier peak at k in the training range, at least ALIGNMENT_MARGIN above every other offset?"""
+    argmax, margin = carrier_peak(values, train_length, offset)
+    return argmax == offset and margin >= ALIGNMENT_MARGIN
 
 
 def alignment_caption(label: str, values: Sequence[float], train_length: int, offset: int,
@@ -37,7 +43,7 @@ def alignment_caption(label: str, values: Sequence[float], train_length: int, of
     if learned is False:
         return f"{text} (it did not learn the task)"
     if rope_softmax:
-        aligned = argmax == offset and margin >= ALIGNMENT_MARGIN
+        aligned = is_aligned(values, train_length, offset)
         return f"{text} (C5)" if aligned else f"{text}: this RoPE run's carrier is NOT aligned with k, as C5 says it is"
     return text
 
@@ -49,6 +55,13 @@ def toeplitz_baseline_text(baseline: float | None, spread: tuple[float, float] |
     if relative:
         return f"{baseline:.3f} (1 for any weights)"
     return f"{baseline:.3f}" if spread is None else f"{baseline:.3f} ({spread[0]:.3f}–{spread[1]:.3f})"
+
+
+def toeplitz_brief(label: str, trained: float, spread: tuple[float, float] | None, relative: bool) -> str:
+    """'RoPE 1.000 (by construction)', 'Learned (APE) 0.065 (untrained 0.238–0.995)': a lead's clause."""
+    if relative:
+        return f"{label} {trained:.3f} (by construction)"
+    return f"{label} {trained:.3f}" + ("" if spread is None else f" (untrained {spread[0]:.3f}–{spread[1]:.3f})")
 
 
 def toeplitz_caption(label: str, trained: float, baseline: float | None, spread: tuple[float, float] | None,
@@ -159,3 +172,13 @@ def equivariance_caption(shifts: Sequence[int], differences: Sequence[float | No
     else:
         claim = f": this {encoding} run's logits do NOT depend on {'t − u alone' if relative else 'absolute positions'}."
     return f"{text}{claim}{beyond}"
+
+
+def carriers_caption(peaks: Sequence[tuple[str, bool]], rest: str) -> Caption:
+    """Compare's carrier chart: the lead sorts the runs (label, aligned: a peak at k at least ALIGNMENT_MARGIN
+    above every other offset in range) into aligned and not; `rest` (each run's `alignment_caption`) follows."""
+    aligned = [label for label, yes in peaks if yes]
+    not_aligned = [label for label, yes in peaks if not yes]
+    parts = ([f"aligned with k (a peak at Δ = k, {ALIGNMENT_MARGIN:g} nat or more above the rest): {listed(aligned)}"]
+             if aligned else []) + ([f"not aligned: {listed(not_aligned)}"] if not_aligned else [])
+    return Caption(f"Carriers {'; '.join(parts)}.", rest)
