@@ -60,7 +60,7 @@ SELECTED = """(label) => {
     .some(b => b.textContent.trim() === label);
 }"""
 LIVE_CHART = ".st-key-live-curve .js-plotly-plot .main-svg"
-TITLES = {"Start": "lengen: why relative", "Dilution": "Accuracy against length", "Attention": "Attention beyond",
+TITLES = {"Start": "lengen: trained short", "Dilution": "Accuracy against length", "Attention": "Attention beyond",
           "Carrier": "The carrier kernel", "Compare": "Compare runs", "Transformer": "From one head to a transformer",
           "Theory": "Theory: why a relative rule", "Train": "Train a run"}
 # The pages switched to with the Learned (APE) preset selected, and the plotly charts each draws for it
@@ -140,8 +140,11 @@ def measure(repeats: int = 3, timeout_s: float = 240, train_steps: int = 400) ->
     return result
 
 
-def session(timeout_s: float = 240, train_steps: int = 400) -> dict:
-    """All four figures in one cold server and one browser session."""
+def session(timeout_s: float = 240, train_steps: int = 400, root: Path = ROOT, readme: bool = False,
+            brief: bool = False) -> dict:
+    """All four figures in one cold server and one browser session. `readme`: the server is started as the
+    README starts it, `bash scripts/run.sh` in `root` (a fresh clone: bench.newcomer); `brief`: only the start
+    and preset → Dilution are timed."""
     from playwright.sync_api import sync_playwright
 
     if not Path(CHROMIUM).exists():
@@ -149,8 +152,10 @@ def session(timeout_s: float = 240, train_steps: int = 400) -> dict:
     home = Path(tempfile.mkdtemp(prefix="lengen-bench-home-"))
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    command = [sys.executable, "-m", "streamlit", "run", "serve.py", "--server.headless", "true", "--server.port",
-               str(port), "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
+    options = ["--server.headless", "true", "--server.port", str(port), "--browser.gatherUsageStats", "false",
+               "--server.fileWatcherType", "none"]
+    command = (["bash", "scripts/run.sh", *options] if readme else
+               [sys.executable, "-m", "streamlit", "run", "serve.py", *options])
     result: dict = {}
     process = None
     try:
@@ -158,7 +163,7 @@ def session(timeout_s: float = 240, train_steps: int = 400) -> dict:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
             tab = browser.new_page(viewport={"width": 1400, "height": 2400})
             start = time.perf_counter()
-            process = subprocess.Popen(command, cwd=ROOT, env={**os.environ, "LENGEN_HOME": str(home)},
+            process = subprocess.Popen(command, cwd=root, env={**os.environ, "LENGEN_HOME": str(home)},
                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             wait_healthy(url, process, timeout_s)
             result["server_healthy_seconds"] = time.perf_counter() - start
@@ -172,6 +177,9 @@ def session(timeout_s: float = 240, train_steps: int = 400) -> dict:
             result["preset_click_seconds"] = time.perf_counter() - start
             result["dilution_open_seconds"] = switch(tab, "Dilution", DILUTION_CHARTS, timeout_s)
             result["preset_dilution_seconds"] = time.perf_counter() - start
+            if brief:
+                browser.close()
+                return result
 
             back = []  # every switch is from Dilution: back to it each time (warm)
             for page, charts in SWITCHES.items():

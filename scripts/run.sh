@@ -2,6 +2,6 @@
 # Sets up a fresh machine and starts the dashboard on http://localhost:8501 (the README's run command).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python3 -m venv .venv
-.venv/bin/python -m pip install -q --disable-pip-version-check -r requirements.txt
+source scripts/venv.sh
+ensure_venv requirements.txt  # once; a later start installs nothing (scripts/venv.sh)
 exec .venv/bin/python -m streamlit run serve.py "$@"

@@ -23,9 +23,9 @@ if [ ${#missing[@]} -gt 0 ] && command -v apt-get >/dev/null 2>&1; then
     $SUDO apt-get update -qq && $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-if [ "${LENGEN_TEST_NO_SETUP:-0}" != 1 ]; then  # 1: the venv is set up already (a rerun); skip the installs
-    python3 -m venv .venv
-    .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements.txt -r requirements-dev.txt -r requirements-ray.txt
+if [ "${LENGEN_TEST_NO_SETUP:-0}" != 1 ]; then  # 1: the venv is set up already (a rerun); skip even the check
+    source scripts/venv.sh
+    ensure_venv requirements.txt requirements-dev.txt requirements-ray.txt  # installs nothing when they are in
 fi
 
 tier="not slow"
