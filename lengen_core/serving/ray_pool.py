@@ -208,7 +208,7 @@ class RayTraining:
             self.close()  # lost: the next training makes a new one
             return None
 
-    def train(self, config, report, stop, keep, commands=list, view=lambda _: None, measuring=lambda: None):
+    def train(self, config, report, stop, keep, commands=list, view=lambda _: None):
         """As TrainingProcess.train: ("done", run id) or ("cancelled", None); ChildProcessError when the
         actor's worker is lost, TrainingFailed when the training raised."""
         ray = _ray()
@@ -242,7 +242,7 @@ class RayTraining:
                                         "saved: press Train to try again") from None
             outgoing = []
             for kind, payload in messages:
-                if (outcome := answer(kind, payload, report, view, measuring, keep, outgoing.append)) is not None:
+                if (outcome := answer(kind, payload, report, view, keep, outgoing.append)) is not None:
                     return outcome
             if ended and not messages:
                 raise ChildProcessError("the training's Ray actor ended without an answer; nothing was saved")

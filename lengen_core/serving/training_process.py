@@ -93,11 +93,9 @@ class TrainingProcess:
     def train(
         self, config: RunConfig, report: Callable[[Progress], None], stop: threading.Event, keep: Callable[[], bool],
         commands: Callable[[], list[tuple[str, int]]] = list, view: Callable[[LiveView], None] = lambda _: None,
-        measuring: Callable[[], None] = lambda: None,
     ) -> tuple[Outcome, str | None]:
         """Train `config` in the child; `commands()` hands over pause / resume / advance commands to send,
-        `view` takes each live view the child sends, `measuring()` says the trained run is being measured
-        for its first visit (`save_run`)."""
+        `view` takes each live view the child sends."""
         self.start()
         assert self._conn is not None and self._process is not None
         conn, process = self._conn, self._process
@@ -121,7 +119,7 @@ class TrainingProcess:
                     f"the training process ended unexpectedly (exit code {process.poll()}); nothing was saved"
                 ) from None
             self._asked = self._asked and kind != "speeds"
-            if (outcome := answer(kind, payload, report, view, measuring, keep, conn.send)) is not None:
+            if (outcome := answer(kind, payload, report, view, keep, conn.send)) is not None:
                 return outcome
 
     def calibrate(self, timeout: float = CALIBRATE_SECONDS) -> dict[str, float] | None:
@@ -171,17 +169,14 @@ class TrainingFailed(RuntimeError):
 
 
 def answer(kind: str, payload: Any, report: Callable[[Progress], None], view: Callable[[LiveView], None],
-           measuring: Callable[[], None], keep: Callable[[], bool],
-           reply: Callable[[tuple[str, None]], None]) -> tuple[Outcome, str | None] | None:
+           keep: Callable[[], bool], reply: Callable[[tuple[str, None]], None]) -> tuple[Outcome, str | None] | None:
     """One message of a training's protocol (`serve_training`'s, from a child process or a Ray actor): hand on
-    its progress, view or measuring; `reply` save or discard to a stopped training; the outcome once it ended
+    its progress or view; `reply` save or discard to a stopped training; the outcome once it ended
     (None before); TrainingFailed when the training raised."""
     if kind == "progress":
         report(payload)
     elif kind == "view":
         view(payload)
-    elif kind == "measuring":
-        measuring()
     elif kind == "speeds":  # a calibrate answered after its wait had given up: still this process's speed
         record(*payload)
     elif kind == "stopped":
