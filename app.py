@@ -17,7 +17,7 @@ early.wait_for_the_lab()  # serve.py imports what follows as the server starts: 
 import ui.training.pool  # after the early chart, on purpose
 from lengen_core.serving.runtime import limit_heap_growth
 from streamlit.runtime.scriptrunner_utils.exceptions import StopException
-from ui.lessons.view import LESSON, LESSON_PAGE, checked_at_start, present_style, presenting
+from ui.lessons.view import LESSON, LESSON_PAGE, back_to_lesson, checked_at_start, present_style, presenting
 from ui.state import run_sidebar
 from ui.widgets import readable_layout
 
@@ -45,11 +45,12 @@ checked_at_start()  # every lesson file is checked once, when the server starts 
 on_lessons = page.title == lessons.title  # (titles are unique; the url paths stay st.navigation's own)
 if not on_lessons and LESSON in st.query_params:  # /?lesson=NAME&step=N opens the lesson
     st.switch_page(lessons, query_params=st.query_params.to_dict())
-if on_lessons:  # a lesson picks its own runs: no run picker, and the link is the lesson's
-    if presenting():
-        present_style()
-else:
+if presenting():  # a projector: presenter mode's layout on a lesson and on the page a step opened
+    present_style()
+if not on_lessons:  # a lesson picks its own runs: no run picker, and the link is the lesson's
     run_sidebar()  # the selected run, shown and switchable on every page
+    if presenting():
+        back_to_lesson(lessons)
 try:
     page.run()
 except StopException:  # st.stop(): the page is done; a rerun or a page switch leaves its changes to the next run

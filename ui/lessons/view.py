@@ -21,6 +21,7 @@ from ui.state import plain, select_run
 LOG = logging.getLogger(__name__)
 LESSON_PAGE = "pages/lessons.py"
 LESSON, STEP, PRESENT, LOCK = "lesson", "step", "present", "lock"
+LAST_STEP_KEY = "_lesson_last_step"  # (name, title, step) of the lesson step this session showed last
 # Presenter mode: the words (text, caption, question) and the element side by side; on a step that trains, a
 # live training's four charts take more of the width.
 PRESENT_COLUMNS, TRAIN_COLUMNS = (2, 3), (3, 5)
@@ -70,7 +71,8 @@ def presenting() -> bool:
 
 
 def present_style() -> None:
-    """Presenter mode's CSS (app.py calls it on the Lessons page when the link says present=1)."""
+    """Presenter mode's CSS (app.py calls it on every page when the link says present=1: a lesson's step, and the
+    page a step's Open shows)."""
     st.html(PRESENT_CSS)
 
 
@@ -194,4 +196,16 @@ def lessons_page() -> None:
                  icon=":material/error:")
         index(lessons, [])
         return
-    show_step(lessons[name], step_number(lessons[name]))
+    number = step_number(lessons[name])
+    st.session_state[LAST_STEP_KEY] = (name, lessons[name].title, number)  # for "Back to the lesson" elsewhere
+    show_step(lessons[name], number)
+
+
+def back_to_lesson(lessons_page) -> None:
+    """In presenter mode on another page (a step's Open): a link back to the step the class left, presenter mode
+    kept; nothing when this session opened no lesson."""
+    if (last := st.session_state.get(LAST_STEP_KEY)) is None:
+        return
+    name, title, number = last
+    st.page_link(lessons_page, label=f"Back to the lesson: {title}, step {number}", icon=":material/arrow_back:",
+                 query_params={LESSON: name, STEP: str(number), PRESENT: "1"})

@@ -173,8 +173,12 @@ def train_form(base: RunConfig, shown: Collection[str] | None = None, locked: Co
             rate.number_input("Steps per second", 0.0, MAX_STEPS_PER_SECOND, step=1.0,
                               format="%.1f", key=PACE_FORM["steps_per_second"], help=PACE_HELP["steps_per_second"])
         estimate = st.empty()
-        submitted = st.button("Train", type="primary", help="Start training, or open the stored run.")
-        own = st.empty()  # under the button: when these settings are stored, what Train does and a seed of one's own
+        if shown is None:
+            submitted = st.button("Train", type="primary", help="Start training, or open the stored run.")
+            own = st.empty()  # under the button: when these settings are stored, what Train does and a seed of one's own
+        else:  # a lesson on a projector: beside the button, in one line, so the step still fits the screen
+            button, own = st.columns([1, 3], vertical_alignment="center")
+            submitted = button.button("Train", type="primary")
     kept.update({name: st.session_state[FORM[name]] for name in drawn})
     kept.update({name: st.session_state[key] for name, key in PACE_FORM.items() if key in st.session_state})
     try:
@@ -192,7 +196,7 @@ def train_form(base: RunConfig, shown: Collection[str] | None = None, locked: Co
             st.error(f"Cannot train this configuration: {plain(str(error))}")
         return None
     show_estimate(config, estimate, chosen, brief=shown is not None)
-    offer_own_run(config, own, _take_seed if "seed" in drawn and "seed" not in locked else None)
+    offer_own_run(config, own, _take_seed if "seed" in drawn and "seed" not in locked else None, compact=shown is not None)
     return Choice(config, chosen, submitted)
 
 

@@ -29,15 +29,22 @@ def untrained_seed(config: RunConfig) -> int | None:
                 None)
 
 
-def offer_own_run(config: RunConfig, where, take_seed: Callable[[int], None] | None) -> None:
+def offer_own_run(config: RunConfig, where, take_seed: Callable[[int], None] | None, compact: bool = False) -> None:
     """When `config` is stored: say in `where` that Train opens it, and, where the seed can change (`take_seed`,
     the form's callback that sets it; None when a lesson fixes or hides the seed), offer the first seed not
-    trained here in one click."""
+    trained here in one click. `compact`: one line beside the button (a lesson on a projector)."""
     if not stored(config):
         where.empty()
         return
     text = f"These settings and seed are already trained here (`{config.run_id()}`): **Train opens that run**."
     seed = untrained_seed(config) if take_seed is not None else None
+    if compact:
+        with where.container():
+            if seed is None:
+                st.caption("Already trained here: **Train opens that run**.")
+            else:
+                st.button(f"Already trained: use seed {seed:,}", key="train-new-seed", on_click=take_seed, args=(seed,))
+        return
     with where.container():
         if seed is None:
             st.info(text + (" Change a setting to train a new one." if take_seed else ""), icon=":material/inventory_2:")
