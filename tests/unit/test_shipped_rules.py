@@ -158,3 +158,11 @@ def test_the_shipped_rule_measurements_are_the_computed_ones(presets):
                 assert accuracies[0] >= horizon.threshold, (run_id, rule.label, horizon)
             if horizon.below is not None:
                 assert accuracies[-1] < horizon.threshold, (run_id, rule.label, horizon)
+
+
+def test_a_shipped_request_is_not_priced(presets, monkeypatch):
+    labels, lengths, samples = dilution_request(presets[ROPE])
+    monkeypatch.setattr(rule_runs, "check_measurement", lambda *a, **k: pytest.fail("priced, though shipped"))
+    rule_runs.price(ROPE, labels[1:], lengths, samples)
+    with pytest.raises(pytest.fail.Exception, match="priced"):  # a request not shipped is priced as before
+        rule_runs.price(ROPE, ["ntk"], lengths[:-1], samples)

@@ -32,15 +32,18 @@ from lengen_core.analysis.rules import parse_rule, under_rule
 from lengen_core.measure import Measurement, check_measurement, measure, search_predicted_horizon
 from lengen_core.serving import budget
 from lengen_core.serving.budget import check_attention_map, check_carrier
+from ui.rules.shipped import shipped_measurement
 from ui.runs import Progress, heatmap, load_run, measurement
 
 
 def price(run_id: str, labels: Sequence[str], lengths: tuple[int, ...], samples: int) -> None:
-    """Every rule's measurement at `lengths` (`ui.runs.measurement`), checked before any work (ConfigError
-    if over), as lengen_core.measure checks each before its own."""
+    """Every rule's measurement at `lengths` (`ruled_measurement`), checked before any work (ConfigError
+    if over), as lengen_core.measure checks each before its own; one shipped with a preset costs nothing
+    (`ui.rules.shipped`) and is not priced."""
     run = load_run(run_id)
     for label in labels:
-        check_measurement(run, lengths, samples, parse_rule(label), prices=budget)
+        if shipped_measurement(run, label, lengths, samples) is None:
+            check_measurement(run, lengths, samples, parse_rule(label), prices=budget)
 
 
 def ruled_measurement(run_id: str, label: str, lengths: tuple[int, ...], samples: int,
