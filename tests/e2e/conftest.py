@@ -43,7 +43,7 @@ def ray_cluster(tmp_path_factory) -> Iterator[tuple[str, dict[str, str]]]:
 
 @pytest.fixture(scope="session")
 def measuring_server() -> Iterator[str]:
-    """A server whose trainings measure their runs for the first visit before saving them, as the app's do
+    """A server whose trainings measure their runs for the first visit as they save them, as the app's do
     (the suite's own servers do not: tests/conftest.py); shared by the serial modules that time first visits."""
     with serve_checkout(env={MEASURE_ENV: "1"}) as served:
         yield served["url"]
