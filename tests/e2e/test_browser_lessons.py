@@ -118,6 +118,13 @@ def test_every_step_fits_a_projector_walked_with_next(server, browser, name) -> 
     page.close()
 
 
+CHART_PLACES = """() => [...document.querySelectorAll('[data-testid="stPlotlyChart"]')].map(chart => {
+    const keys = [];
+    for (let e = chart; e; e = e.parentElement) keys.push(...[...e.classList].filter(c => c.startsWith('st-key-')));
+    return [keys.join(' < '), Math.round(chart.getBoundingClientRect().height), chart.checkVisibility()];
+})"""
+
+
 def progress_text(page) -> str:
     return page.locator('[data-testid="stProgress"]').inner_text()
 
@@ -156,7 +163,8 @@ def pause_step_and_stop(page, title: str, shot: str) -> None:
     page.mouse.move(0, 0)  # no tooltip over the screenshot
     page.wait_for_timeout(1_000)
     charts = page.locator('[data-testid="stPlotlyChart"]')
-    assert charts.count() == 4 and all(chart.bounding_box()["height"] >= 300 for chart in charts.all())
+    assert charts.count() == 4 and all(chart.bounding_box()["height"] >= 300 for chart in charts.all()), \
+        page.evaluate(CHART_PLACES)
     page.screenshot(path=SHOTS / f"{shot}-live.png")
     off = step_off_screen(page, title, live=True)
     off += outside(page, "progress", page.locator('[data-testid="stProgress"]'))

@@ -34,8 +34,10 @@ PRESENT_CSS = """<style>
 [data-testid="stHeader"], [data-testid="stToolbar"], [data-testid="stDecoration"], [data-testid="stDownloadButton"] {
     display: none !important;
 }
-[data-testid="stMainBlockContainer"] { max-width: 100% !important; padding: 0.6rem 1.25rem 0.5rem !important; }
+[data-testid="stMainBlockContainer"] { max-width: 100% !important; padding: 0.25rem 1.25rem 0.2rem !important; }
 [data-testid="stMainBlockContainer"] [data-testid="stVerticalBlock"] { gap: 0.5rem !important; }
+.st-key-lesson-element-train-form [data-testid="stVerticalBlock"] { gap: 0.25rem !important; }  /* the live view:
+   its status, controls and two rows of 300 px charts fit 768 px */
 [data-testid="stMarkdownContainer"] p, [data-testid="stMarkdownContainer"] li, [data-testid="stExpander"] summary p,
 [data-testid="stWidgetLabel"] p, [data-testid="stNumberInputField"], [data-testid="stSelectbox"] input, button p,
 [data-testid="stMetricValue"] div, [data-testid="stProgress"] p {
