@@ -204,7 +204,8 @@ def measure(run: Run, lengths: Sequence[int], samples: int = 256, rule: Inferenc
                            config.task.vocab_size, run.verdict, {n: p.target_mass for n, p in found.items()})
     ceiling = search_ceiling(run, lengths, rule)
     if search or shipped_horizon(shipped, rule, ceiling) is not None:
-        horizon, note = search_predicted_horizon(run, rule, ceiling, shipped, prices)
+        horizon, note = search_predicted_horizon(run, rule, ceiling, shipped, prices,
+                                                 known={n: p.accuracy for n, p in found.items()})
     else:
         horizon, note = None, NOT_SEARCHED
     return Measurement(**common, reports=reports, predictions=tuple(found[n] for n in lengths) if found else (),
@@ -221,11 +222,14 @@ def _predicted_lengths(run: Run, lengths: Sequence[int]) -> list[int]:
 
 
 def search_predicted_horizon(run: Run, rule: InferenceRule, ceiling: int, shipped: Shipped | None,
-                             prices: Prices | None) -> tuple[Horizon | None, str | None]:
+                             prices: Prices | None, known: Mapping[int, float] | None = None
+                             ) -> tuple[Horizon | None, str | None]:
     """The predicted horizon and its note: `shipped`'s where it holds this search, else the search up to
     `ceiling`, priced first (over budget: none, and why), each later step priced too. `measure` calls it
     with `search`; a caller that shows the search's progress apart measures with `search=False`, then
-    calls it and puts the answer in (`dataclasses.replace`)."""
+    calls it and puts the answer in (`dataclasses.replace`). `known`: the measurement's own predicted
+    accuracies at its lengths, which a search under a rule reads instead of predicting them again
+    (lengen_core.analysis.horizon.predicted_horizon: the same horizon)."""
     if shipped_horizon(shipped, rule, ceiling) is not None:
         return shipped.horizon, None
     config = run.config
@@ -236,7 +240,7 @@ def search_predicted_horizon(run: Run, rule: InferenceRule, ceiling: int, shippe
         except ConfigError as error:
             return None, f"not computed here: {' '.join(str(error).split())}"
         afford = prices.prediction_fits(config, rule=rule)
-    reach = predicted_horizon(run.model, config, ceiling=ceiling, afford=afford, rule=rule)
+    reach = predicted_horizon(run.model, config, ceiling=ceiling, afford=afford, rule=rule, known=known)
     if not reach.resolved:
         return reach, f"bracket only: {reach.text}"
     if not rule.trivial:

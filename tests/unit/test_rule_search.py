@@ -81,3 +81,25 @@ def test_accuracies_known_under_the_rule_are_not_predicted_again(monkeypatch):
     asked.clear()
     assert predicted_horizon(run.model, run.config, ceiling=2048, rule=dynamic, known=known) == fresh
     assert asked and not set(asked) & set(doublings)
+
+
+def test_measure_hands_its_own_predictions_to_the_search_under_a_rule(monkeypatch):
+    """`measure` passes the accuracies it predicted at its lengths to the horizon's search (`known`): under a rule
+    the search predicts none of them again, and finds the horizon it finds alone."""
+    from lengen_core.analysis import horizon
+    from lengen_core.measure import measure
+
+    run = preset_store().load(ROPE)
+    rule = parse_rule("log-n")
+    lengths = [16, 32, 64, 128, 256, 512, 1024, 2048]
+    alone = predicted_horizon(run.model, run.config, ceiling=2048, rule=rule)
+    asked = []
+
+    def counted(model, config, lengths, **options):
+        asked.extend(lengths)
+        return predict(model, config, lengths, **options)
+
+    monkeypatch.setattr(horizon, "predict", counted)
+    measured = measure(run, lengths, 64, rule, search=True)
+    assert measured.predicted_horizon == alone
+    assert not set(asked) & set(lengths), asked  # its own predictions were read, not made again

@@ -56,7 +56,7 @@ def ruled_measurement(run_id: str, label: str, lengths: tuple[int, ...], samples
     progress.doing(f"evaluating and predicting {len(lengths)} lengths under {label}")
     m = _evaluated(run_id, label, lengths, samples)
     progress.doing(f"searching the predicted horizon under {label} (up to {m.horizon_ceiling:,})")
-    horizon, note = _searched(run_id, label, m.horizon_ceiling)
+    horizon, note = _searched(run_id, label, m.horizon_ceiling, tuple((p.length, p.accuracy) for p in m.predictions))
     return dataclasses.replace(m, predicted_horizon=horizon, horizon_note=note)
 
 
@@ -66,9 +66,10 @@ def _evaluated(run_id: str, label: str, lengths: tuple[int, ...], samples: int) 
 
 
 @st.cache_data(show_spinner=False, max_entries=128)
-def _searched(run_id: str, label: str, ceiling: int):
-    """The predicted horizon under the rule up to `ceiling` (`search_ceiling`: the longest length measured), and its note."""
-    return search_predicted_horizon(load_run(run_id), parse_rule(label), ceiling, None, budget)
+def _searched(run_id: str, label: str, ceiling: int, known: tuple[tuple[int, float], ...] = ()):
+    """The predicted horizon under the rule up to `ceiling` (`search_ceiling`: the longest length measured), and its
+    note; `known`: the measurement's predicted accuracies (length, accuracy), not predicted again."""
+    return search_predicted_horizon(load_run(run_id), parse_rule(label), ceiling, None, budget, known=dict(known))
 
 
 @dataclass(frozen=True)
