@@ -308,6 +308,18 @@ def first_visit_data(run_id: str) -> dict:
     return data or {}
 
 
+def await_first_visit(run_id: str) -> None:
+    """A run trained a moment ago is reported done before its first-visit numbers are stored (they are measured
+    right after, where it trained: lengen_core.serving.first_visit.save_run): a page that opens it says so while
+    they come, up to FIRST_VISIT_WAIT seconds, instead of measuring them again on the same cores."""
+    store = stores()[0]
+    if precomputed(run_id) or not store.exists(run_id) or not store.first_visit_pending(run_id):
+        return
+    with st.spinner("This run has just been trained: its numbers for the pages are being measured where it trained "
+                    "(3–4 s on an idle 2-core server); the page fills in when they are stored.", show_time=True):
+        first_visit_data(run_id)
+
+
 def shipped(run_id: str) -> Shipped | None:
     """What was measured of the run before anyone opened a page: a preset's shipped numbers
     (scripts.build_presets), or those a run trained here was saved with (lengen_core.serving.first_visit:

@@ -16,7 +16,7 @@ from ui.captions import common as captions
 from ui.charts.export import export_config
 from ui.charts.readable import readable
 from ui.presets import transformer_presets
-from ui.runs import load_run
+from ui.runs import await_first_visit, load_run
 from ui.state import plain, select_run, selected_run_id, show_view, view_option
 
 # Injected once by app.py. Metric labels and page links wrap instead of ending in "…", so none is cut; charts
@@ -162,10 +162,12 @@ def selected_run() -> Run | None:
         st.info("No run selected: pick a preset on the Start page or train one on the Train page.")
         return None
     try:
-        return load_run(run_id)
+        run = load_run(run_id)
     except StoreError as error:
         st.warning(f"The selected run cannot be opened: {error}. Pick another in the sidebar.")
         return None
+    await_first_visit(run_id)  # a run just trained: its page numbers are coming (said while they do)
+    return run
 
 
 def require_length_task(run: Run) -> None:

@@ -91,9 +91,8 @@ class JobStatus:
     drives: bool = True  # this ticket may pause, step, resume and stop it: the earliest holder (`TrainingPool.stop`)
     view: LiveView | None = None  # the carrier and an attention map at a recent step (lengen_core.analysis.watch)
     steps_per_second: float = 0.0  # its pace: at most this many steps a second (0: as fast as it trains)
-    # Always False: a run is reported done before it is measured (save_run). Kept while ui.training.live reads it;
-    # a page asks the store whether a run's numbers are coming (RunStore.first_visit_pending).
-    measuring: bool = False
+    # (no "measuring" state: a run is reported done before its first-visit numbers are measured, save_run; a page
+    # asks the store whether they are coming, RunStore.first_visit_pending, and says so: ui.runs.await_first_visit)
 
 
 @dataclass

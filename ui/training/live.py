@@ -77,7 +77,7 @@ def _live(pool: TrainingPool, drawn_waiting: bool, height: int | None = None, co
 
 
 def status_line(pool: TrainingPool, status: JobStatus) -> None:
-    """Its place in line, or its progress (paused before its first step, measuring after its last)."""
+    """Its place in line, or its progress (paused before its first step)."""
     if status.state == "queued":
         counts = pool.counts()
         running = counts["running"]
@@ -87,9 +87,6 @@ def status_line(pool: TrainingPool, status: JobStatus) -> None:
     elif status.progress is None:
         st.progress(0.0, text="Paused before its first step, the untrained model: Step or Resume" if status.paused
                     else "Starting…")
-    elif status.measuring:  # trained: measured once at the pages' default request before it is saved
-        st.progress(1.0, text=f"Trained ({status.progress.step} steps) · measuring… the evaluations, prediction, law and "
-                              "horizon that Dilution and Compare show first, so those pages open at once")
     else:
         st.progress(status.progress.step / status.progress.total_steps, text=progress_text(status))
 
