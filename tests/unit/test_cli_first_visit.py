@@ -5,9 +5,6 @@ A learned table of 128 rows keeps the default request short (lengths up to 128):
 
 from __future__ import annotations
 
-import dataclasses
-import math
-
 import pytest
 
 from lengen_core import measure as measure_module
@@ -15,6 +12,7 @@ from lengen_core.measure import measure
 from lengen_core.serving.first_visit import FIRST_VISIT_SAMPLES, MEASURE_ENV, from_dict, request_lengths
 from lengen_core.serving.store import PENDING_FILE, RunStore
 from tests.helpers.cli import ok_json, run_cli
+from tests.helpers.records import same
 
 SMALL = ("--vocab", "8", "--train-length", "8", "--offset", "3", "--encoding", "learned", "--max-positions", "128",
          "--steps", "300", "--device", "cpu")
@@ -25,20 +23,6 @@ def measured_home(tmp_path, monkeypatch):
     """An empty store of its own, with measuring on save turned on (the suite turns it off)."""
     monkeypatch.setenv("LENGEN_HOME", str(tmp_path))
     monkeypatch.setenv(MEASURE_ENV, "1")
-
-
-def same(a: object, b: object) -> bool:
-    """Two numbers records equal field by field (floats to a relative 1e-9, NaN to NaN), wall times aside."""
-    left, right = dataclasses.asdict(a), dataclasses.asdict(b)
-    left.pop("seconds", None), right.pop("seconds", None)
-    for key, x in left.items():
-        y = right[key]
-        if isinstance(x, float) and isinstance(y, float):
-            if not (math.isnan(x) and math.isnan(y)) and not math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-12):
-                return False
-        elif x != y:
-            return False
-    return True
 
 
 def test_a_run_trained_at_the_command_line_is_stored_with_its_numbers_and_measure_reads_them_back(monkeypatch):

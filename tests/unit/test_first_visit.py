@@ -37,23 +37,10 @@ from lengen_core.serving.store import FIRST_VISIT_FILE, PENDING_FILE, RunStore
 from lengen_core.serving.sweep import SweepGrid, cell_config, run_cell, sweep_seconds
 from lengen_core.serving.training_process import save_run
 from lengen_core.training import train
+from tests.helpers.records import same
 
 SMALL = with_changes(RunConfig(), vocab_size=8, train_length=8, offset=3, encoding="learned", max_positions=128,
                      steps=300)
-
-
-def same(a: object, b: object) -> bool:
-    """Two numbers records equal field by field (floats to a relative 1e-9, NaN to NaN), wall times aside."""
-    left, right = dataclasses.asdict(a), dataclasses.asdict(b)
-    left.pop("seconds", None), right.pop("seconds", None)
-    for key, x in left.items():
-        y = right[key]
-        if isinstance(x, float) and isinstance(y, float):
-            if not (math.isnan(x) and math.isnan(y)) and not math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-12):
-                return False
-        elif x != y:
-            return False
-    return True
 
 
 def done_then_measured(pool: TrainingPool, ticket: int, store: RunStore, seconds: float) -> tuple[str, bool]:
