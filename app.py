@@ -16,7 +16,6 @@ early.wait_for_the_lab()  # serve.py imports what follows as the server starts: 
 
 import ui.training.pool  # after the early chart, on purpose
 from lengen_core.serving.runtime import limit_heap_growth
-from streamlit.runtime.scriptrunner_utils.exceptions import StopException
 from ui.lessons.view import LESSON, LESSON_PAGE, back_to_lesson, checked_at_start, present_style, presenting
 from ui.state import run_sidebar
 from ui.widgets import readable_layout
@@ -52,10 +51,8 @@ if not on_lessons:  # a lesson picks its own runs: no run picker, and the link i
     if presenting():
         back_to_lesson(lessons)
 try:
-    page.run()
-except StopException:  # st.stop(): the page is done; a rerun or a page switch leaves its changes to the next run
-    write_link()
-    raise
+    page.run()  # a page that stops early writes its link first (ui.address.stop); a rerun or a page switch leaves
+    # its changes to the next run
 finally:
     early.done(plotly_early)  # the page's own charts are drawn (or it stopped): the early chart goes
 write_link()  # the run's link, in one step (ui.address)

@@ -7,6 +7,7 @@ import streamlit as st
 from lengen_core.analysis.heatmap import MAX_HEATMAP_LENGTH, Heatmap
 from lengen_core.config import ConfigError
 from lengen_core.serving.share import view_ints
+from ui.address import stop
 from ui.captions import attention as attention_captions
 from ui.captions import show
 from ui.captions.common import Caption
@@ -22,7 +23,7 @@ st.title("Attention beyond the training length")
 lead("attention")
 run = selected_run()
 if run is None:
-    st.stop()
+    stop()
 require_length_task(run)
 run_summary(run)
 
@@ -95,7 +96,7 @@ for i, length in enumerate(shown):
                              run.run_id)
 
 if (result := drawn(trace_length)) is None:
-    st.stop()
+    stop()
 left, right = st.columns(2)
 with left:
     target = trace_length - 1 - k

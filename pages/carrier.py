@@ -6,6 +6,7 @@ import streamlit as st
 from lengen_core.analysis.carrier import ALIGNMENT_MARGIN
 from lengen_core.claims import expectation
 from lengen_core.config import ConfigError
+from ui.address import stop
 from ui.analyses import CARRIER_SEARCH
 from ui.captions import readouts, show
 from ui.charts import common as charts
@@ -20,7 +21,7 @@ st.title("The carrier kernel")
 lead("carrier")
 run = selected_run()
 if run is None:
-    st.stop()
+    stop()
 run_summary(run)
 require_single_head(run)
 
@@ -40,7 +41,7 @@ try:
     result = carrier(run.run_id, search)
 except ConfigError as error:  # over this server's budget (lengen_core.serving.budget)
     refusal("No carrier here", error)
-    st.stop()
+    stop()
 trained, untrained = result.metrics, result.baseline
 
 spread = result.baseline_range

@@ -5,6 +5,7 @@ import streamlit as st
 
 from lengen_core.config import ConfigError
 from ui import compare_view
+from ui.address import stop
 from ui.analyses import comparisons
 from ui.glossary import lead
 from ui.runs import load_run
@@ -16,13 +17,13 @@ lead("compare")
 chosen, names, longest, samples = compare_view.chosen_runs()
 if not chosen:
     st.info("Pick at least one run above.")
-    st.stop()
+    stop()
 labels = {run_id: names[run_id].removeprefix("Preset: ") for run_id in chosen}
 try:
     results = comparisons(chosen, longest, samples)
 except ConfigError as error:  # a run over this server's budget at these lengths and samples (lengen_core.serving.budget)
     refusal("Cannot compare these runs here", error)
-    st.stop()
+    stop()
 runs = {run_id: load_run(run_id) for run_id in chosen}
 compare_view.overlays(labels, results, runs, samples)
 compare_view.key_numbers(labels, results, runs)

@@ -4,6 +4,7 @@ trained delays shaded apart from the unseen ones, and its attention on the sourc
 import streamlit as st
 
 from lengen_core.config import ConfigError
+from ui.address import stop
 from ui.delays import (
     SAMPLE_CHOICES,
     curve,
@@ -55,7 +56,7 @@ if run_id not in candidates:
         if chosen is not None:
             select_run(chosen)
             st.rerun()
-    st.stop()
+    stop()
 
 run = load_run(run_id)
 run_summary(run)
@@ -65,7 +66,7 @@ try:
     result = curve(run_id, samples)
 except ConfigError as error:
     refusal("Not computed for this run", error)
-    st.stop()
+    stop()
 chart(delay_figure(result), delay_caption(run, result), curve_table(result), "delays", stem=run_id)
 with st.expander("Other delay runs"):
     preset_buttons()

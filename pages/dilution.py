@@ -4,6 +4,7 @@ import streamlit as st
 
 from lengen_core.analysis.fit import LAW_TOLERANCE
 from lengen_core.config import ConfigError
+from ui.address import stop
 from ui.analyses import dilution_look_for, rule_lengths, rule_note
 from ui.captions import accuracy as accuracy_captions
 from ui.captions import prediction as prediction_captions
@@ -22,7 +23,7 @@ st.title("Accuracy against length: the dilution law")
 lead("dilution")
 run = selected_run()
 if run is None:
-    st.stop()
+    stop()
 run_summary(run)
 require_single_head(run)
 task = run.config.task
@@ -51,7 +52,7 @@ try:  # lengen_core.measure: priced whole before any work, the numbers of `evalu
     data = dilution_data(run.run_id, lengths, samples)
 except ConfigError as error:  # over this server's budget (lengen_core.serving.budget)
     refusal("Not evaluated here", error)
-    st.stop()
+    stop()
 reports, table, result, fit_table = data.reports, data.table, data.result, data.fit_table  # one measurement
 fit = result.fit
 

@@ -5,6 +5,7 @@ import pandas as pd
 import streamlit as st
 
 from lengen_core.config import ConfigError
+from ui.address import stop
 from ui.captions import accuracy as accuracy_captions
 from ui.captions import show
 from ui.charts import compare as compare_charts
@@ -73,7 +74,7 @@ with picture:  # its spinner shows where the picture will be
         reports = {label: evaluation(run_id, LENGTHS, SAMPLES) for label, run_id in single_head_presets().items()}
     except ConfigError as error:  # a server whose budgets are set below even this
         refusal("The picture is not drawn on this server", error)
-        st.stop()
+        stop()
     curves = pd.concat([
         pd.DataFrame({"run_id": single_head_presets()[label], "run": label, "length": LENGTHS, "samples": [r.samples for r in rows],
                       "accuracy": [r.accuracy for r in rows], "accuracy_low": [r.accuracy_low for r in rows],

@@ -2,6 +2,7 @@
 
 import streamlit as st
 
+from ui.address import stop
 from ui.glossary import lead
 from ui.state import linked_config
 from ui.training.form import form_base, request, show_message, train_form
@@ -13,7 +14,7 @@ base = form_base()
 st.title("Train a run")
 lead("train")
 if (pool := usable_pool()) is None:  # its cluster (LENGEN_RAY_ADDRESS) is out of reach: the page said so
-    st.stop()
+    stop()
 st.caption(f"Device in use: **{training_device_name()}**. The task: answer the token k places before the "
            "last one (C2), shift the whole sequence by k, or recall a token a delay back at a fixed length (delay-copy, "
            "selective-copy: the Delays page). Training stops early once the batch accuracy "

@@ -5,6 +5,7 @@ import pandas as pd
 import streamlit as st
 
 from lengen_core.config import ConfigError
+from ui.address import stop
 from ui.analyses import head_attention, heads, length_multiples, sequence_evaluation
 from ui.captions import accuracy as accuracy_captions
 from ui.captions import attention as attention_captions
@@ -42,7 +43,7 @@ st.markdown("A 2-layer, 2-head transformer trained on the **shift** task (every 
 run = selected_run()
 if run is None:
     transformer_preset_buttons()
-    st.stop()
+    stop()
 require_length_task(run)
 if run.config.single_head:
     st.info("The selected run is the minimal single head on the retrieval task: its pages are Attention, Carrier "
@@ -50,7 +51,7 @@ if run.config.single_head:
             "one with Layers ≥ 1 (or the shift task) on the Train page.")
     transformer_preset_buttons()
     minimal_section(run)
-    st.stop()
+    stop()
 run_summary(run)
 task, model = run.config.task, run.config.model
 L_train, k, chance = task.train_length, task.offset, 1 / task.vocab_size
@@ -60,7 +61,7 @@ try:
     reports = heads(run.run_id)
 except ConfigError as error:  # over this server's budget (lengen_core.serving.budget), say
     refusal("Not computed for this run", error)
-    st.stop()
+    stop()
 carriers = transformer_charts.carrier_table(reports)
 carrier_heads = [f"L{h.layer}H{h.head}" for h in reports if h.is_carrier]
 pinned_heads = [f"L{h.layer}H{h.head}" for h in reports if h.pinned_key is not None]
@@ -123,7 +124,7 @@ try:
     evaluated = sequence_evaluation(run.run_id, lengths, samples)
 except ConfigError as error:
     refusal("Not computed for this run", error)
-    st.stop()
+    stop()
 by_length = transformer_charts.length_table(evaluated, L_train)  # with 95% Wilson intervals and sample counts
 by_position = transformer_charts.position_table(evaluated)
 past = transformer_charts.beyond_table("Positions past training", evaluated, L_train)

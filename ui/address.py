@@ -10,6 +10,7 @@ Train with a config no one chose. So nothing here writes the address as it goes:
     drop_from_link("term")        # the same, for a parameter to remove
     in_link("step")               # the value this run will leave: its own change, else the address's
     write_link()                  # the router, when the run ends: every change at once, or nothing
+    stop()                        # a page that ends early: its link written, then st.stop()
 
 A change made in a callback (before the run) or in a run that a rerun interrupts waits for the next run's
 end; `pending()` names what is waiting, so the address's stale values of those keys are not mistaken for
@@ -27,6 +28,7 @@ the page and view it names.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NoReturn
 
 import streamlit as st
 
@@ -96,6 +98,15 @@ def write_link() -> None:
             after[name] = values
     if after != now:
         st.query_params.from_dict({key: values[0] if len(values) == 1 else values for key, values in after.items()})
+
+
+def stop() -> NoReturn:
+    """`st.stop()` with the run's link written first: once a stop is asked for, Streamlit sends no other message
+    of the run (each one raises the stop before it is sent), so the router's `write_link` at the end would be
+    lost and the address would keep a page's half-changed link. Pages and ui/ call this, never st.stop()
+    (tests/unit/test_address.py checks)."""
+    write_link()
+    st.stop()
 
 
 def remember_gestures() -> None:

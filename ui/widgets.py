@@ -12,6 +12,7 @@ from streamlit.delta_generator import DeltaGenerator
 from lengen_core.config import DELAY_TASKS
 from lengen_core.serving.store import StoreError
 from lengen_core.training import Run
+from ui.address import stop
 from ui.captions import common as captions
 from ui.charts.export import export_config
 from ui.charts.readable import readable
@@ -178,7 +179,7 @@ def require_length_task(run: Run) -> None:
     st.info(f"This run is on the {run.config.task.task} task: its context length stays {run.config.task.train_length} "
             "and what changes is the delay. Its accuracy against the delay, seen and unseen, is on the Delays page.")
     st.page_link("pages/delays.py", label="Open the Delays page", icon=":material/timer:")
-    st.stop()
+    stop()
 
 
 def require_single_head(run: Run) -> None:
@@ -191,7 +192,7 @@ def require_single_head(run: Run) -> None:
             f"{run.config.model.n_layers}-layer model on the {run.config.task.task} task: its per-head "
             "carriers and its accuracy by length are on the Transformer page.")
     st.page_link("pages/transformer.py", label="Open the Transformer page", icon=":material/hub:")
-    st.stop()
+    stop()
 
 
 def run_summary(run: Run) -> None:

@@ -34,12 +34,12 @@ def test_the_captions_say_where_the_claim_holds_and_where_it_does_not(rope_page)
     assert "At L = 16, the probe falls short of its untrained baseline" in text
     assert "This contradicts §12 (training puts absolute position" in text  # the claim named, with its words
     assert "The lengths disagree, so quote the length with §12." in text
-    assert "nothing, as relative logits must" in text  # RoPE: the shift changes nothing
+    assert "Nothing moved, as relative logits must" in text  # RoPE: the shift changes nothing
     assert "No head reads the sink" in text
 
 
 def test_a_learned_table_is_changed_by_the_shift() -> None:
     app = open_page("pages/transformer.py", preset_ids()["Transformer learned"])
     text = captions(app)
-    assert "the encoding hands the model absolute positions" in text
+    assert "The encoding hands the model absolute positions" in text
     assert "exact sums" not in text  # no per-token carriers: no exact denominator is claimed

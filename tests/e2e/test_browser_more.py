@@ -39,9 +39,9 @@ def absolute_section_is_readable(page) -> None:
     for title in ABSOLUTE_TITLES:
         assert any(shown.startswith(title) for shown, _ in drawn), (title, drawn)
     assert all(width >= 600 for _, width in drawn), drawn  # each as wide as the main column
-    text = main.inner_text()
-    assert "At L = 64, the probe beats its untrained baseline" in text
-    assert "No head reads the sink" in text and "as relative logits must" in text
+    shown, whole = main.inner_text(), main.text_content()  # the captions' leads; their rest, folded, too
+    assert "at L = 64 it beats its untrained baseline" in shown and "No head reads the sink" in shown
+    assert "At L = 64, the probe beats its untrained baseline" in whole and "as relative logits must" in whole
     assert main.locator('[data-testid="stDataFrame"]').filter(has_text="intervention").count() == 1
     problems = check_and_shoot(page, "absolute-transformer-rope")
     assert not problems, problems
