@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from tests.helpers.address import address
 from ui.lessons.files import ELEMENTS, load_lessons
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
@@ -62,6 +63,7 @@ def test_next_and_back_move_the_step_and_the_link_follows():
 def test_a_bad_step_or_an_unknown_lesson_is_a_message():
     app = open_link({"lesson": "why-rope-generalises", "step": "99"})
     assert "this lesson has steps 1 to 8; showing step 1" in texts(app) and "Step 1 of 8" in texts(app)
+    assert address(app)["step"] == ["1"]  # the address names the step shown, not step=99 (issue 40)
     app = open_link({"lesson": "no-such-lesson"})
     assert not app.exception
     assert "There is no lesson named no-such-lesson here: allowed why-rope-generalises, what-sets-the-horizon" in texts(app).replace("\\", "")
