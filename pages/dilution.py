@@ -8,8 +8,8 @@ from ui.address import stop
 from ui.analyses import dilution_look_for, rule_lengths, rule_note
 from ui.captions import accuracy as accuracy_captions
 from ui.captions import prediction as prediction_captions
-from ui.captions.common import Caption
 from ui.captions import readouts, show
+from ui.captions.common import Caption
 from ui.charts import common as charts
 from ui.glossary import lead
 from ui.presets import DILUTION_LONGEST, DILUTION_LONGEST_CHOICES, DILUTION_SAMPLES, dilution_lengths

@@ -17,8 +17,8 @@ from lengen_core.analysis.fit import DilutionFit, FitResult
 from lengen_core.analysis.sequence import SequenceReport
 from ui.captions import accuracy as accuracy_captions
 from ui.charts import common as charts
-from ui.charts import export, readable
 from ui.charts import compare as compare_charts
+from ui.charts import export, readable
 from ui.charts import transformer as transformer_charts
 from ui.theory import charts as theory_charts
 from ui.widgets import csv_name

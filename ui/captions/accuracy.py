@@ -22,7 +22,6 @@ from lengen_core.config import RunConfig
 from lengen_core.thresholds import ACCURACY_BAR
 from ui.captions.common import (
     Caption,
-    listed,
     accuracy_points,
     chance_from,
     claims_note,
@@ -30,6 +29,7 @@ from ui.captions.common import (
     extrapolation_text,
     first_length_below,
     horizon,
+    listed,
     share,
     times,
     verdict_text,

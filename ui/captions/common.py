@@ -28,7 +28,6 @@ from lengen_core.analysis.verdict import CHANCE_TOLERANCE, Verdict
 from lengen_core.claims import claim_words
 from lengen_core.thresholds import ACCURACY_BAR, ACCURACY_STEP  # "near 1": learned, and the horizon's bar; a step
 
-
 LEAD_SENTENCES = 2  # a caption's lead: what a person reads under a chart before deciding to read more
 LEAD_CHARS = 400
 

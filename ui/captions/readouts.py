@@ -18,20 +18,20 @@ from lengen_core.analysis.verdict import CHANCE_TOLERANCE, Verdict
 from lengen_core.claims import expectation
 from lengen_core.config import RunConfig
 from lengen_core.thresholds import ACCURACY_BAR, ACCURACY_STEP
-from ui.captions.regime import DilutionRegime, dilution_regime
 from ui.captions.common import (
     Caption,
     accuracy_points,
     claims_note,
-    split_lead,
     extrapolation_text,
     first_length_below,
     horizon,
     share,
+    split_lead,
     step_text,
     steps,
     times,
 )
+from ui.captions.regime import DilutionRegime, dilution_regime
 
 if TYPE_CHECKING:  # a type only: the caller has the run's model loaded
     import torch

@@ -25,7 +25,7 @@ from lengen_core.serving.jobs import OwnerBusy, QueueFull, TrainingPool
 from lengen_core.serving.ray_pool import ClusterUnreachable
 from lengen_core.serving.stepping import MAX_STEPS_PER_SECOND, MIN_STEPS_PER_SECOND, UNPACED, Pace, PaceError
 from lengen_core.serving.store import StoreError
-from ui.runs import load_run, stores
+from ui.runs import load_run
 from ui.state import linked_config, plain, select_run, selected_run_id
 from ui.training.live import MESSAGE_KEY, TICKET_KEY
 from ui.training.own_run import offer_own_run, stored
