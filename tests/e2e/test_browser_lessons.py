@@ -84,6 +84,7 @@ def test_present_opens_the_whole_link_and_its_first_step_fits_a_projector(server
     assert step_off_screen(page, lesson.steps[0].title) == []
     page.get_by_role("button", name="Next").click()
     page.get_by_role("heading", name=lesson.steps[1].title).wait_for(timeout=240_000)
+    settle(page)  # the address is written as the step's run ends (ui.address), after its heading is drawn
     assert re.search(r"[?&]step=2(&|$)", page.url) and "present=1" in page.url, page.url  # the link follows
     page.close()
 

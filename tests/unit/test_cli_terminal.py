@@ -17,7 +17,7 @@ import pytest
 from lengen_core.config import RunConfig, with_changes
 from lengen_core.serving import budget, cli
 from lengen_core.serving.budget import BUDGET_ENVS, SECONDS_ENV, TRAIN_SECONDS_ENV, BudgetError
-from lengen_core.serving.console import Console
+from lengen_core.serving.console import SAY_AFTER_SECONDS, Console
 from lengen_core.serving.store import TEMP_PREFIX, RunStore
 from lengen_core.training import Training
 from tests.helpers.cli import ok_json, run_cli, strict_json
@@ -189,7 +189,7 @@ def test_a_search_that_ends_early_fills_the_bar(monkeypatch) -> None:
     assert f"{parts}/{parts}" in stderr.getvalue().rsplit("\r", 1)[-1]
 
 
-def test_the_horizon_search_has_a_bar_of_its_own_and_the_answer_measure_gives(slow_rates) -> None:
+def test_the_horizon_search_has_a_bar_of_its_own_and_the_answer_measure_gives(slow_rates, monkeypatch) -> None:
     """`evaluate --horizon` at a terminal: the estimate line names the search, the search shows its own bar after the
     evaluation's (it reports no steps: its time against its estimate), and the horizon is the one `measure` finds
     when it searches itself. The rates are slowed so that every part is priced long enough for a bar."""
@@ -199,6 +199,13 @@ def test_the_horizon_search_has_a_bar_of_its_own_and_the_answer_measure_gives(sl
     assert trained.code == 0, trained.stderr
     run_id = RunStore().list_runs()[0].run_id
     out, stderr = io.StringIO(), Terminal()
+    search = cli.search_predicted_horizon
+
+    def searched_slowly(*args, **options):  # a tiny head's search can end before a bar is due (SAY_AFTER_SECONDS)
+        time.sleep(3 * SAY_AFTER_SECONDS)
+        return search(*args, **options)
+
+    monkeypatch.setattr(cli, "search_predicted_horizon", searched_slowly)
     assert cli.main(["evaluate", run_id, "--lengths", "16,64", "--samples", "32", "--horizon", "--json"],
                     stdout=out, stderr=stderr) == 0
     text = stderr.getvalue()
