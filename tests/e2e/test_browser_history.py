@@ -78,6 +78,7 @@ def test_back_and_forward_walk_five_pages_one_entry_each(tab) -> None:
     assert entries(tab) == counts[-1]
 
 
+@pytest.mark.slow  # a Theory tab walked back (about 20 s); quick representative: the five-page walk above
 def test_a_view_changed_is_one_entry_and_back_restores_it(tab) -> None:
     open_page(tab, "Theory")
     before = entries(tab)
@@ -95,6 +96,7 @@ def test_a_view_changed_is_one_entry_and_back_restores_it(tab) -> None:
     assert where(tab)[1].get("section", ["derivations"]) == ["derivations"]
 
 
+@pytest.mark.slow  # a lesson's step walked back (about 15 s); quick representative: the five-page walk above
 def test_a_lesson_step_is_one_entry_and_back_returns_to_it(browser, server) -> None:
     context = browser.new_context(viewport={"width": 1024, "height": 768})
     tab = context.new_page()

@@ -15,6 +15,7 @@ pytestmark = pytest.mark.e2e
 playwright = pytest.importorskip("playwright.sync_api")
 
 
+@pytest.mark.slow  # chromium, about 20 s; quick representatives: tests/app/test_train_form.py (the link, the offer)
 def test_a_reloaded_train_link_shows_its_run_and_one_click_takes_a_new_seed(browser, server) -> None:
     learned = PRESETS["Learned (APE)"]
     context = browser.new_context(viewport={"width": 1366, "height": 768})
