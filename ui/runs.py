@@ -58,6 +58,11 @@ def stores() -> list[RunStore]:
     return [RunStore(), preset_store()]
 
 
+def is_stored(run_id: str) -> bool:
+    """Is the run in the person's store or among the presets (so a page can open it)?"""
+    return any(store.exists(run_id) for store in stores())
+
+
 def stored_configs() -> dict[str, RunConfig]:
     """run id -> config of every readable stored run (presets included), newest first."""
     summaries = sorted((s for store in stores() for s in store.list_runs()), key=lambda s: s.created, reverse=True)

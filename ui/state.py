@@ -40,7 +40,7 @@ from lengen_core.serving.store import StoreError
 from ui.address import drop_from_link, in_link, pending, set_in_link
 from ui.downloads import download_url
 from ui.presets import DEFAULT_PRESET, preset_ids
-from ui.runs import load_run, run_labels, run_options, stores
+from ui.runs import is_stored, load_run, run_labels, run_options, stores
 
 RUN_KEY_STATE = "run_id"
 PICKER_KEY = "_run_picker"
@@ -106,7 +106,7 @@ def _follow_link() -> None:
         notify(f"This link cannot be opened: {error}. Nothing was changed.")
         return
     described = None if config is None else config.run_id()
-    if run_id is not None and _stored(run_id):  # the run a link names wins over the one its settings describe
+    if run_id is not None and is_stored(run_id):  # the run a link names wins over the one its settings describe
         select_run(run_id)
         return
     if config is None:
@@ -114,17 +114,13 @@ def _follow_link() -> None:
         return
     if run_id is not None and run_id != described:
         notify(f"This link names the run {run_id!r}, which is not stored here; its settings were used instead.")
-    if _stored(described):
+    if is_stored(described):
         select_run(described)
         return
     st.session_state[LINK_CONFIG_KEY] = config
     notify("This link's run is not trained here yet: the form below holds its config and seed. "
            "Press Train to train it (or change the settings first).")
     st.switch_page(TRAIN_PAGE)
-
-
-def _stored(run_id: str) -> bool:
-    return any(store.exists(run_id) for store in stores())
 
 
 def _show_in_link(params: dict[str, str | list[str]], keys: set[str]) -> None:

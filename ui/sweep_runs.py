@@ -9,7 +9,7 @@ import streamlit as st
 
 from lengen_core.config import RunConfig
 from lengen_core.serving.sweep import SweepResult, cell_config
-from ui.runs import stores
+from ui.runs import is_stored
 from ui.state import LINK_CONFIG_KEY, TRAIN_PAGE, select_run
 
 MAX_COMPARED = 6  # runs a sweep sends to the Compare page at once
@@ -21,11 +21,6 @@ def cell_configs(result: SweepResult) -> dict[str, RunConfig]:
     """run id -> config of every cell of the sweep that ran (the grid's base with the cell's settings)."""
     return {cell["run_id"]: cell_config(result.grid, settings)
             for settings, cell in zip(result.grid.cells(), result.cells, strict=True) if cell.get("run_id")}
-
-
-def is_stored(run_id: str) -> bool:
-    """Is the run in the person's store or among the presets (so a page can open it)?"""
-    return any(store.exists(run_id) for store in stores())
 
 
 def cell_label(cell: dict) -> str:

@@ -17,7 +17,7 @@ from ui.captions import accuracy as accuracy_captions
 from ui.charts import compare as compare_charts
 from ui.lessons.files import Step
 from ui.presets import PRESETS
-from ui.runs import load_run, measurement, stores
+from ui.runs import is_stored, load_run, measurement
 from ui.training.live import CLASS_RUNS_KEY
 
 MOST = 6  # the class's newest runs drawn, beside the presets: more lines than a projector's legend holds are noise
@@ -29,7 +29,7 @@ def class_runs(step: Step) -> dict[str, str]:
     labels = {label: PRESETS[label].run_id() for label in step.presets}
     task = PRESETS[step.presets[0]].task
     trained = [run_id for run_id in st.session_state.get(CLASS_RUNS_KEY, [])
-               if any(store.exists(run_id) for store in stores())]
+               if is_stored(run_id)]
     for run_id in trained[-MOST:]:
         config = load_run(run_id).config
         if config.single_head and config.task == task and run_id not in labels.values():

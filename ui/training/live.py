@@ -16,7 +16,7 @@ from lengen_core.config import RunConfig
 from lengen_core.serving.jobs import JobStatus, SharedTraining, TrainingPool
 from lengen_core.serving.ray_pool import ClusterUnreachable
 from lengen_core.serving.stepping import MAX_STEPS_PER_SECOND, PaceError
-from ui.runs import stores
+from ui.runs import is_stored
 from ui.state import select_run
 from ui.training.ending import CAPTIONS, FINAL_KEY, PRESENT_PARAM, final_frame, run_page
 from ui.training.frames import frame, live_curve, stored_training  # noqa: F401 (the Train page's, a test's)
@@ -112,7 +112,7 @@ def open_trained_run(config: RunConfig, present: bool = False) -> None:
     run_id = config.run_id()
     kept = st.session_state.get(FINAL_KEY)
     if (TICKET_KEY in st.session_state or (kept is not None and kept[0] == config)
-            or not any(store.exists(run_id) for store in stores())):
+            or not is_stored(run_id)):
         return
     page, title = run_page(config)
     if st.button(f"Open the trained run on the {title} page", icon=":material/open_in_new:", key="lesson-open-run",

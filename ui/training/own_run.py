@@ -12,14 +12,14 @@ from collections.abc import Callable
 import streamlit as st
 
 from lengen_core.config import SETTINGS, RunConfig, with_changes
-from ui.runs import stores
+from ui.runs import is_stored
 
 SEEDS_LOOKED_AT = 1_000  # how far past the form's seed a seed not trained here is looked for
 
 
 def stored(config: RunConfig) -> bool:
     """Is a run of exactly this config and seed stored here (Train would open it)?"""
-    return any(store.exists(config.run_id()) for store in stores())
+    return is_stored(config.run_id())
 
 
 def untrained_seed(config: RunConfig) -> int | None:
