@@ -330,7 +330,8 @@ async def one_session(browser, state: Class, index: int, start_at: float) -> dic
                     OWN_SHOTS.mkdir(parents=True, exist_ok=True)
                     await page.screenshot(path=OWN_SHOTS / f"stuck-{index}.png", full_page=True, timeout=30_000)
                     shown = await page.inner_text("body", timeout=10_000)
-                    state.log(index, "stuck, showing:", " ".join(shown.split())[:300])
+                    state.log(index, "stuck at", page.url, sorted(k for k in record if k != "owner"),
+                              "showing:", " ".join(shown.split())[:300])
                 raise
             record["finished"] = time.monotonic()
             record["exceptions"] = await page.locator("[data-testid='stException']").count()
@@ -628,7 +629,9 @@ def test_a_class_on_the_cluster_survives_a_replica_killed_mid_class(topology):
     out.mkdir(exist_ok=True)
     (out / "topology.json").write_text(json.dumps(report, indent=1, default=str))
 
-    assert not failures, report["failures"]
+    # what each stuck session was doing and showing (the events log and screenshots stay in artifacts/ only)
+    assert not failures, (report["failures"], [f"{at:.1f} {line}" for at, line in state.events
+                                               if "stuck" in line or "killed" in line or "moved" in line][:20])
     assert len(finished) == SESSIONS and all(r["exceptions"] == 0 for r in finished)
     # every session's run, each once, nothing half written or damaged listed
     assert sorted(listed) == sorted(expected) and len(listed) == SESSIONS, (len(listed), expected - set(listed))
