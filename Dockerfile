@@ -43,6 +43,7 @@ RUN pip install --index-url "https://download.pytorch.org/whl/${TORCH_VARIANT}" 
 COPY .streamlit/ .streamlit/
 COPY app.py serve.py ./
 COPY lengen_core/ lengen_core/
+COPY lengen/ lengen/
 COPY ui/ ui/
 COPY pages/ pages/
 COPY assets/ assets/

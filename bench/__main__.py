@@ -188,12 +188,12 @@ def _peer(settings: Settings, encoding: str, parts: set[str], width: int, evalua
 
 def _issue_evaluation(settings: Settings) -> dict:
     """Issue 28's evaluation, `issue_length` × `samples`: the core's `evaluate` (bench.probe) and the command a
-    person types (`python -m lengen_core evaluate RUN ...`), each in fresh processes, taking turns, on one run
-    made by `python -m lengen_core train` (RoPE, the first width) in a temporary store."""
+    person types (`python -m lengen evaluate RUN ...`), each in fresh processes, taking turns, on one run
+    made by `python -m lengen train` (RoPE, the first width) in a temporary store."""
     config = lengen.bench_config("rope", settings.steps, seed=0, d_model=settings.widths[0])
     home = Path(tempfile.mkdtemp(prefix="lengen-bench-store-"))
     try:
-        log("evaluation: a run made by `python -m lengen_core train` in a temporary store")
+        log("evaluation: a run made by `python -m lengen train` in a temporary store")
         try:
             run_id = lengen.cli_train(home, config, settings.threads)
         except (RuntimeError, subprocess.TimeoutExpired, ValueError, KeyError) as error:

@@ -190,7 +190,7 @@ def session(timeout_s: float = 240, train_steps: int = 400, root: Path = ROOT, r
                 back.append(switch(tab, "Dilution", DILUTION_CHARTS, timeout_s))
             result["switch_dilution_warm_seconds"] = statistics.median(back)
             # Train last: its first visit made the server's first optimizer until the training process timed the
-            # speed its estimate reads (lengen_core.serving.calibration)
+            # speed its estimate reads (lengen.calibration)
             result["switch_train_cold_seconds"] = switch(tab, "Train", 0, timeout_s)
             result["page_switch_seconds"] = max([result[f"switch_{page.lower()}_cold_seconds"] for page in (*SWITCHES, "Train")]
                                                 + [result[f"theory_tab_{name}_seconds"] for name in THEORY_TABS])

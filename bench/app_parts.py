@@ -13,10 +13,10 @@ time alone, in CPU seconds beside wall seconds (CPU seconds move less with the m
    each page's first visit with that run selected and Dilution again after each: the server's share of
    `app_bench`'s figures. The training process is not started here (its warm-up is part 3), so nothing
    else of the app runs beside them.
-3. `child`: what the training process does before it can serve a Train click (lengen_core.serving.
+3. `child`: what the training process does before it can serve a Train click (lengen.
    training_process): its imports, then its throwaway warm-up step, and how much of that step is
    `torch._dynamo`'s import (the first `torch.optim` optimizer of a process imports it), then the
-   reference runs it times for the Train page's estimate (lengen_core.serving.calibration).
+   reference runs it times for the Train page's estimate (lengen.calibration).
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ CHILD = """
 import json, sys, time
 t, c = time.perf_counter(), time.process_time()
 import torch
-from lengen_core.serving.training_process import serve_child  # noqa: F401 — what the child imports
+from lengen.training_process import serve_child  # noqa: F401 — what the child imports
 from lengen_core.config import RunConfig, with_changes
 from lengen_core.training import Training
 torch.set_num_threads(1)
@@ -84,7 +84,7 @@ import torch._dynamo  # what the warm-up step's optimizer imports (torch._compil
 t2, c2 = time.perf_counter(), time.process_time()
 Training(with_changes(RunConfig(), d_model=8, train_length=8, batch_size=2), "cpu").step()  # the child's warm-up
 t3, c3 = time.perf_counter(), time.process_time()
-from lengen_core.serving.calibration import measure_references
+from lengen.calibration import measure_references
 measure_references("cpu")  # the reference runs the Train page's estimate reads, timed here after the warm-up
 t4, c4 = time.perf_counter(), time.process_time()
 print(json.dumps({"imports": {"wall": t1 - t, "cpu": c1 - c}, "dynamo already imported": dynamo,

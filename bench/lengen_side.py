@@ -174,8 +174,8 @@ def cli_flags(config: RunConfig) -> list[str]:
 
 
 def cli_train(home: Path, config: RunConfig, threads: int, timeout: float = 900) -> str:
-    """`python -m lengen_core train` of `config` into the store at `home`, as a person makes a run; its run id."""
-    done = subprocess.run([sys.executable, "-m", "lengen_core", "train", *cli_flags(config), "--json"], cwd=ROOT, capture_output=True,
+    """`python -m lengen train` of `config` into the store at `home`, as a person makes a run; its run id."""
+    done = subprocess.run([sys.executable, "-m", "lengen", "train", *cli_flags(config), "--json"], cwd=ROOT, capture_output=True,
                           text=True, timeout=timeout, env={**python_env(threads), "LENGEN_HOME": str(home)}, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"lengen train failed (exit {done.returncode}): {done.stderr.strip()[-800:]}")
@@ -183,10 +183,10 @@ def cli_train(home: Path, config: RunConfig, threads: int, timeout: float = 900)
 
 
 def timed_command(arguments: Sequence[str], home: Path, threads: int, timeout: float = 900) -> dict:
-    """`python -m lengen_core ARGUMENTS` in a fresh process with LENGEN_HOME=`home`: wall seconds from launch to
+    """`python -m lengen ARGUMENTS` in a fresh process with LENGEN_HOME=`home`: wall seconds from launch to
     exit (the interpreter's start and the imports included), the process's peak memory (its own `ru_maxrss`,
     from wait4), its exit status and output."""
-    command = [sys.executable, "-m", "lengen_core", *arguments]
+    command = [sys.executable, "-m", "lengen", *arguments]
     env = {**python_env(threads), "LENGEN_HOME": str(home)}
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         start = time.perf_counter()
@@ -206,7 +206,7 @@ def timed_command(arguments: Sequence[str], home: Path, threads: int, timeout: f
 
 
 def cli_evaluate(home: Path, run_id: str, length: int, samples: int, threads: int, timeout: float = 900) -> dict:
-    """`python -m lengen_core evaluate RUN --lengths L --samples S --json`, as typed at a terminal (`timed_command`)."""
+    """`python -m lengen evaluate RUN --lengths L --samples S --json`, as typed at a terminal (`timed_command`)."""
     done = timed_command(["evaluate", run_id, "--lengths", str(length), "--samples", str(samples), "--json"], home,
                          threads, timeout)
     if done["returncode"] != 0:
@@ -220,7 +220,7 @@ def cli_evaluate(home: Path, run_id: str, length: int, samples: int, threads: in
 
 
 def cli_startup(home: Path, threads: int) -> dict:
-    """What any command pays before its work: `python -m lengen_core runs --json` on a store of one run."""
+    """What any command pays before its work: `python -m lengen runs --json` on a store of one run."""
     done = timed_command(["runs", "--json"], home, threads, timeout=300)
     if done["returncode"] != 0:
         return {"error": f"exit {done['returncode']}: {done['stderr'].strip()[-800:]}"}

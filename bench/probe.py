@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.run:
-        from lengen_core.serving.store import RunStore
+        from lengen.store import RunStore
 
         run = RunStore(args.home).load(args.run)
         model, config = run.model, run.config

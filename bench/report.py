@@ -131,9 +131,9 @@ def render(results: dict) -> str:
         else:
             rows = []
             for label, part in (("core `evaluate` (bench.probe: the call alone)", issue["core"]),
-                                ("`python -m lengen_core evaluate RUN --lengths … --samples … --json`: launch to exit",
+                                ("`python -m lengen evaluate RUN --lengths … --samples … --json`: launch to exit",
                                  issue["command"]),
-                                ("`python -m lengen_core runs --json`: any command's start", issue["command_startup"])):
+                                ("`python -m lengen runs --json`: any command's start", issue["command_startup"])):
                 if "error" in part:
                     rows.append([label, "error: " + part["error"][:120], "", "", ""])
                     continue
@@ -145,7 +145,7 @@ def render(results: dict) -> str:
             if "error" not in command:
                 out += [f"The command's predicted horizon: {command.get('predicted_horizon')}"
                         + (f" ({command['predicted_horizon_note']})" if command.get("predicted_horizon_note") else "")
-                        + f"; the run: `{issue['run_id']}`, made by `python -m lengen_core train`.", ""]
+                        + f"; the run: `{issue['run_id']}`, made by `python -m lengen train`.", ""]
 
     if results.get("evaluation_long"):
         out += ["## Evaluation at long lengths (lengen alone, RoPE, fresh process per length)", ""]

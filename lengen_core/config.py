@@ -142,7 +142,7 @@ _SETTINGS = {
 # not always today's default: qk_init's default became 0.1 with the recipe (docs/horizon.md).
 _ADDED_LATER = {"task": {"delays": ""}, "train": {"init": "random", "continues": ""}, "model": {"qk_init": 1.0}}
 # The defaults before the recipe (d_model 128, qk_init 0.1) became the default, for what was written then:
-# a link without qk_init (every link written since carries it; lengen_core.serving.share).
+# a link without qk_init (every link written since carries it; lengen.share).
 LEGACY_DEFAULTS = {"model": {"d_model": 64, "qk_init": 1.0}}
 
 

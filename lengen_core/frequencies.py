@@ -4,7 +4,7 @@ the constructed head itself (lengen_core.models.construct). It imports nothing o
 each of them imports it at the top.
 
 torch is imported on use, not at the top: lengen_core.config reads this module and stays free of
-torch, so the server's first imports (serve.py, lengen_core.serving.runtime) stay light.
+torch, so the server's first imports (serve.py, lengen.runtime) stay light.
 """
 
 from __future__ import annotations

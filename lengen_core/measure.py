@@ -32,9 +32,9 @@ seed, rule) every reader shows the same numbers. One policy for each point on wh
 - Transformers and the shift task (not `config.single_head`) are read by forward passes, one length at
   a time under the rule (lengen_core.analysis.sequence): no closed-form prediction, no law, no horizon.
 
-With `prices` (a server's budgets: the command line, a sweep and the app pass lengen_core.serving.budget,
+With `prices` (a server's budgets: the command line, a sweep and the app pass lengen.budget,
 which the science never imports) every cost is checked before the work it prices starts; a horizon
-search over budget is left out with a note, not refused, since the rest of the answer stands without it. `Shipped` hands in what was measured of the run earlier by these same calls (lengen_core.serving.first_visit:
+search over budget is left out with a note, not refused, since the rest of the answer stands without it. `Shipped` hands in what was measured of the run earlier by these same calls (lengen.first_visit:
 a preset's shipped numbers, or those a run trained in the app was saved with), so a first visit to the
 app computes none of it again.
 """
@@ -63,7 +63,7 @@ NOT_SEARCHED = "not searched: not asked for, and not stored with the run"
 
 
 class Prices(Protocol):
-    """A server's budgets, as lengen_core.serving.budget (the module itself) gives them: each check raises a
+    """A server's budgets, as lengen.budget (the module itself) gives them: each check raises a
     ConfigError naming the limit and what to change when the work is over it."""
 
     def check_single_head_evaluation(self, config: RunConfig, lengths: Sequence[int], samples: int) -> object: ...
@@ -80,7 +80,7 @@ class Prices(Protocol):
 @dataclass(frozen=True)
 class Shipped:
     """Numbers these same calls computed earlier for one run, as trained at EVALUATION_SEED (a preset
-    ships them, a run trained in the app is saved with them: lengen_core.serving.first_visit). `measure` takes a piece instead of computing it only where it
+    ships them, a run trained in the app is saved with them: lengen.first_visit). `measure` takes a piece instead of computing it only where it
     answers exactly the question asked."""
 
     evaluations: Mapping[int, Mapping[int, LengthReport]] = field(default_factory=dict)  # samples -> length -> report

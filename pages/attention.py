@@ -6,7 +6,7 @@ import streamlit as st
 
 from lengen_core.analysis.heatmap import MAX_HEATMAP_LENGTH, Heatmap
 from lengen_core.config import ConfigError
-from lengen_core.serving.share import view_ints
+from lengen.share import view_ints
 from ui.address import stop
 from ui.captions import attention as attention_captions
 from ui.captions import show

@@ -39,7 +39,7 @@ else:  # a measured carrier has no near-recurrence search: no slider that would 
 show_view("search", str(search) if analytic else None)
 try:
     result = carrier(run.run_id, search)
-except ConfigError as error:  # over this server's budget (lengen_core.serving.budget)
+except ConfigError as error:  # over this server's budget (lengen.budget)
     refusal("No carrier here", error)
     stop()
 trained, untrained = result.metrics, result.baseline

@@ -21,7 +21,7 @@ if not chosen:
 labels = {run_id: names[run_id].removeprefix("Preset: ") for run_id in chosen}
 try:
     results = comparisons(chosen, longest, samples)
-except ConfigError as error:  # a run over this server's budget at these lengths and samples (lengen_core.serving.budget)
+except ConfigError as error:  # a run over this server's budget at these lengths and samples (lengen.budget)
     refusal("Cannot compare these runs here", error)
     stop()
 runs = {run_id: load_run(run_id) for run_id in chosen}

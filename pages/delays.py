@@ -72,7 +72,7 @@ with st.expander("Other delay runs"):
     preset_buttons()
 
 st.subheader("Data diversity: how many delays training saw")
-st.markdown("A sweep over the training delays (the sweep machinery's delay-set axis: `python -m lengen_core sweep "
+st.markdown("A sweep over the training delays (the sweep machinery's delay-set axis: `python -m lengen sweep "
             "--delay-sets '2;2-4;2-8;2-16' --set task=delay-copy …`), shipped with the lab: does a head that saw more "
             "delays carry to the ones it did not?")
 diversity = preset_diversity()
@@ -86,5 +86,5 @@ else:
     st.caption("Run a diversity sweep of your own (other encodings, delay sets, seeds or the selective-copy task) on "
                "the Sweeps page: choose the task delay-copy or selective-copy there.")
 transfer_section(run)
-st.caption("The same measurement from the command line, with A trained first: `python -m lengen_core transfer --task "
+st.caption("The same measurement from the command line, with A trained first: `python -m lengen transfer --task "
            "delay-copy --delays 9-16 --before 2-8 --train-length 32 --d-model 64` (docs/cli.md).")

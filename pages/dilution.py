@@ -50,7 +50,7 @@ short_of_longest = readouts.longest_note(task.train_length, longest, wanted, len
 
 try:  # lengen_core.measure: priced whole before any work, the numbers of `evaluate` on the command line
     data = dilution_data(run.run_id, lengths, samples)
-except ConfigError as error:  # over this server's budget (lengen_core.serving.budget)
+except ConfigError as error:  # over this server's budget (lengen.budget)
     refusal("Not evaluated here", error)
     stop()
 reports, table, result, fit_table = data.reports, data.table, data.result, data.fit_table  # one measurement

@@ -58,7 +58,7 @@ def optimisation_experiment() -> None:
     st.markdown(r"A learned table can hold the carrier: rows $P_t = (\cos\omega_j t, \sin\omega_j t)_j$ at RoPE's "
                 r"frequencies, a query that turns each pair back by $\omega_j k$ and position-only keys give the logit "
                 r"$A\sum_j\cos(\omega_j(t-u-k))$, largest at $u = t-k$ at every length the table has "
-                r"(`python -m lengen_core construct`). Below: that head, the Learned (APE) preset trained from a random "
+                r"(`python -m lengen construct`). Below: that head, the Learned (APE) preset trained from a random "
                 r"start with the same config, the gradient its training gives each row, and training started from the "
                 r"built head.")
     optimisation.reach()

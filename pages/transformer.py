@@ -59,7 +59,7 @@ learned = None if run.verdict is None else run.verdict.learned
 
 try:
     reports = heads(run.run_id)
-except ConfigError as error:  # over this server's budget (lengen_core.serving.budget), say
+except ConfigError as error:  # over this server's budget (lengen.budget), say
     refusal("Not computed for this run", error)
     stop()
 carriers = transformer_charts.carrier_table(reports)

@@ -1,7 +1,7 @@
 """Train the preset runs and write them into `assets/presets/`: `python -m scripts.build_presets [--force]`;
 then what their first visits compute (`--precompute`): the Start page's evaluations and the default
 request of Dilution and Compare, measured by the function that measures a run trained in the app before it
-is saved (lengen_core.serving.first_visit), into
+is saved (lengen.first_visit), into
 `assets/presets/precomputed/<run id>.json` (read by ui.runs instead of computing them again); and the
 Theory page's optimisation experiment (C1, ui.theory.gradients): the constructed head's evaluations (in
 `precomputed/<its run id>.json`) and its two trainings, traced (`precomputed/traces/<run id>-every<N>.json`,
@@ -11,7 +11,7 @@ read by ui.presets.shipped_trace). `--sweep`: the Sweeps page's preset sweep (ui
 (ui.presets.DIVERSITY_GRID, its cells only). `--carriers`: only the stored carriers of the
 presets' first-visit files, extracted again (the rest of each file kept as it is). `--rules`: only the measurements
 under inference rules that the lessons' rules steps and the Dilution page's defaults ask of the single-head presets
-(ui.rules.shipped), into `assets/presets/precomputed/rules/<run id>.json` (lengen_core.serving.shipped_rules)."""
+(ui.rules.shipped), into `assets/presets/precomputed/rules/<run id>.json` (lengen.shipped_rules)."""
 
 from __future__ import annotations
 
@@ -25,14 +25,14 @@ from lengen_core.config import ConfigError
 from lengen_core.measure import Shipped
 from lengen_core.models.initial import initial_model
 from lengen_core.optimisation import trace_training
-from lengen_core.serving.first_visit import (
+from lengen.first_visit import (
     FIRST_VISIT_CARRIER_SEARCH,
     allowed,
     carrier_to_dict,
     first_visit_data,
     to_dict,
 )
-from lengen_core.serving.store import RunStore, preset_store
+from lengen.store import RunStore, preset_store
 from lengen_core.training import train
 from ui.presets import (
     DELAY_PRESETS,
@@ -54,7 +54,7 @@ from ui.presets import (
 
 def precompute(run_id: str) -> dict:
     """What a first visit to Start, Dilution and Compare asks of this preset: the default request measured
-    as a run trained in the app is before it is saved (lengen_core.serving.first_visit.first_visit: the
+    as a run trained in the app is before it is saved (lengen.first_visit.first_visit: the
     evaluations, predictions, predicted horizon, law and carrier), and the Start page's evaluations."""
     run = preset_store().load(run_id)
     data = first_visit_data(run) or to_dict(Shipped())
@@ -67,10 +67,10 @@ def precompute(run_id: str) -> dict:
 
 def refit(run_id: str) -> bool:
     """Only the law of a preset's precomputed file, fitted anew from the file's own evaluations and predictions
-    (what `measure` does when a stored law is stale: lengen_core.serving.first_visit.from_dict); True when
+    (what `measure` does when a stored law is stale: lengen.first_visit.from_dict); True when
     the file changed. Cheap: no evaluation, prediction or horizon is computed again."""
     from lengen_core.measure import measure
-    from lengen_core.serving.first_visit import FIRST_VISIT_SAMPLES, from_dict, request_lengths
+    from lengen.first_visit import FIRST_VISIT_SAMPLES, from_dict, request_lengths
 
     path = PRECOMPUTED / f"{run_id}.json"
     data = json.loads(path.read_text())
@@ -106,14 +106,14 @@ def refresh_carriers() -> None:
 def precompute_rules() -> None:
     """Each single-head preset measured under the rules of every request of ui.rules.shipped, by the call the app
     makes for them (ui.runs.measurement: the preset's first-visit numbers handed in, this server's default
-    budgets), shipped (lengen_core.serving.shipped_rules)."""
+    budgets), shipped (lengen.shipped_rules)."""
     import time
 
     from lengen_core.analysis.rules import parse_rule
     from lengen_core.measure import measure
-    from lengen_core.serving import budget
-    from lengen_core.serving.first_visit import from_dict
-    from lengen_core.serving.shipped_rules import request_key, ship_rules
+    from lengen import budget
+    from lengen.first_visit import from_dict
+    from lengen.shipped_rules import request_key, ship_rules
     from ui.presets import precomputed
     from ui.rules.shipped import dilution_request, lesson_requests
 
@@ -155,7 +155,7 @@ def build_sweep(grid=None) -> None:
     import tempfile
     from pathlib import Path
 
-    from lengen_core.serving.sweep import run_sweep, sweep_dir
+    from lengen.sweep import run_sweep, sweep_dir
     from ui.sweep_panels import PRESET_GRID
 
     with tempfile.TemporaryDirectory() as scratch:
@@ -228,9 +228,9 @@ def main() -> None:
 
 def build_absolute() -> None:
     """The Transformer page's absolute-position analysis of each transformer preset, at each probe length the
-    run allows, with the default samples: what its first visit would compute (lengen_core.serving.shipped_absolute)."""
+    run allows, with the default samples: what its first visit would compute (lengen.shipped_absolute)."""
     from lengen_core.analysis.absolute import PROBE_SAMPLES, analyse_absolute_position
-    from lengen_core.serving.shipped_absolute import ship_absolute
+    from lengen.shipped_absolute import ship_absolute
     from ui.transformer.absolute import PROBE_MULTIPLES
 
     store = RunStore(root=PRESET_ROOT)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-from lengen_core.serving.runtime import limit_heap_growth
+from lengen.runtime import limit_heap_growth
 
 # Hypothesis profiles, chosen by HYPOTHESIS_PROFILE (default `ci`; `thorough` on demand). `ci` is
 # Hypothesis's own CI profile (derandomized, so a run is reproducible; no deadline, which a loaded
@@ -24,10 +24,10 @@ from lengen_core.serving.runtime import limit_heap_growth
 settings.register_profile("ci", settings.get_profile("ci"), max_examples=100)
 settings.register_profile("thorough", settings.get_profile("default"), max_examples=2_000)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
-limit_heap_growth()  # as the app, its training children and the command line do (lengen_core.serving.runtime)
+limit_heap_growth()  # as the app, its training children and the command line do (lengen.runtime)
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 # The many throwaway trainings of the suite are saved without their first-visit numbers (about 45 s of
-# two cores for a default run: lengen_core.serving.first_visit); the tests of those numbers turn it on.
+# two cores for a default run: lengen.first_visit); the tests of those numbers turn it on.
 os.environ.setdefault("LENGEN_MEASURE_ON_SAVE", "0")  # deterministic CUDA matmuls in the gpu tests, as the app sets
 
 

@@ -26,13 +26,13 @@ from lengen_core.analysis.sequence import MAX_SEQUENCE_LENGTH, SequenceReport, e
 from lengen_core.claims import expectation
 from lengen_core.config import ConfigError
 from lengen_core.measure import Measurement
-from lengen_core.serving.budget import (
+from lengen.budget import (
     check_attention_map,
     check_carrier,
     check_head_analysis,
     check_sequence_evaluation,
 )
-from lengen_core.serving.first_visit import FIRST_VISIT_CARRIER_SEARCH
+from lengen.first_visit import FIRST_VISIT_CARRIER_SEARCH
 from lengen_core.training import Run
 from ui.captions import readouts
 from ui.captions.common import Caption, steps
@@ -105,7 +105,7 @@ def rule_note(lengths: Sequence[int], ruled: Sequence[int]) -> Caption | None:
         f"{len(lengths)}; {', '.join(f'{n:,}' for n in left)} left out).",
         "Each rule is an evaluation and a sweep over the keys at every length, and the longest lengths hold most of "
         "the tokens. Their 'none' row is the run measured at those lengths, so its m_out is fitted to them, not to "
-        "the lengths above. Any length under a rule: `python -m lengen_core evaluate RUN_ID --lengths … --rule NAME` "
+        "the lengths above. Any length under a rule: `python -m lengen evaluate RUN_ID --lengths … --rule NAME` "
         "(docs/cli.md).")
 
 

@@ -13,8 +13,8 @@ from plotly.subplots import make_subplots
 from lengen_core.analysis.delays import DELAY_SAMPLES, DELAY_SEED, DelayCurve, delay_curve
 from lengen_core.claims import DELAY_CLAIM, DELAY_OUTCOME_WORDS, delay_expectation, delay_outcome
 from lengen_core.config import DELAY_TASKS, ConfigError, format_delays, with_changes
-from lengen_core.serving.budget import check_transfer
-from lengen_core.serving.sweep import SweepResult, cell_config, stored_sweep
+from lengen.budget import check_transfer
+from lengen.sweep import SweepResult, cell_config, stored_sweep
 from lengen_core.thresholds import ACCURACY_BAR
 from lengen_core.training import Run
 from lengen_core.transfer import TRANSFER_PATIENCE, TRANSFER_PHASES, Transfer, transfer_from

@@ -46,8 +46,8 @@ def _download(request) -> Any:
     # Imported here: the server answers its health check before torch is loaded.
     from starlette.responses import PlainTextResponse, StreamingResponse
 
-    from lengen_core.serving.share import run_archive_chunks
-    from lengen_core.serving.store import StoreError, check_run_id
+    from lengen.share import run_archive_chunks
+    from lengen.store import StoreError, check_run_id
     from ui.runs import stores
 
     run_id = request.path_params["run_id"]

@@ -29,7 +29,7 @@ from streamlit.delta_generator import DeltaGenerator
 # fetches it elsewhere (a page's `:material/...:` icon would make the favicon a link to fonts.gstatic.com)
 FAVICON = Path(__file__).resolve().parent.parent / "assets" / "favicon.svg"
 # The router's modules (app.py), and through them torch, pandas and every page's analyses
-LAB_MODULES = ("ui.training.pool", "lengen_core.serving.runtime", "ui.lessons.view", "ui.state", "ui.widgets",
+LAB_MODULES = ("ui.training.pool", "lengen.runtime", "ui.lessons.view", "ui.state", "ui.widgets",
                "ui.runs")
 _importing: threading.Thread | None = None
 _chart_ready = threading.Event()  # the import thread has imported what a chart needs (pandas, plotly.io)

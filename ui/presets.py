@@ -13,11 +13,11 @@ from pathlib import Path
 from lengen_core.analysis.evaluate import doublings
 from lengen_core.config import RunConfig, with_changes
 from lengen_core.optimisation import TrainingTrace
-from lengen_core.serving import store
-from lengen_core.serving.first_visit import FIRST_VISIT_LONGEST, FIRST_VISIT_SAMPLES, ladder
-from lengen_core.serving.sweep import SweepGrid
+from lengen import store
+from lengen.first_visit import FIRST_VISIT_LONGEST, FIRST_VISIT_SAMPLES, ladder
+from lengen.sweep import SweepGrid
 
-PRESET_ROOT = store.PRESET_ROOT  # the read-only store of the presets (lengen_core.serving.store.preset_store)
+PRESET_ROOT = store.PRESET_ROOT  # the read-only store of the presets (lengen.store.preset_store)
 SCIENCE_DOCUMENT = Path(__file__).resolve().parent.parent / "docs" / "science.md"
 
 
@@ -83,7 +83,7 @@ DILUTION_LONGEST_CHOICES = doublings(1 << 6, 15)  # the Dilution page's: 64 … 
 SWEEP_LONGEST_CHOICES = doublings(1 << 8, 9)  # the Sweeps page's: 256 … 65,536
 CARRIER_SEARCHES = doublings(1 << 10, 11)  # the Carrier page's near-recurrence search: 1,024 … 2^20
 # The Dilution page's and Compare's default view: the one default request, defined in the core because the
-# training side measures it before a run is saved (lengen_core.serving.first_visit)
+# training side measures it before a run is saved (lengen.first_visit)
 DILUTION_LONGEST, DILUTION_SAMPLES = FIRST_VISIT_LONGEST, FIRST_VISIT_SAMPLES
 
 # The Theory page's optimisation experiment (C1, ui.theory.gradients), on the Learned (APE) preset's config: the
@@ -101,13 +101,13 @@ OPTIMISATION_TRACES = ((OPTIMISATION_START, GRADIENT_EVERY), (OPTIMISATION_DRIFT
 
 def dilution_lengths(config: RunConfig, longest: int = DILUTION_LONGEST) -> tuple[int, ...]:
     """The Dilution page's lengths: k + 1, then the training length doubled, up to `longest`
-    (lengen_core.serving.first_visit.ladder, the default request's)."""
+    (lengen.first_visit.ladder, the default request's)."""
     return ladder(config, longest)
 
 
 @functools.cache
 def precomputed(run_id: str) -> dict:
-    """A preset's shipped results (lengen_core.serving.first_visit.to_dict's form): {"evaluations": {samples:
+    """A preset's shipped results (lengen.first_visit.to_dict's form): {"evaluations": {samples:
     {length: LengthReport fields}}, "predictions": {length: Prediction fields}, "horizon": …}; empty for
     any other run or a missing file."""
     path = PRECOMPUTED / f"{run_id}.json"

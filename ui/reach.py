@@ -8,8 +8,8 @@ import streamlit as st
 from lengen_core.analysis.horizon import Horizon
 from lengen_core.config import ConfigError
 from lengen_core.measure import Measurement
-from lengen_core.serving.lineage import continuation
-from lengen_core.serving.share import config_to_query
+from lengen.lineage import continuation
+from lengen.share import config_to_query
 from lengen_core.thresholds import ACCURACY_BAR
 from lengen_core.training import Run
 from ui.captions import show

@@ -33,9 +33,9 @@ from lengen_core.analysis.heatmap import Heatmap, attention_heatmap
 from lengen_core.analysis.rules import parse_rule
 from lengen_core.config import DELAY_TASKS, SETTINGS, RunConfig
 from lengen_core.measure import Measurement, Shipped, measure
-from lengen_core.serving import budget
-from lengen_core.serving.budget import check_attention_map, check_carrier, check_single_head_evaluation
-from lengen_core.serving.first_visit import (
+from lengen import budget
+from lengen.budget import check_attention_map, check_carrier, check_single_head_evaluation
+from lengen.first_visit import (
     FIRST_VISIT_LONGEST,
     FIRST_VISIT_SAMPLES,
     allowed,
@@ -43,8 +43,8 @@ from lengen_core.serving.first_visit import (
     from_dict,
     request_lengths,
 )
-from lengen_core.serving.runtime import DEVICE_ENV, device_setting
-from lengen_core.serving.store import RunStore, StoreError, preset_store
+from lengen.runtime import DEVICE_ENV, device_setting
+from lengen.store import RunStore, StoreError, preset_store
 from lengen_core.training import Run, resolve_device
 from ui.presets import precomputed, preset_ids
 
@@ -297,7 +297,7 @@ def _evaluation_at(run_id: str, length: int, samples: int) -> LengthReport:
 
 def first_visit_data(run_id: str) -> dict:
     """What was measured of the run before anyone opened a page, as stored: a preset's shipped file
-    (scripts.build_presets) or the numbers a run trained here was saved with (lengen_core.serving.first_visit);
+    (scripts.build_presets) or the numbers a run trained here was saved with (lengen.first_visit);
     {} for neither. A run whose numbers are being measured where it trained (it is reported done first) is
     waited for, up to FIRST_VISIT_WAIT seconds, rather than measured here too on the same cores."""
     data = precomputed(run_id)
@@ -315,7 +315,7 @@ def first_visit_data(run_id: str) -> dict:
 
 def await_first_visit(run_id: str) -> None:
     """A run trained a moment ago is reported done before its first-visit numbers are stored (they are measured
-    right after, where it trained: lengen_core.serving.first_visit.save_run): a page that opens it says so while
+    right after, where it trained: lengen.first_visit.save_run): a page that opens it says so while
     they come, up to FIRST_VISIT_WAIT seconds, instead of measuring them again on the same cores."""
     store = stores()[0]
     if precomputed(run_id) or not store.exists(run_id) or not store.first_visit_pending(run_id):
@@ -327,7 +327,7 @@ def await_first_visit(run_id: str) -> None:
 
 def shipped(run_id: str) -> Shipped | None:
     """What was measured of the run before anyone opened a page: a preset's shipped numbers
-    (scripts.build_presets), or those a run trained here was saved with (lengen_core.serving.first_visit:
+    (scripts.build_presets), or those a run trained here was saved with (lengen.first_visit:
     measured where its training ended, at the pages' default request). Both come from the calls
     `measure` makes, so a first visit computes none of them again. None for a run without them (one
     stored before they were, or a transformer): its pages measure it."""
@@ -346,7 +346,7 @@ def measurement(run_id: str, lengths: tuple[int, ...], samples: int = 256, rule:
 
 
 def is_default_request(run_id: str, lengths: Sequence[int], samples: int) -> bool:
-    """Whether `lengths` and `samples` ask what the default request asks (lengen_core.serving.first_visit):
+    """Whether `lengths` and `samples` ask what the default request asks (lengen.first_visit):
     the same samples and the same lengths from the training length on, the only ones the law, the
     horizons and the prediction's key count read (Compare leaves out k + 1, which the Dilution page draws)."""
     run = load_run(run_id)
@@ -421,17 +421,17 @@ def carrier(run_id: str, search_length: int) -> Carrier:
     if stored is not None:
         return stored
     run = load_run(run_id)
-    check_carrier(run.config, search_length)  # this server's budgets (lengen_core.serving.budget)
+    check_carrier(run.config, search_length)  # this server's budgets (lengen.budget)
     return extract_carrier(run.model, run.config, search_length=search_length)
 
 
 @st.cache_data(show_spinner="Computing attention…", max_entries=64)
 def heatmap(run_id: str, length: int, max_cells: int = 256, layer: int = 0, head: int = 0) -> Heatmap:
     run = load_run(run_id)
-    check_attention_map(run.config, length, layer)  # this server's budgets (lengen_core.serving.budget)
+    check_attention_map(run.config, length, layer)  # this server's budgets (lengen.budget)
     return attention_heatmap(run.model, run.config, length, max_cells=max_cells, layer=layer, head=head)
 
 
 def allowed_lengths(run_id: str, lengths: list[int]) -> list[int]:
     """The lengths the run's encoding accepts (a learned table ends at `max_positions`)."""
-    return list(allowed(load_run(run_id), lengths))  # lengen_core.serving.first_visit's rule, for a run id
+    return list(allowed(load_run(run_id), lengths))  # lengen.first_visit's rule, for a run id

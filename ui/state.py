@@ -4,7 +4,7 @@ A first visit selects the RoPE preset. The sidebar shows the selected run's id, 
 every preset and stored run (each label unique: the selector's value travels by label), and the
 run as a download. Only the person changes the selected run: a page, a rerun or a link already
 applied never does. The query string holds the selected run's
-config (`lengen_core.serving.share`) and the page's view settings, so a pasted link opens the same run and
+config (`lengen.share`) and the page's view settings, so a pasted link opens the same run and
 view: a link's run is selected when it is stored here; otherwise the Train page opens with the
 link's config in its form. A bad link is a message at the top of the page and changes nothing.
 
@@ -23,7 +23,7 @@ from typing import Any
 import streamlit as st
 
 from lengen_core.config import ConfigError, RunConfig
-from lengen_core.serving.share import (
+from lengen.share import (
     CONFIG_KEYS,
     RUN_KEY,
     config_from_query,
@@ -35,8 +35,8 @@ from lengen_core.serving.share import (
     view_int,
     view_run_ids,
 )
-from lengen_core.serving.share import run_id_from_query as link_run_id
-from lengen_core.serving.store import StoreError
+from lengen.share import run_id_from_query as link_run_id
+from lengen.store import StoreError
 from ui.address import drop_from_link, in_link, pending, set_in_link
 from ui.downloads import download_url
 from ui.presets import DEFAULT_PRESET, preset_ids
@@ -191,7 +191,7 @@ def _download(run_id: str | None) -> None:
     if store is None:
         return
     label, icon = "Download this run (zip)", ":material/download:"
-    about = "config.json, weights.safetensors and metrics.json: load it with lengen_core.serving.store.RunStore."
+    about = "config.json, weights.safetensors and metrics.json: load it with lengen.store.RunStore."
     if (url := download_url(run_id)) is not None:
         st.sidebar.link_button(label, url, icon=icon, help=about)
         return

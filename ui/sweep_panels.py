@@ -21,9 +21,9 @@ import streamlit as st
 
 from lengen_core.analysis.collapse import vote_accuracy
 from lengen_core.config import DELAY_TASKS, ConfigError
-from lengen_core.serving.runtime import env_whole_number
-from lengen_core.serving.store import PRESET_ROOT, default_root
-from lengen_core.serving.sweep import (
+from lengen.runtime import env_whole_number
+from lengen.store import PRESET_ROOT, default_root
+from lengen.sweep import (
     AXES,
     NO_DELAYS,
     Axis,

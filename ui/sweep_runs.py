@@ -8,7 +8,7 @@ from __future__ import annotations
 import streamlit as st
 
 from lengen_core.config import RunConfig
-from lengen_core.serving.sweep import SweepResult, cell_config
+from lengen.sweep import SweepResult, cell_config
 from ui.runs import is_stored
 from ui.state import LINK_CONFIG_KEY, TRAIN_PAGE, select_run
 

@@ -9,8 +9,8 @@ import pandas as pd
 import streamlit as st
 
 from lengen_core.config import DELAY_TASKS, SETTINGS, ConfigError
-from lengen_core.serving.budget import duration
-from lengen_core.serving.sweep import SweepError, SweepResult, check_sweep
+from lengen.budget import duration
+from lengen.sweep import SweepError, SweepResult, check_sweep
 from ui import sweep_panels as sweeps
 from ui import sweep_runs
 from ui.charts.readable import readable_altair

@@ -10,7 +10,7 @@ import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
 from lengen_core.config import DELAY_TASKS
-from lengen_core.serving.store import StoreError
+from lengen.store import StoreError
 from lengen_core.training import Run
 from ui.address import stop
 from ui.captions import common as captions

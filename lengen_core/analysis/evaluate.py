@@ -143,7 +143,7 @@ class _Workspace:
     """One worker's buffers, reused from chunk to chunk: a chunk's tables, columns, logits and cells are
     written into the same memory each time instead of allocated anew. Each allocation of a chunk's size
     would otherwise go through the C library's allocator, which at a fixed mmap threshold (the served
-    app's, lengen_core.serving.runtime) maps and faults in the large ones anew and trims the heap under
+    app's, lengen.runtime) maps and faults in the large ones anew and trims the heap under
     the small ones: under the app's threshold of the time (1 MB) 2^20 × 256 took 3.2–3.6 s with 1.4 million
     page faults before the buffers, 1.7–2.2 s with 47 thousand since (docs/evaluation-memory.md, "The buffers")."""
 

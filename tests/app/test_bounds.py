@@ -13,8 +13,8 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from lengen_core.config import RunConfig, with_changes
-from lengen_core.serving.budget import MEMORY_ENV, TRAIN_SECONDS_ENV
-from lengen_core.serving.store import METRICS_FILE, RunStore, default_root
+from lengen.budget import MEMORY_ENV, TRAIN_SECONDS_ENV
+from lengen.store import METRICS_FILE, RunStore, default_root
 from lengen_core.training import train
 from ui.presets import preset_ids
 

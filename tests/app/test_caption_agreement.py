@@ -26,8 +26,8 @@ from streamlit.testing.v1 import AppTest
 
 from lengen_core.claims import CLAIMS, SECTION_CLAIMS
 from lengen_core.config import RunConfig, with_changes
-from lengen_core.serving.store import RunStore
-from lengen_core.serving.training_process import save_run
+from lengen.store import RunStore
+from lengen.training_process import save_run
 from lengen_core.training import train
 from ui.captions.common import LEAD_CHARS, LEAD_SENTENCES, sentence_count
 from ui.presets import preset_ids

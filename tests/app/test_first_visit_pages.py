@@ -1,4 +1,4 @@
-"""A run saved with its first-visit numbers (lengen_core.serving.first_visit) opens on Dilution and Compare
+"""A run saved with its first-visit numbers (lengen.first_visit) opens on Dilution and Compare
 without one evaluation, prediction or horizon search: the pages read what the training measured. A run
 saved without them (as before) is measured on its first visit, which shows that the count can see it. A run
 opened while its numbers are still being measured (a training reports it done first) waits for them.
@@ -15,9 +15,9 @@ from streamlit.testing.v1 import AppTest
 
 from lengen_core import measure as measure_module
 from lengen_core.config import RunConfig, with_changes
-from lengen_core.serving.first_visit import MEASURE_ENV, first_visit_data
-from lengen_core.serving.store import RunStore
-from lengen_core.serving.training_process import save_run
+from lengen.first_visit import MEASURE_ENV, first_visit_data
+from lengen.store import RunStore
+from lengen.training_process import save_run
 from lengen_core.training import train
 from ui import runs as ui_runs
 from ui.presets import preset_ids

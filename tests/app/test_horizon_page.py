@@ -8,9 +8,9 @@ from pathlib import Path
 from streamlit.testing.v1 import AppTest
 
 from lengen_core.config import RunConfig, with_changes
-from lengen_core.serving.lineage import continuation
-from lengen_core.serving.share import config_to_query
-from lengen_core.serving.store import RunStore, preset_store
+from lengen.lineage import continuation
+from lengen.share import config_to_query
+from lengen.store import RunStore, preset_store
 from lengen_core.training import train
 from tests.helpers.waiting import wait_for
 from ui.presets import dilution_lengths, preset_ids

@@ -15,7 +15,7 @@ import plotly.io as pio
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from lengen_core.serving.budget import MEMORY_ENV
+from lengen.budget import MEMORY_ENV
 from ui.presets import OPTIMISATION_TRACES, START_LENGTHS, START_SAMPLES, shipped_trace
 from ui.theory import gradients as optimisation
 

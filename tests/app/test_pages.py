@@ -9,7 +9,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from lengen_core.config import RunConfig, with_changes
-from lengen_core.serving.store import RunStore
+from lengen.store import RunStore
 from tests.helpers.waiting import wait_for
 from ui.presets import DEFAULT_PRESET, preset_ids
 from ui.training.pool import training_pool

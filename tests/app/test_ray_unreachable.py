@@ -1,5 +1,5 @@
 """With LENGEN_RAY_ADDRESS naming a cluster that takes no connection, the Train page says so and offers no
-Train button: no silent fall back to local trainings (lengen_core.serving.ray_pool). Ray is not needed:
+Train button: no silent fall back to local trainings (lengen.ray_pool). Ray is not needed:
 the address is refused before Ray is imported."""
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def _control_clicked(kind: str) -> None:
     """A control's click whose pool fails as `kind` says ('cluster' or 'released'), then the message shown."""
     import streamlit as st
 
-    from lengen_core.serving.ray_pool import ClusterUnreachable
+    from lengen.ray_pool import ClusterUnreachable
     from ui.training.form import show_message
     from ui.training.live import _command
 

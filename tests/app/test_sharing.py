@@ -10,9 +10,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from lengen_core.config import RunConfig, with_changes
-from lengen_core.serving.jobs import TrainingPool
-from lengen_core.serving.share import config_to_query
-from lengen_core.serving.store import RunStore
+from lengen.jobs import TrainingPool
+from lengen.share import config_to_query
+from lengen.store import RunStore
 from lengen_core.training import Training
 from tests.helpers.waiting import wait_for
 from ui.presets import DEFAULT_PRESET, PRESETS, preset_ids

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from lengen_core.serving.sweep import collapse_summary
+from lengen.sweep import collapse_summary
 from tests.helpers.waiting import wait_for
 from ui import sweep_panels as sweeps
 
@@ -34,7 +34,7 @@ def captions(app: AppTest) -> str:
 
 
 def test_the_page_opens_on_the_preset_sweep_and_trains_nothing(monkeypatch):
-    monkeypatch.setattr("lengen_core.serving.sweep.run_cell", lambda *a, **k: (_ for _ in ()).throw(AssertionError))
+    monkeypatch.setattr("lengen.sweep.run_cell", lambda *a, **k: (_ for _ in ()).throw(AssertionError))
     preset = sweeps.preset_result()
     assert preset is not None and len(preset.cells) == 24  # 3 seeds × 4 offsets × RoPE and learned
     app = open_sweeps()
@@ -120,7 +120,7 @@ def sweep_warnings(app: AppTest) -> str:
 def test_a_delay_task_offers_the_delay_set_axis_and_shows_the_shipped_diversity_sweep(monkeypatch):
     """delay-copy: the form has the delay sets (the diversity sweep's first) and no offsets, the results show
     accuracy against how many delays training saw; bad delay sets are refused with what is allowed; nothing trains."""
-    monkeypatch.setattr("lengen_core.serving.sweep.run_cell", lambda *a, **k: (_ for _ in ()).throw(AssertionError))
+    monkeypatch.setattr("lengen.sweep.run_cell", lambda *a, **k: (_ for _ in ()).throw(AssertionError))
     app = open_sweeps()
     app.get("button_group")[0].set_value("delay-copy").run()
     assert not app.exception, [e.value for e in app.exception]

@@ -100,7 +100,7 @@ def _train_page(params: dict | None = None) -> AppTest:
 def test_the_form_follows_a_link_to_a_stored_run_and_the_run_picked_in_the_sidebar():
     """Issue 40: `/train?…encoding=learned&seed=…` showed rope / seed 0 while the sidebar said the learned run;
     picking another run in the sidebar left the form as it was."""
-    from lengen_core.serving.share import config_to_query
+    from lengen.share import config_to_query
     from ui.presets import PRESETS, preset_ids
 
     learned = PRESETS["Learned (APE)"]

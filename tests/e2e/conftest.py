@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from lengen_core.serving.first_visit import MEASURE_ENV
+from lengen.first_visit import MEASURE_ENV
 from tests.helpers.browser import BROWSER_ARGS, CHROMIUM, SHOTS
 from tests.helpers.ray_head import ray_head
 from tests.helpers.serving import serve_checkout

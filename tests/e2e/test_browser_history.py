@@ -12,7 +12,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from lengen_core.serving.share import MAIN_KEYS
+from lengen.share import MAIN_KEYS
 from tests.helpers.browser import MAIN, choose_tab, open_page, settle
 
 pytestmark = pytest.mark.e2e

@@ -13,8 +13,8 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 import pytest
 
 from lengen_core.config import RunConfig, with_changes
-from lengen_core.serving.share import config_to_query
-from lengen_core.serving.store import RunStore
+from lengen.share import config_to_query
+from lengen.store import RunStore
 from lengen_core.training import train
 from tests.helpers.browser import SHOTS, settle
 from ui.presets import preset_ids, transformer_presets

@@ -11,7 +11,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 import pytest
 
 from lengen_core.config import RunConfig, with_changes
-from lengen_core.serving.share import config_to_query
+from lengen.share import config_to_query
 from tests.helpers.browser import CHART, SHOTS, settle
 from ui.presets import PRESETS
 

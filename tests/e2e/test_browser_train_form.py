@@ -7,7 +7,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from lengen_core.serving.share import config_to_query
+from lengen.share import config_to_query
 from tests.helpers.browser import MAIN, SHOTS, settle
 from ui.presets import PRESETS
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from lengen_core.serving.runtime import MMAP_THRESHOLD_BYTES, TRIM_THRESHOLD_BYTES
+from lengen.runtime import MMAP_THRESHOLD_BYTES, TRIM_THRESHOLD_BYTES
 from tests.helpers.serving import ROOT, UID, can_serve, dockerfile, serve_image, traversable_interpreter
 
 pytestmark = pytest.mark.e2e
@@ -28,7 +28,7 @@ def test_dockerfile_runs_as_a_non_root_user_and_declares_a_health_check():
     assert "/_stcore/health" in spec["health"] and spec["cmd"][:3] == ["streamlit", "run", "serve.py"]
     assert spec["env"]["LENGEN_HOME"] == "/data"
     assert spec["env"]["TMPDIR"] == "/tmp"  # a read-only root with a tmpfs at /tmp: torch needs a writable temp
-    # the heap's thresholds as lengen_core.serving.runtime sets them in its processes
+    # the heap's thresholds as lengen.runtime sets them in its processes
     assert spec["env"]["MALLOC_MMAP_THRESHOLD_"] == str(MMAP_THRESHOLD_BYTES)
     assert spec["env"]["MALLOC_TRIM_THRESHOLD_"] == str(TRIM_THRESHOLD_BYTES)
     # the GPU image (TORCH_VARIANT=cu128) sees the GPUs through the NVIDIA runtime; harmless without one
@@ -68,7 +68,7 @@ def test_runs_are_written_to_the_volume_by_the_image_user(container):
     env = {**os.environ, **container["spec"]["env"], "LENGEN_HOME": str(container["data"]), "OMP_NUM_THREADS": "1"}
     env.pop("PYTHONPATH", None)
     command = ["setpriv", f"--reuid={UID}", f"--regid={UID}", "--clear-groups",
-               sys.executable, "-m", "lengen_core", "train", "--steps", "5", "--json"]
+               sys.executable, "-m", "lengen", "train", "--steps", "5", "--json"]
     result = subprocess.run(command, cwd=container["app"], env=env, capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 0, result.stderr
     run_id = json.loads(result.stdout)["run_id"]

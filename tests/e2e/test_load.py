@@ -30,8 +30,8 @@ from pathlib import Path
 import pytest
 
 from lengen_core.config import RunConfig, with_changes
-from lengen_core.serving.share import config_to_query
-from lengen_core.serving.store import RunStore
+from lengen.share import config_to_query
+from lengen.store import RunStore
 from tests.helpers import serving
 from tests.helpers.browser import CHROMIUM
 from tests.helpers.kept_back import BrowserGroup, children, peak_rss_mb

@@ -1,4 +1,4 @@
-"""The app's training pool on a real local Ray cluster (lengen_core.serving.ray_pool, issue 29): a run
+"""The app's training pool on a real local Ray cluster (lengen.ray_pool, issue 29): a run
 trained through it is the local pool's run; pause, step and stop drive it; a second replica (another
 process) shares its queue, its one-training-per-browser rule and its merged requests, and its trainings
 outlive it; a killed Ray worker fails its training with a message and stores nothing.
@@ -22,9 +22,9 @@ import pytest
 import torch
 
 from lengen_core.config import RunConfig, with_changes
-from lengen_core.serving.jobs import OwnerBusy, TrainingPool
-from lengen_core.serving.stepping import Pace
-from lengen_core.serving.store import RunStore
+from lengen.jobs import OwnerBusy, TrainingPool
+from lengen.stepping import Pace
+from lengen.store import RunStore
 
 # Ray reads its token from the environment once, when it is imported: not here, but in the process that connects
 if importlib.util.find_spec("ray") is None:
@@ -42,7 +42,7 @@ def config(seed: int, **changes) -> RunConfig:
 @pytest.fixture(scope="module")
 def cluster_pool(ray_cluster, tmp_path_factory):
     """(pool, store, address, client env, pool name): this process as one replica of the cluster's pool."""
-    from lengen_core.serving.ray_pool import RayTrainingPool
+    from lengen.ray_pool import RayTrainingPool
 
     address, env = ray_cluster
     store = RunStore(tmp_path_factory.mktemp("ray-pool-store"))
@@ -78,7 +78,7 @@ def ended(status) -> bool:
 def test_the_estimates_speed_is_the_one_a_trainer_timed(cluster_pool, monkeypatch):
     """The Train form's estimate reads the cluster's speed (issue 28): the first worker's Trainer times the
     reference runs after its warm-up and the pool host keeps them; this replica times nothing."""
-    from lengen_core.serving import calibration
+    from lengen import calibration
 
     pool = cluster_pool[0]
     timed_here = []  # this process (the replica) must time nothing: any step it timed would land here
@@ -134,9 +134,9 @@ REPLICA = """
 import json, sys, time
 from pathlib import Path
 from lengen_core.config import RunConfig, with_changes
-from lengen_core.serving.ray_pool import RayTrainingPool
-from lengen_core.serving.stepping import Pace
-from lengen_core.serving.store import RunStore
+from lengen.ray_pool import RayTrainingPool
+from lengen.stepping import Pace
+from lengen.store import RunStore
 address, root, name, seed = sys.argv[1:]
 pool = RayTrainingPool(address, RunStore(Path(root)), name=name)
 config = with_changes(RunConfig(), steps=60, d_model=16, seed=int(seed))

@@ -83,7 +83,7 @@ def sealed() -> Iterator[dict]:
 
 
 def train(sealed: dict, tmpfs: bool) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "lengen_core", "train", "--steps", "5", "--seed", "7", "--json"]
+    command = [sys.executable, "-m", "lengen", "train", "--steps", "5", "--seed", "7", "--json"]
     return subprocess.run(read_only(command, tmpfs), cwd=ROOT, env=sealed["env"], capture_output=True, text=True,
                           timeout=300, check=False)
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from lengen_core.serving.store import RunStore
+from lengen.store import RunStore
 from tests.helpers import proxy
 from tests.helpers.browser import CHART, SHOTS, open_page, settle
 from tests.helpers.serving import serve_checkout

@@ -27,7 +27,7 @@ import pytest
 
 from lengen_core.analysis.heatmap import MAX_HEATMAP_LENGTH
 from lengen_core.config import MAX_D_MODEL, MAX_HEADS, MAX_LAYERS, RunConfig, with_changes
-from lengen_core.serving.budget import MEMORY_ENV, Budgets, attention_map_cost
+from lengen.budget import MEMORY_ENV, Budgets, attention_map_cost
 from tests.helpers.browser import CHART, SHOTS, settle
 from tests.helpers.serving import serve_checkout
 
@@ -50,7 +50,7 @@ def peak_bytes(pid: int) -> int:
 @pytest.fixture(scope="module")
 def largest_run() -> str:
     """The 1-step run, trained by the command line in its own process into the test's store."""
-    done = subprocess.run([sys.executable, "-m", "lengen_core", "train", "--json", *ARGUMENTS], cwd=ROOT,
+    done = subprocess.run([sys.executable, "-m", "lengen", "train", "--json", *ARGUMENTS], cwd=ROOT,
                           capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     assert LARGEST.run_id() in done.stdout

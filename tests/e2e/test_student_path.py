@@ -21,7 +21,7 @@ import time
 
 import pytest
 
-from lengen_core.serving.store import RunStore
+from lengen.store import RunStore
 from tests.helpers.browser import CHART, DRAWN, FIRST_VISIT_SECONDS, SHOTS, TITLES, clicked, open_page, settle
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.serial]  # serial: it times first visits

@@ -32,7 +32,7 @@ def cluster(ray_cluster):
 
 
 def sweep(argv: list[str], env: dict[str, str], home: Path) -> dict:
-    done = subprocess.run([sys.executable, "-m", "lengen_core", "sweep", *GRID, *argv, "--json"], cwd=ROOT,
+    done = subprocess.run([sys.executable, "-m", "lengen", "sweep", *GRID, *argv, "--json"], cwd=ROOT,
                           env={**env, "LENGEN_HOME": str(home), "PYTHONPATH": str(ROOT)},
                           capture_output=True, text=True, timeout=900, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -56,7 +56,7 @@ def test_without_the_token_a_client_is_refused(cluster, tmp_path):
     address, env = cluster
     without = {key: value for key, value in env.items() if key not in ("RAY_AUTH_TOKEN",)}
     without["HOME"] = str(tmp_path)  # no ~/.ray/auth_token either
-    done = subprocess.run([sys.executable, "-m", "lengen_core", "sweep", *GRID, "--backend", "ray",
+    done = subprocess.run([sys.executable, "-m", "lengen", "sweep", *GRID, "--backend", "ray",
                            "--address", address, "--json"], cwd=ROOT,
                           env={**without, "LENGEN_HOME": str(tmp_path / "store"), "PYTHONPATH": str(ROOT)},
                           capture_output=True, text=True, timeout=300, check=False)

@@ -42,8 +42,8 @@ from pathlib import Path
 import pytest
 
 from lengen_core.config import RunConfig, with_changes
-from lengen_core.serving.share import config_to_query
-from lengen_core.serving.store import RunStore
+from lengen.share import config_to_query
+from lengen.store import RunStore
 from tests.helpers import proxy
 from tests.helpers.browser import CHROMIUM, SHOTS
 from tests.helpers.kept_back import BrowserGroup, peak_rss_mb
@@ -182,7 +182,7 @@ def topology(ray_cluster) -> Iterator[dict]:
 @contextlib.contextmanager
 def ray_client(address: str, ray_env: dict[str, str]) -> Iterator[object]:
     """This process as a driver of the cluster (to read its figures and end the class's pool afterwards)."""
-    from lengen_core.serving.ray_pool import NAMESPACE, POOL_NAME
+    from lengen.ray_pool import NAMESPACE, POOL_NAME
 
     with pytest.MonkeyPatch.context() as patch:
         for key, value in ray_env.items():
@@ -234,7 +234,7 @@ class Class:
         return self.victim is not None and answered_by(record) == self.victim["port"]
 
     def pool(self):
-        from lengen_core.serving.ray_pool import NAMESPACE, POOL_NAME
+        from lengen.ray_pool import NAMESPACE, POOL_NAME
 
         return self.ray.get_actor(POOL_NAME, namespace=NAMESPACE)
 

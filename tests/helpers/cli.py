@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from lengen_core.serving import cli
+from lengen import cli
 
 
 @dataclass(frozen=True)

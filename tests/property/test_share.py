@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from lengen_core.config import ConfigError, RunConfig, with_changes
 from lengen_core.models.head import build_model
-from lengen_core.serving.share import (
+from lengen.share import (
     CONFIG_KEYS,
     EXTRA_KEYS,
     MAIN_KEYS,
@@ -30,7 +30,7 @@ from lengen_core.serving.share import (
     view_int,
     view_ints,
 )
-from lengen_core.serving.store import RunStore, StoreError
+from lengen.store import RunStore, StoreError
 from lengen_core.training import Run
 
 hostile_text = st.one_of(

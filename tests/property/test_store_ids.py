@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lengen_core.serving.store import RunStore, StoreError
+from lengen.store import RunStore, StoreError
 
 ids = st.one_of(
     st.text(),

@@ -17,8 +17,8 @@ import pytest
 
 from lengen_core import measure
 from lengen_core.config import MAX_D_MODEL, MAX_EVAL_LENGTH, MAX_VOCAB, RunConfig, with_changes
-from lengen_core.serving import cli
-from lengen_core.serving.budget import (
+from lengen import cli
+from lengen.budget import (
     MEMORY_ENV,
     SECONDS_ENV,
     BudgetError,
@@ -29,7 +29,7 @@ from lengen_core.serving.budget import (
     check_prediction,
     prediction_cost,
 )
-from lengen_core.serving.store import RunStore
+from lengen.store import RunStore
 from lengen_core.training import train
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -116,7 +116,7 @@ def test_the_checks_pass_what_fits(monkeypatch):
 MEASURE = textwrap.dedent(
     """
     import json, re, sys, time
-    from lengen_core.serving.runtime import limit_heap_growth
+    from lengen.runtime import limit_heap_growth
     limit_heap_growth()
     def peak():  # this process's own high-water mark (ru_maxrss keeps the parent's across exec on Linux)
         return int(re.search(r"VmHWM:\\s+(\\d+) kB", open("/proc/self/status").read()).group(1)) * 1024

@@ -31,7 +31,7 @@ from lengen_core.analysis.rules import make_rule, under_rule
 from lengen_core.claims import expectation
 from lengen_core.config import RunConfig, with_changes
 from lengen_core.models.initial import initial_model
-from lengen_core.serving import cli
+from lengen import cli
 from ui.captions import mechanism, readouts
 
 FINDING = dict(vocab_size=40, offset=11, train_length=40, seed=9)  # the config of issue 27's finding 4
@@ -133,7 +133,7 @@ def test_the_findings_trained_runs_are_not_said_to_have_changed(trained, encodin
 # --- docs/science.md §6: figures that reproduce ----------------------------------------------------------
 
 SCIENCE = Path(__file__).resolve().parents[2] / "docs" / "science.md"
-ROW = re.compile(r"^\| [^|]*`(?P<field>[\w.]+)` \| (?P<value>[\d.–]+) \| `python -m lengen_core (?P<command>--json carrier [^`]+)` \|$")
+ROW = re.compile(r"^\| [^|]*`(?P<field>[\w.]+)` \| (?P<value>[\d.–]+) \| `python -m lengen (?P<command>--json carrier [^`]+)` \|$")
 
 
 def _doc_rows() -> list[tuple[str, str, list[str]]]:

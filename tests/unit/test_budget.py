@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from lengen_core.config import ConfigError, RunConfig, with_changes
-from lengen_core.serving import cli
-from lengen_core.serving.budget import (
+from lengen import cli
+from lengen.budget import (
     MEMORY_ENV,
     SECONDS_ENV,
     TRAIN_SECONDS_ENV,
@@ -30,9 +30,9 @@ from lengen_core.serving.budget import (
     check_training,
     training_cost,
 )
-from lengen_core.serving.jobs import OwnerBusy, TrainingPool
-from lengen_core.serving.runtime import cgroup_cpu_limit
-from lengen_core.serving.store import RunStore
+from lengen.jobs import OwnerBusy, TrainingPool
+from lengen.runtime import cgroup_cpu_limit
+from lengen.store import RunStore
 from tests.helpers.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -107,7 +107,7 @@ def test_an_over_budget_attention_map_is_refused_and_a_cheap_one_allowed(monkeyp
 MEASURE = textwrap.dedent(
     """
     import re, sys
-    from lengen_core.serving.runtime import limit_heap_growth
+    from lengen.runtime import limit_heap_growth
     limit_heap_growth()
     def peak():  # this process's own high-water mark (ru_maxrss keeps the parent's across exec on Linux)
         return int(re.search(r"VmHWM:\\s+(\\d+) kB", open("/proc/self/status").read()).group(1)) * 1024
@@ -194,7 +194,7 @@ def test_the_cgroup_quota_caps_the_cpus(tmp_path):
 
 
 def test_a_single_cpu_affinity_means_one_training_at_a_time():
-    code = "from lengen_core.serving.jobs import TrainingPool; from lengen_core.serving.store import RunStore; " \
+    code = "from lengen.jobs import TrainingPool; from lengen.store import RunStore; " \
            "import tempfile; p = TrainingPool(RunStore(tempfile.mkdtemp())); print(p.max_concurrent, p.threads); p.close()"
     if not hasattr(os, "sched_setaffinity"):
         pytest.skip("no CPU affinity on this platform")
@@ -211,8 +211,8 @@ def test_the_single_head_evaluation_is_priced_too(tmp_path, monkeypatch):
     """The minimal head's evaluation to 2^20 (256 samples at every doubling) is estimated near its
     measured 13 s; under a 3 s budget the command line refuses it in one line, two short lengths pass
     (their prediction from the weights is estimated at 1.8 s)."""
-    from lengen_core.serving.budget import single_head_evaluation_cost
-    from lengen_core.serving.store import preset_store
+    from lengen.budget import single_head_evaluation_cost
+    from lengen.store import preset_store
 
     lengths = [16 << p for p in range(17)]
     assert 5 < single_head_evaluation_cost(RunConfig(), lengths, 256).seconds < 40

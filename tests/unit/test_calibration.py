@@ -1,4 +1,4 @@
-"""The training estimate is the trainings' machine's (lengen_core.serving.calibration): the cost model's shape,
+"""The training estimate is the trainings' machine's (lengen.calibration): the cost model's shape,
 scaled by a few timed steps of a reference run per kind of model, timed in the pool's training process (never
 in the server's), lands within 3× of real trainings; until that measurement arrives the form says the figure
 is the model's; a pace makes the estimate steps / pace when it is the slower, and the budget check counts it."""
@@ -11,12 +11,12 @@ import time
 import pytest
 
 from lengen_core.config import RunConfig, with_changes
-from lengen_core.serving import calibration, jobs
-from lengen_core.serving.budget import BudgetError, Budgets, check, shortest_training_steps, training_cost
-from lengen_core.serving.calibration import REMEASURE_SECONDS, TIMED, TRAINED, record, training_speed
-from lengen_core.serving.stepping import UNPACED, Pace
-from lengen_core.serving.store import RunStore
-from lengen_core.serving.training_process import live_training
+from lengen import calibration, jobs
+from lengen.budget import BudgetError, Budgets, check, shortest_training_steps, training_cost
+from lengen.calibration import REMEASURE_SECONDS, TIMED, TRAINED, record, training_speed
+from lengen.stepping import UNPACED, Pace
+from lengen.store import RunStore
+from lengen.training_process import live_training
 from tests.helpers.waiting import wait_for
 
 TRANSFORMER = with_changes(RunConfig(), task="shift", n_layers=2, n_heads=2)
@@ -70,7 +70,7 @@ def test_the_reference_runs_are_timed_in_the_training_process_never_here(tmp_pat
 def test_a_calibrate_that_gave_up_is_not_asked_again_behind_itself(tmp_path):
     """A child still importing torch at a heavy load answers in order: asking again while its first answer is
     due would queue a second measurement before the next training."""
-    from lengen_core.serving.training_process import TrainingProcess
+    from lengen.training_process import TrainingProcess
 
     child = TrainingProcess(RunStore(tmp_path), "cpu", 1)
     try:

@@ -1,4 +1,4 @@
-"""The carrier extraction's price is its time on one thread (lengen_core.serving.budget.carrier_cost): timed
+"""The carrier extraction's price is its time on one thread (lengen.budget.carrier_cost): timed
 in a fresh process, on one thread of torch and of numpy's BLAS, the estimate covers the extraction and is
 within `FACTOR` of it, on configs chosen apart from any issue's (vocabularies, widths, training lengths,
 search lengths and encodings of their own).
@@ -23,7 +23,7 @@ import pytest
 from lengen_core.analysis import carrier
 from lengen_core.config import RunConfig, with_changes
 from lengen_core.models.initial import initial_model
-from lengen_core.serving.budget import carrier_cost
+from lengen.budget import carrier_cost
 
 ROOT = Path(__file__).resolve().parents[2]
 # the estimate is at most this many times the measured time … The constants price a busy 2-core CPU; on the

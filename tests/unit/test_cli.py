@@ -1,4 +1,4 @@
-"""The command line: `cli.main` in-process for speed, and once as a real `python -m lengen_core`.
+"""The command line: `cli.main` in-process for speed, and once as a real `python -m lengen`.
 
 Every test gets its own empty run store (`LENGEN_HOME` → `tmp_path`). Runs train for 30 steps
 unless an assertion needs a trained head; only the carrier test trains to convergence.
@@ -21,8 +21,8 @@ from lengen_core.analysis.dilution import predict
 from lengen_core.analysis.evaluate import sequence_tokens
 from lengen_core.analysis.heads import PIN_SHARE, analyse_heads
 from lengen_core.config import MAX_EVAL_LENGTH, MAX_STEPS, RunConfig
-from lengen_core.serving import cli
-from lengen_core.serving.store import PRESET_ROOT, RunStore, StoreError, preset_store
+from lengen import cli
+from lengen.store import PRESET_ROOT, RunStore, StoreError, preset_store
 from lengen_core.tasks import targets_of
 from lengen_core.training import Run, resolve_device, train
 from tests.helpers.cli import assert_user_error, ok_json, run_cli, strict_json
@@ -440,7 +440,7 @@ def test_python_dash_m_entry_point_and_exit_codes(home: Path) -> None:
     env = {**os.environ, "LENGEN_HOME": str(home), "OMP_NUM_THREADS": "1"}  # tiny model: one thread is fastest
 
     def python_m(*argv: str) -> subprocess.CompletedProcess[str]:
-        command = [sys.executable, "-m", "lengen_core", *argv]
+        command = [sys.executable, "-m", "lengen", *argv]
         return subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
 
     trained = python_m("train", *QUICK, "--json")
@@ -596,7 +596,7 @@ def test_a_zero_layer_shift_run_is_read_like_a_transformer_everywhere() -> None:
 
 
 def test_every_command_runs_under_the_apps_heap_thresholds(monkeypatch):
-    """One heap policy for the app, its training processes and the command line (lengen_core.serving.runtime):
+    """One heap policy for the app, its training processes and the command line (lengen.runtime):
     since the single head's evaluation reuses its buffers, the thresholds no longer slow it (they speed up the
     prediction), so no command is left out."""
     calls = []

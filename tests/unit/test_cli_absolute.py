@@ -1,4 +1,4 @@
-"""`python -m lengen_core absolute RUN_ID`: the position probe, the interventions and the denominators of a
+"""`python -m lengen absolute RUN_ID`: the position probe, the interventions and the denominators of a
 transformer run (lengen_core.analysis.absolute), as JSON and as lines; refusals in one line."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """A run trained at the command line, `train` or `continue`, is stored with its first-visit numbers, as one trained
-in the app is (lengen_core.serving.first_visit.save_run, the one function every training stores a run through):
+in the app is (lengen.first_visit.save_run, the one function every training stores a run through):
 the app then opens it without measuring it. `measure` reads them back and gives the numbers it computes itself.
 A learned table of 128 rows keeps the default request short (lengths up to 128): a fraction of a second."""
 
@@ -9,8 +9,8 @@ import pytest
 
 from lengen_core import measure as measure_module
 from lengen_core.measure import measure
-from lengen_core.serving.first_visit import FIRST_VISIT_SAMPLES, MEASURE_ENV, from_dict, request_lengths
-from lengen_core.serving.store import PENDING_FILE, RunStore
+from lengen.first_visit import FIRST_VISIT_SAMPLES, MEASURE_ENV, from_dict, request_lengths
+from lengen.store import PENDING_FILE, RunStore
 from tests.helpers.cli import ok_json, run_cli
 from tests.helpers.records import same
 

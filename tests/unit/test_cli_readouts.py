@@ -12,7 +12,7 @@ import pytest
 
 from lengen_core.analysis.carrier import ALIGNMENT_MARGIN
 from lengen_core.analysis.fit import LAW_TOLERANCE, WEIGHTED_LAW
-from lengen_core.serving import cli
+from lengen import cli
 
 CONVERGED = ("--device", "cpu")  # the default 1,500-step budget with early stop: a trained head
 METRIC_KEYS = {"argmax_offset", "margin", "alignment", "effective_rank", "active_frequencies", "toeplitz_fraction"}
@@ -52,7 +52,7 @@ def test_train_and_runs_report_the_verdict(trained_ids):
 
 @pytest.mark.slow  # a minute on a busy machine; tests/unit/test_fit.py fits the law quickly
 def test_evaluate_reports_a_fit_with_an_interval_for_rope(trained_ids, monkeypatch):
-    # The horizon search of a d_model 128 head is priced at about 2 min (lengen_core.serving.budget), over the
+    # The horizon search of a d_model 128 head is priced at about 2 min (lengen.budget), over the
     # default request budget: this test is about the answer, not the budget, so it is given 5 min.
     monkeypatch.setenv("LENGEN_REQUEST_SECONDS", "300")
     result = ok_json("evaluate", trained_ids["rope"]["run_id"], "--lengths", "4,16,64,256,1024,4096", "--predict",

@@ -1,4 +1,4 @@
-"""The command line is a researcher's own tool (lengen_core.serving.console): it says what a command will
+"""The command line is a researcher's own tool (lengen.console): it says what a command will
 cost and runs it, the server's budgets only where asked for (`--budget` or a budget variable), progress
 on stderr unless a script reads `--json`, and Ctrl-C ends it with status 130, keeping what was finished.
 
@@ -15,10 +15,10 @@ import time
 import pytest
 
 from lengen_core.config import RunConfig, with_changes
-from lengen_core.serving import budget, cli
-from lengen_core.serving.budget import BUDGET_ENVS, SECONDS_ENV, TRAIN_SECONDS_ENV, BudgetError
-from lengen_core.serving.console import SAY_AFTER_SECONDS, Console
-from lengen_core.serving.store import TEMP_PREFIX, RunStore
+from lengen import budget, cli
+from lengen.budget import BUDGET_ENVS, SECONDS_ENV, TRAIN_SECONDS_ENV, BudgetError
+from lengen.console import SAY_AFTER_SECONDS, Console
+from lengen.store import TEMP_PREFIX, RunStore
 from lengen_core.training import Training
 from tests.helpers.cli import ok_json, run_cli, strict_json
 
@@ -128,7 +128,7 @@ def test_ctrl_c_ends_with_130_and_leaves_no_half_written_run(monkeypatch) -> Non
 
 
 def test_ctrl_c_while_a_run_is_written_leaves_no_tmp_folder(monkeypatch) -> None:
-    from lengen_core.serving import store as store_module
+    from lengen import store as store_module
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt

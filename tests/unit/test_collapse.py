@@ -61,7 +61,7 @@ def test_runs_whose_far_keys_count_more_than_their_average_get_the_scale_fitted(
 def test_the_preset_sweeps_rope_runs_collapse_onto_the_master_curve():
     """The shipped preset sweep (3 seeds × offsets 1, 3, 5, 7, RoPE): closer to the master curve, and to the
     best decreasing curve in the scaled length, than to the best curve in raw length."""
-    from lengen_core.serving.sweep import collapse_summary
+    from lengen.sweep import collapse_summary
     from ui.sweep_panels import preset_result
 
     summary = collapse_summary(preset_result().cells)

@@ -12,8 +12,8 @@ import torch
 from lengen_core.analysis.delays import check_delays, delay_curve
 from lengen_core.claims import DELAY_HOLDS, delay_expectation, delay_outcome
 from lengen_core.config import ConfigError, RunConfig, format_delays, parse_delays, with_changes
-from lengen_core.serving.share import config_from_query, config_to_query
-from lengen_core.serving.store import RunStore
+from lengen.share import config_from_query, config_to_query
+from lengen.store import RunStore
 from lengen_core.tasks import content_vocab, delay_tokens, sample_batch, training_delays
 from lengen_core.thresholds import ACCURACY_BAR
 from lengen_core.training import train
@@ -218,7 +218,7 @@ def test_training_on_neighbouring_delays_first_speeds_a_rope_head_up(home: Path)
 
 
 def test_a_grid_without_delay_sets_keeps_its_id_and_delay_sets_need_a_delay_task() -> None:
-    from lengen_core.serving.sweep import SweepError, SweepGrid
+    from lengen.sweep import SweepError, SweepGrid
 
     assert SweepGrid().sweep_id() == "sweep-d75ec7d716fe"  # the id before the axis existed
     grid = SweepGrid(delay_sets=("2", "2-8"), base=(("task", "delay-copy"),))
@@ -232,7 +232,7 @@ def test_a_grid_without_delay_sets_keeps_its_id_and_delay_sets_need_a_delay_task
 
 
 def test_a_delay_cell_is_read_against_the_delay(delay_run) -> None:
-    from lengen_core.serving.sweep import measure_run
+    from lengen.sweep import measure_run
 
     record = measure_run(delay_run, [24, 48], 64)
     assert record["lengths"] == [] and record["delay_count"] == 7 and record["learned"]
@@ -240,7 +240,7 @@ def test_a_delay_cell_is_read_against_the_delay(delay_run) -> None:
 
 
 def test_the_shipped_diversity_sweep_is_complete() -> None:
-    from lengen_core.serving.sweep import stored_sweep
+    from lengen.sweep import stored_sweep
     from ui.presets import DIVERSITY_GRID, PRESET_ROOT
 
     result = stored_sweep(DIVERSITY_GRID, PRESET_ROOT)

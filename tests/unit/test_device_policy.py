@@ -16,8 +16,8 @@ import lengen_core.analysis.carrier as carrier_module
 import ui.training.pool
 from lengen_core.analysis.carrier import mean_logit_matrix
 from lengen_core.config import RunConfig, with_changes
-from lengen_core.serving import cli
-from lengen_core.serving.runtime import CUBLAS_ENV, DEVICE_ENV, deterministic_cublas, device_name, device_setting
+from lengen import cli
+from lengen.runtime import CUBLAS_ENV, DEVICE_ENV, deterministic_cublas, device_name, device_setting
 from lengen_core.training import resolve_device, train
 from ui.runs import analysis_device
 from ui.theory.equivariance import pair_logits

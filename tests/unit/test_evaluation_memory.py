@@ -30,7 +30,7 @@ from lengen_core.analysis.evaluate import (
 )
 from lengen_core.config import MAX_D_MODEL, MAX_EVAL_SAMPLES, MAX_VOCAB, RunConfig, with_changes
 from lengen_core.models.initial import initial_model
-from lengen_core.serving.budget import BASE_BYTES, single_head_evaluation_cost
+from lengen.budget import BASE_BYTES, single_head_evaluation_cost
 
 ROOT = Path(__file__).resolve().parents[2]
 MARGIN_BYTES = 96 << 20  # the allocator's slack, thread stacks and libraries loaded on first use

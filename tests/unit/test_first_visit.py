@@ -1,5 +1,5 @@
 """A run trained in the pool is saved and reported done, then measured at the pages' default request, and
-its stored entry gets those numbers (lengen_core.serving.first_visit): they are what `measure` computes for that request,
+its stored entry gets those numbers (lengen.first_visit): they are what `measure` computes for that request,
 `measure` reads them back instead of computing, and Dilution's request and Compare's give one set of
 numbers. A learned table of 128 rows keeps the request short (lengths up to 128), so the measurement
 is a fraction of a second; the child-process path is the slow test."""
@@ -21,7 +21,7 @@ from lengen_core.analysis.carrier import extract_carrier
 from lengen_core.analysis.evaluate import doublings
 from lengen_core.config import RunConfig, with_changes
 from lengen_core.measure import Shipped, measure
-from lengen_core.serving.first_visit import (
+from lengen.first_visit import (
     FIRST_VISIT_CARRIER_SEARCH,
     FIRST_VISIT_SAMPLES,
     MEASURE_ENV,
@@ -32,10 +32,10 @@ from lengen_core.serving.first_visit import (
     request_lengths,
     to_dict,
 )
-from lengen_core.serving.jobs import TrainingPool
-from lengen_core.serving.store import FIRST_VISIT_FILE, PENDING_FILE, RunStore
-from lengen_core.serving.sweep import SweepGrid, cell_config, run_cell, sweep_seconds
-from lengen_core.serving.training_process import save_run
+from lengen.jobs import TrainingPool
+from lengen.store import FIRST_VISIT_FILE, PENDING_FILE, RunStore
+from lengen.sweep import SweepGrid, cell_config, run_cell, sweep_seconds
+from lengen.training_process import save_run
 from lengen_core.training import train
 from tests.helpers.records import same
 
@@ -155,7 +155,7 @@ def assert_close_fit(got, want, rel: float = 1e-9) -> None:
 def test_a_preset_that_learned_the_law_shows_one_m_out_on_both_requests(monkeypatch):
     """The RoPE preset (a law) from its shipped numbers, the same form a trained run is stored in: its law
     is read back for both requests, and is the one fitted afresh to them."""
-    from lengen_core.serving.store import preset_store
+    from lengen.store import preset_store
     from ui.presets import precomputed, preset_ids
 
     run_id = preset_ids()["RoPE"]

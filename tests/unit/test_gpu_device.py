@@ -29,8 +29,8 @@ from lengen_core.analysis.heads import analyse_heads
 from lengen_core.analysis.heatmap import attention_heatmap, head_map
 from lengen_core.analysis.sequence import evaluate_sequence
 from lengen_core.config import RunConfig, with_changes
-from lengen_core.serving.jobs import TrainingPool
-from lengen_core.serving.store import RunStore, preset_store
+from lengen.jobs import TrainingPool
+from lengen.store import RunStore, preset_store
 from lengen_core.training import Training, resolve_device, train
 from ui.theory.equivariance import check_equivariance
 
@@ -52,7 +52,7 @@ def on_device(model: torch.nn.Module, device: str) -> bool:
 LOAD_WITHOUT_CUDA = """
 import json, sys, torch
 from lengen_core.analysis.evaluate import evaluate
-from lengen_core.serving.store import RunStore
+from lengen.store import RunStore
 from bench.device_check import weights_digest
 run = RunStore(sys.argv[1]).load(sys.argv[2], "auto")
 report = evaluate(run.model, run.config, [int(sys.argv[3])], samples=64)[0]

@@ -69,7 +69,7 @@ def test_a_head_or_layer_outside_the_model_is_a_clear_error():
 MEASURE = textwrap.dedent(
     """
     import re, sys, torch
-    from lengen_core.serving.runtime import limit_heap_growth
+    from lengen.runtime import limit_heap_growth
     from lengen_core.config import RunConfig, with_changes
     from lengen_core.analysis.heatmap import attention_heatmap
     from lengen_core.models.initial import initial_model

@@ -95,7 +95,7 @@ def test_a_search_over_its_budget_stops_with_the_bracket_it_has(rope):
 
 @pytest.mark.slow  # half a minute; the predicted horizon of the trained RoPE run stays fast
 def test_the_default_runs_search_fits_the_default_budgets_step_by_step(rope):
-    from lengen_core.serving.budget import Budgets, check, horizon_cost, prediction_fits
+    from lengen.budget import Budgets, check, horizon_cost, prediction_fits
 
     defaults = Budgets(3_072 << 20, 120.0, 1_800.0)
     check(horizon_cost(rope.config, MAX_EVAL_LENGTH), defaults)  # the first call, checked before it starts

@@ -12,8 +12,8 @@ from typing import ClassVar
 import pytest
 
 from lengen_core.config import RunConfig, with_changes
-from lengen_core.serving.jobs import QueueFull, TrainingPool
-from lengen_core.serving.store import RunStore
+from lengen.jobs import QueueFull, TrainingPool
+from lengen.store import RunStore
 from lengen_core.training import Training
 from tests.helpers.waiting import wait_for
 
@@ -222,10 +222,10 @@ def test_the_status_after_the_first_step_waits_for_it_and_no_longer_than_asked(p
 
 
 def test_a_job_arriving_while_the_first_worker_times_the_reference_runs_goes_to_the_next_worker(pool, monkeypatch):
-    """Worker 0 times the reference runs when idle (lengen_core.serving.calibration); it counts as busy meanwhile,
+    """Worker 0 times the reference runs when idle (lengen.calibration); it counts as busy meanwhile,
     so a Train click then is taken by worker 1 instead of waiting behind the measurement (on a loaded machine,
     a child's measurement can take a minute)."""
-    from lengen_core.serving import calibration, jobs
+    from lengen import calibration, jobs
 
     measuring, release, measured = threading.Event(), threading.Event(), threading.Event()
 

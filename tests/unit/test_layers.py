@@ -1,4 +1,5 @@
-"""lengen_core's modules form layers without a cycle (issue 25), read from the source with `ast`:
+"""lengen_core's modules, and the application package lengen above them, form layers without a cycle
+(issues 25, 41), read from the source with `ast`:
 
     config, frequencies,         the base: settings, pure arithmetic and the accuracy bar
       thresholds
@@ -7,11 +8,10 @@
     training, optimisation,      trainings
       transfer (the trainer knows nothing of its observers: it is given a probe)
     measure                      the one measurement of a run (evaluate → predict → fit → horizon)
-    serving/                     store, jobs, budgets, links, sweeps, the CLI
+    lengen (its own package)     the application: store, jobs, budgets, links, sweeps, the CLI
 
-Every import counts, at the top, under TYPE_CHECKING or inside a function: the graph of lengen_core
-modules is acyclic, and no lengen_core module imports another inside a function (the way a cycle
-gets hidden). Lazily importing a third-party module (torch, ray, pandas) is not a lengen_core import.
+Every import counts, at the top, under TYPE_CHECKING or inside a function: the graph of their modules
+is acyclic, and no module imports another of them inside a function (the way a cycle gets hidden). Lazily importing a third-party module (torch, ray, pandas) is not a lengen_core import.
 """
 
 from __future__ import annotations
@@ -21,14 +21,17 @@ from pathlib import Path
 
 import pytest
 
+import lengen
 import lengen_core
 
 PACKAGE_DIR = Path(lengen_core.__file__).parent
-SOURCES = sorted(PACKAGE_DIR.rglob("*.py"))
+APP_DIR = Path(lengen.__file__).parent
+ROOT = PACKAGE_DIR.parent
+SOURCES = sorted([*PACKAGE_DIR.rglob("*.py"), *APP_DIR.rglob("*.py")])
 
 
 def module_name(path: Path) -> str:
-    parts = ["lengen_core", *path.relative_to(PACKAGE_DIR).with_suffix("").parts]
+    parts = path.relative_to(ROOT).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
@@ -104,9 +107,9 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_the_graph_reads_the_imports_it_should():
     assert "lengen_core.models.initial" in GRAPH["lengen_core.training"]
-    assert "lengen_core.serving.budget" in GRAPH["lengen_core.serving.sweep"]  # `from lengen_core.serving import budget`
+    assert "lengen.budget" in GRAPH["lengen.sweep"]  # `from lengen import budget`
     assert "lengen_core.frequencies" in GRAPH["lengen_core.config"]
-    assert "lengen_core.measure" in GRAPH["lengen_core.serving.sweep"]
+    assert "lengen_core.measure" in GRAPH["lengen.sweep"]
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert _cycle({"a": {"b"}, "b": set()}) is None
 
@@ -116,7 +119,7 @@ def test_lengen_core_has_no_import_cycle():
     assert cycle is None, "import cycle: " + " → ".join(cycle)
 
 
-@pytest.mark.parametrize("path", SOURCES, ids=lambda path: str(path.relative_to(PACKAGE_DIR)))
+@pytest.mark.parametrize("path", SOURCES, ids=lambda path: str(path.relative_to(ROOT)))
 def test_no_lengen_core_module_is_imported_inside_a_function(path):
     inside = _imports(path)[1]
     assert not inside, f"{module_name(path)} imports inside a function: " + ", ".join(
@@ -124,7 +127,9 @@ def test_no_lengen_core_module_is_imported_inside_a_function(path):
 
 
 def _layer(name: str) -> str:
-    for layer in ("models", "analysis", "serving"):
+    if name == "lengen" or name.startswith("lengen."):
+        return "app"
+    for layer in ("models", "analysis"):
         if name == f"lengen_core.{layer}" or name.startswith(f"lengen_core.{layer}."):
             return layer
     return name.removeprefix("lengen_core.")
@@ -132,17 +137,17 @@ def _layer(name: str) -> str:
 
 # What each layer may not import (besides the cycles the graph already forbids).
 FORBIDDEN = {
-    "config": {"transfer", "measure", "models", "analysis", "serving", "training", "optimisation", "tasks"},
-    "frequencies": {"transfer", "measure", "config", "models", "analysis", "serving", "training", "optimisation", "tasks"},
-    "thresholds": {"transfer", "measure", "config", "models", "analysis", "serving", "training", "optimisation", "tasks"},
-    "tasks": {"transfer", "measure", "models", "analysis", "serving", "training", "optimisation"},
-    "models": {"transfer", "measure", "analysis", "serving", "training", "optimisation", "claims"},
-    "claims": {"transfer", "measure", "analysis", "serving", "training", "optimisation"},
-    "analysis": {"transfer", "measure", "serving", "training", "optimisation"},
-    "training": {"transfer", "measure", "serving", "optimisation"},
-    "optimisation": {"measure", "serving"},
-    "transfer": {"measure", "serving", "optimisation"},
-    "measure": {"serving", "optimisation"},
+    "config": {"transfer", "measure", "models", "analysis", "app", "training", "optimisation", "tasks"},
+    "frequencies": {"transfer", "measure", "config", "models", "analysis", "app", "training", "optimisation", "tasks"},
+    "thresholds": {"transfer", "measure", "config", "models", "analysis", "app", "training", "optimisation", "tasks"},
+    "tasks": {"transfer", "measure", "models", "analysis", "app", "training", "optimisation"},
+    "models": {"transfer", "measure", "analysis", "app", "training", "optimisation", "claims"},
+    "claims": {"transfer", "measure", "analysis", "app", "training", "optimisation"},
+    "analysis": {"transfer", "measure", "app", "training", "optimisation"},
+    "training": {"transfer", "measure", "app", "optimisation"},
+    "optimisation": {"measure", "app"},
+    "transfer": {"measure", "app", "optimisation"},
+    "measure": {"app", "optimisation"},
 }
 
 
@@ -153,10 +158,11 @@ def test_each_layer_imports_only_those_below_it(name):
     assert not wrong, f"{name} ({_layer(name)}) imports {wrong}"
 
 
-@pytest.mark.parametrize("path", SOURCES, ids=lambda path: str(path.relative_to(PACKAGE_DIR)))
+@pytest.mark.parametrize("path", SOURCES, ids=lambda path: str(path.relative_to(ROOT)))
 def test_nothing_in_lengen_core_imports_the_app(path):
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
                  else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
-        wrong = [n for n in names if n.split(".")[0] in {"ui", "pages", "app", "serve", "streamlit"}]
+        above = {"ui", "pages", "app", "serve", "streamlit"} | ({"lengen"} if PACKAGE_DIR in path.parents else set())
+        wrong = [n for n in names if n.split(".")[0] in above]
         assert not wrong, f"{path.name} imports {wrong} (line {node.lineno})"

@@ -163,7 +163,7 @@ seed = 4
 
 
 def test_a_training_step_sets_its_pace_beside_the_settings_and_the_run_stays_the_same():
-    from lengen_core.serving.stepping import Pace
+    from lengen.stepping import Pace
 
     lesson = parse(HEAD + TRAIN_STEP + "start_paused = true\nsteps_per_second = 12.5\n")
     step = lesson.steps[0]
@@ -187,7 +187,7 @@ def test_a_bad_pace_names_the_file_the_step_and_what_is_allowed(line, part):
 def test_the_shipped_training_steps_go_at_a_pace_a_class_can_follow():
     """Each shipped live training starts paused or is paced so that its fewest steps (early stopping needs
     `patience` of them) take 20 s or more to watch."""
-    from lengen_core.serving.budget import shortest_training_steps
+    from lengen.budget import shortest_training_steps
 
     lessons, _ = load_lessons()
     for lesson in lessons.values():

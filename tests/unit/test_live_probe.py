@@ -2,7 +2,7 @@
 recorded in the history, without changing a single weight, and only while their time fits the cost
 rule (at most `probe_share` of the steps' time, lengen_core.training.Training). The training calls the
 probe it is given (minGPT: the trainer knows nothing of its observers); the server gives it
-lengen_core.analysis.horizon.live_probe (lengen_core.serving.training_process.live_training)."""
+lengen_core.analysis.horizon.live_probe (lengen.training_process.live_training)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from lengen_core.analysis import horizon
 from lengen_core.analysis.dilution import predict
 from lengen_core.analysis.horizon import PROBE_STEPS, Probe, live_probe, predicted_horizon, probe_interval
 from lengen_core.config import RunConfig, with_changes
-from lengen_core.serving import budget
-from lengen_core.serving.store import RunStore
-from lengen_core.serving.training_process import live_training
+from lengen import budget
+from lengen.store import RunStore
+from lengen.training_process import live_training
 from lengen_core.training import PROBE_SHARE, Training
 
 CONFIG = with_changes(RunConfig(), steps=150, keep_training=True)
@@ -150,7 +150,7 @@ def test_the_first_probe_estimate_grows_with_the_vocabulary_and_covers_more_keys
 def test_the_live_horizon_follows_a_run_past_64x_as_far_as_the_prediction_reaches():
     """The RoPE preset reaches 8,192 tokens (512×): the live probe, once capped at 1,024, now finds it to within
     an eighth (LIVE_RESOLUTION), where the full prediction with the same ceiling does."""
-    from lengen_core.serving.store import preset_store
+    from lengen.store import preset_store
     from ui.presets import PRESETS
 
     run = preset_store().load(PRESETS["RoPE"].run_id())

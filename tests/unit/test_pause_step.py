@@ -1,4 +1,4 @@
-"""Pause, single-step and resume a live training (lengen_core.serving.stepping.StepGate and the pool's
+"""Pause, single-step and resume a live training (lengen.stepping.StepGate and the pool's
 commands): each step press advances the step count by exactly its steps, nothing moves while paused,
 a paused run shows its carrier and attention map where it stopped (lengen_core.analysis.watch), and a resumed
 run, watched on the way, ends with the very weights an uninterrupted run of the same seed has (CPU)."""
@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from lengen_core.config import RunConfig, with_changes
-from lengen_core.serving.jobs import TrainingPool
-from lengen_core.serving.stepping import MAX_ADVANCE, StepGate
-from lengen_core.serving.store import RunStore
+from lengen.jobs import TrainingPool
+from lengen.stepping import MAX_ADVANCE, StepGate
+from lengen.store import RunStore
 from lengen_core.training import train
 from tests.helpers.waiting import wait_for
 
@@ -154,7 +154,7 @@ def test_a_training_paused_past_the_servers_limit_is_stopped_and_keeps_its_steps
 def test_a_shared_training_is_driven_by_the_request_that_came_first(tmp_path):
     """A class on one link asks for the same run: one training, which the first request pauses, steps and
     stops; another holder cannot pause it, and its Stop only lets go of its own ticket."""
-    from lengen_core.serving.jobs import SharedTraining
+    from lengen.jobs import SharedTraining
 
     pool = TrainingPool(RunStore(tmp_path), max_concurrent=1, device="cpu")
     try:
@@ -187,7 +187,7 @@ def test_a_shared_training_is_driven_by_the_request_that_came_first(tmp_path):
 
 
 def test_a_pace_is_checked_and_spaces_the_steps_it_lets_through():
-    from lengen_core.serving.stepping import MAX_STEPS_PER_SECOND, MIN_STEPS_PER_SECOND, Pace, PaceError
+    from lengen.stepping import MAX_STEPS_PER_SECOND, MIN_STEPS_PER_SECOND, Pace, PaceError
 
     assert Pace().commands() == [] and not Pace().paced
     assert Pace(start_paused=True, steps_per_second=10).commands() == [("pace", 10.0), ("pause", 0)]
@@ -213,7 +213,7 @@ def test_a_pace_is_checked_and_spaces_the_steps_it_lets_through():
 def test_a_paced_run_started_paused_keeps_its_pace_and_reaches_the_unpaced_weights(tmp_path, isolate):
     """Started paused, it takes no step until told; Step still moves exactly one step; resumed at 40 steps a
     second its 40 steps take at least a second; its weights are those of an unpaced run, bit for bit."""
-    from lengen_core.serving.stepping import Pace
+    from lengen.stepping import Pace
 
     pool = TrainingPool(RunStore(tmp_path), max_concurrent=1, device="cpu", isolate=isolate)
     try:
@@ -242,7 +242,7 @@ def test_a_paced_run_started_paused_keeps_its_pace_and_reaches_the_unpaced_weigh
 
 
 def test_the_pace_changes_while_it_runs_and_a_bad_one_is_refused(tmp_path):
-    from lengen_core.serving.stepping import PaceError
+    from lengen.stepping import PaceError
 
     pool = TrainingPool(RunStore(tmp_path), max_concurrent=1, device="cpu")
     try:

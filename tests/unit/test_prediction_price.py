@@ -1,4 +1,4 @@
-"""The prediction's price is its time on one thread (lengen_core.serving.budget.prediction_cost): timed on
+"""The prediction's price is its time on one thread (lengen.budget.prediction_cost): timed on
 one thread of torch, the estimate covers `predict` and is within `FACTOR` of it, on configs of every
 encoding, vocabularies from 8 to 64 and lengths up to 2^18. The time is the least of a few calls' CPU time
 (other work on the machine stretches the wall clock, and CPU time less)."""
@@ -18,7 +18,7 @@ import pytest
 from lengen_core.analysis.dilution import predict
 from lengen_core.config import RunConfig, with_changes
 from lengen_core.models.initial import initial_model
-from lengen_core.serving.budget import prediction_cost
+from lengen.budget import prediction_cost
 
 ROOT = Path(__file__).resolve().parents[2]
 # the estimate is at most this many times the measured time … The constants price a busy 2-core CPU; on the

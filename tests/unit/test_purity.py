@@ -1,6 +1,6 @@
-"""lengen_core stays a pure library: no streamlit, no printing, no network (the README's layout), in every
-module of every subpackage; and the science (the modules of lengen_core itself) never imports the
-serving side (lengen_core.serving: store, jobs, training processes, budgets, links, the CLI)."""
+"""lengen_core and the application package lengen above it stay pure libraries: no streamlit, no printing,
+no network (the README's layout), in every module of every subpackage; and the science (lengen_core)
+never imports the application (lengen: store, jobs, training processes, budgets, links, the CLI)."""
 
 from __future__ import annotations
 
@@ -12,16 +12,18 @@ from pathlib import Path
 
 import pytest
 
+import lengen
 import lengen_core
 
 PACKAGE_DIR = Path(lengen_core.__file__).parent
-SOURCES = sorted(PACKAGE_DIR.rglob("*.py"))  # every subpackage too
-SCIENCE = sorted(path for path in SOURCES  # everything but the serving side (and `__main__`, which runs its CLI)
-                 if "serving" not in path.relative_to(PACKAGE_DIR).parts and path.name != "__main__.py")
+APP_DIR = Path(lengen.__file__).parent
+ROOT = PACKAGE_DIR.parent
+SCIENCE = sorted(PACKAGE_DIR.rglob("*.py"))  # every subpackage too
+SOURCES = sorted([*SCIENCE, *APP_DIR.rglob("*.py")])
 # Every importable submodule, whoever adds it, in every subpackage; `__main__` runs the CLI when imported.
 SUBMODULES = sorted(
-    info.name for info in pkgutil.walk_packages([str(PACKAGE_DIR)], prefix="lengen_core.")
-    if not info.name.endswith("__main__")
+    info.name for directory, prefix in ((PACKAGE_DIR, "lengen_core."), (APP_DIR, "lengen."))
+    for info in pkgutil.walk_packages([str(directory)], prefix=prefix) if not info.name.endswith("__main__")
 )
 NETWORK_MODULES = {"requests", "urllib", "urllib3", "socket", "http", "httpx", "aiohttp"}
 
@@ -39,18 +41,16 @@ def test_the_package_has_its_core_modules():
         "analysis.evaluate",
         "analysis.carrier",
         "analysis.dilution",
-        "serving.store",
-        "serving.cli",
-        "serving.jobs",
-        "serving.budget",
     ):
         assert f"lengen_core.{name}" in SUBMODULES
+    for name in ("store", "cli", "jobs", "budget"):
+        assert f"lengen.{name}" in SUBMODULES
 
 
 def test_importing_the_core_leaves_streamlit_out():
     script = (
         "import importlib, sys\n"
-        f"for name in {['lengen_core', *SUBMODULES]!r}:\n"
+        f"for name in {['lengen_core', 'lengen', *SUBMODULES]!r}:\n"
         "    importlib.import_module(name)\n"
         "loaded = sorted(m for m in sys.modules if m == 'streamlit' or m.startswith('streamlit.'))\n"
         "assert not loaded, loaded\n"
@@ -77,20 +77,19 @@ def _imports(path: Path) -> set[str]:
     return names
 
 
-@pytest.mark.parametrize("path", SCIENCE, ids=lambda path: str(path.relative_to(PACKAGE_DIR)))
-def test_the_science_never_imports_the_serving_side(path):
-    serving = sorted(name for name in _imports(path) if name == "lengen_core.serving" or name.startswith("lengen_core.serving."))
+@pytest.mark.parametrize("path", SCIENCE, ids=lambda path: str(path.relative_to(ROOT)))
+def test_the_science_never_imports_the_application(path):
+    serving = sorted(name for name in _imports(path) if name == "lengen" or name.startswith("lengen."))
     assert not serving, f"{path.name} imports {serving}"
 
 
-def test_the_serving_side_is_a_package_of_its_own():
-    serving = PACKAGE_DIR / "serving"
-    assert {p.stem for p in serving.glob("*.py")} >= {"store", "jobs", "training_process", "share", "cli", "budget",
+def test_the_application_is_a_package_of_its_own():
+    assert {p.stem for p in APP_DIR.glob("*.py")} >= {"store", "jobs", "training_process", "share", "cli", "budget",
                                                       "runtime"}
     assert not {p.stem for p in SCIENCE} & {"store", "jobs", "training_process", "share", "cli", "budget"}
 
 
-@pytest.mark.parametrize("path", SOURCES, ids=lambda path: str(path.relative_to(PACKAGE_DIR)))
+@pytest.mark.parametrize("path", SOURCES, ids=lambda path: str(path.relative_to(ROOT)))
 def test_no_module_prints(path):
     tree = ast.parse(path.read_text(encoding="utf-8"))
     calls = [
@@ -102,7 +101,7 @@ def test_no_module_prints(path):
     assert "print(" not in _code_without_strings(tree)
 
 
-@pytest.mark.parametrize("path", SOURCES, ids=lambda path: str(path.relative_to(PACKAGE_DIR)))
+@pytest.mark.parametrize("path", SOURCES, ids=lambda path: str(path.relative_to(ROOT)))
 def test_no_module_touches_the_network(path):
     tree = ast.parse(path.read_text(encoding="utf-8"))
     imported = set()

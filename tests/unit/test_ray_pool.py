@@ -1,4 +1,4 @@
-"""The Ray pool's parts that need no cluster (lengen_core.serving.ray_pool): the in-actor pipe carries a
+"""The Ray pool's parts that need no cluster (lengen.ray_pool): the in-actor pipe carries a
 training's whole protocol (serve_training: paused first, exactly n steps, stop, save) as the child's pipe
 does, and the GPU share an operator sets is checked with a message. The cluster itself:
 tests/e2e/test_pool_ray.py."""
@@ -11,9 +11,9 @@ import time
 import pytest
 
 from lengen_core.config import RunConfig, with_changes
-from lengen_core.serving.ray_pool import GPU_SHARE_ENV, ClusterUnreachable, _Pipe, gpu_share, plan, trainer_options
-from lengen_core.serving.store import RunStore
-from lengen_core.serving.training_process import serve_training
+from lengen.ray_pool import GPU_SHARE_ENV, ClusterUnreachable, _Pipe, gpu_share, plan, trainer_options
+from lengen.store import RunStore
+from lengen.training_process import serve_training
 
 
 def messages_until(pipe: _Pipe, wanted, commands=(), timeout: float = 60.0) -> list:

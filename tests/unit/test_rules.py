@@ -21,8 +21,8 @@ from lengen_core.analysis.heatmap import attention_heatmap
 from lengen_core.analysis.rules import RULES, RuleError, make_rule, parse_rule, under_rule
 from lengen_core.analysis.sequence import evaluate_sequence
 from lengen_core.config import RunConfig, with_changes
-from lengen_core.serving import cli
-from lengen_core.serving.store import preset_store
+from lengen import cli
+from lengen.store import preset_store
 from tests.helpers.panel import with_trained_once
 
 ROPE = "rope-softmax-retrieval-s0-bc1b0b2bb01a"  # the default config, trained (a shipped preset)

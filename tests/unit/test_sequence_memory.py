@@ -27,7 +27,7 @@ SLACK_BYTES = 32 << 20  # the allocator's and torch's own bookkeeping beside the
 MEASURE = """
 import json, sys
 import torch
-from lengen_core.serving.runtime import limit_heap_growth
+from lengen.runtime import limit_heap_growth
 limit_heap_growth()  # as the app and the command line do
 torch.set_num_threads(1)
 from bench.common import peak_rss_bytes, rss_bytes

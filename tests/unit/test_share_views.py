@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from lengen_core.config import ConfigError
-from lengen_core.serving.share import MAX_LINKED_RUNS, view_bool, view_choice, view_run_ids
+from lengen.share import MAX_LINKED_RUNS, view_bool, view_choice, view_run_ids
 
 KNOWN = ["rope-softmax-retrieval-s0-aaaaaaaaaaaa", "rope-softmax-shift-s0-bbbbbbbbbbbb",
          "learned-softmax-retrieval-s0-cccccccccccc"]

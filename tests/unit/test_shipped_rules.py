@@ -1,4 +1,4 @@
-"""Measurements under inference rules shipped with the presets (lengen_core.serving.shipped_rules, ui.rules.shipped):
+"""Measurements under inference rules shipped with the presets (lengen.shipped_rules, ui.rules.shipped):
 read back they are the measurement computed, every request the lessons' rules steps and the Dilution page's
 defaults make of a preset is shipped, the rules view reads them instead of measuring, says on its bar what
 it measures otherwise, and what is shipped is what the app computes today (to what another CPU can move:
@@ -15,8 +15,8 @@ from lengen_core.analysis.dilution import predict
 from lengen_core.analysis.evaluate import evaluate
 from lengen_core.analysis.rules import parse_rule
 from lengen_core.measure import measure
-from lengen_core.serving import budget
-from lengen_core.serving.shipped_rules import (
+from lengen import budget
+from lengen.shipped_rules import (
     FORMAT,
     request_key,
     ship_rules,
@@ -24,7 +24,7 @@ from lengen_core.serving.shipped_rules import (
     shipped_requests,
     shipped_rule,
 )
-from lengen_core.serving.store import preset_store
+from lengen.store import preset_store
 from tests.unit.test_precomputed import ACROSS_CPUS, assert_same_report
 from ui.presets import PRESETS
 from ui.rules import runs as rule_runs

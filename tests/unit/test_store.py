@@ -11,9 +11,9 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-import lengen_core.serving.store as store_module
+import lengen.store as store_module
 from lengen_core.config import RunConfig, with_changes
-from lengen_core.serving.store import (
+from lengen.store import (
     CONFIG_FILE,
     FORMAT,
     METRICS_FILE,

@@ -19,9 +19,9 @@ import torch
 from safetensors import safe_open
 
 from lengen_core.config import RunConfig, with_changes
-from lengen_core.serving import cli
-from lengen_core.serving.jobs import TrainingPool
-from lengen_core.serving.store import (
+from lengen import cli
+from lengen.jobs import TrainingPool
+from lengen.store import (
     METRICS_FILE,
     QUOTA_ENV,
     TEMP_PREFIX,
@@ -153,7 +153,7 @@ def test_an_unwritable_store_fails_before_training(tmp_path, monkeypatch):
 WRITER = """
 import dataclasses, sys
 from lengen_core.config import RunConfig, with_changes
-from lengen_core.serving.store import RunStore
+from lengen.store import RunStore
 from lengen_core.training import train
 store, run = RunStore(), train(with_changes(RunConfig(), steps=3), "cpu")
 seed = 100
@@ -194,7 +194,7 @@ def test_a_killed_writers_leftovers_are_gone_once_the_next_pool_starts(tmp_path)
 
 
 def test_two_concurrent_retrains_of_one_id_print_no_error(tmp_path):
-    command = [sys.executable, "-m", "lengen_core", "train", "--steps", "20", "--device", "cpu", "--retrain", "--json"]
+    command = [sys.executable, "-m", "lengen", "train", "--steps", "20", "--device", "cpu", "--retrain", "--json"]
     writers = [subprocess.Popen(command, cwd=ROOT, env=_env(tmp_path), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True) for _ in range(2)]
     outcomes = [(w.wait(timeout=300), *w.communicate()) for w in writers]

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from lengen_core.serving.store import RunStore
+from lengen.store import RunStore
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -21,7 +21,7 @@ WRITER = textwrap.dedent(
     """
     import dataclasses, sys
     from lengen_core.config import RunConfig, with_changes
-    from lengen_core.serving.store import RunStore
+    from lengen.store import RunStore
     from lengen_core.training import train
 
     store = RunStore()
@@ -37,7 +37,7 @@ WRITER = textwrap.dedent(
 TRAINER = textwrap.dedent(
     """
     from lengen_core.config import RunConfig, with_changes
-    from lengen_core.serving.store import RunStore
+    from lengen.store import RunStore
     from lengen_core.training import Training
 
     training = Training(with_changes(RunConfig(), steps=50_000, keep_training=True), "cpu")

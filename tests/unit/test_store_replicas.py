@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-import lengen_core.serving.store as store_module
+import lengen.store as store_module
 from lengen_core.config import RunConfig, with_changes
-from lengen_core.serving.store import RunStore
+from lengen.store import RunStore
 from lengen_core.training import train
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,7 +33,7 @@ RACER = textwrap.dedent(
     """
     import dataclasses, sys, time
     from pathlib import Path
-    import lengen_core.serving.store as store_module
+    import lengen.store as store_module
     from lengen_core.config import RunConfig, with_changes
     from lengen_core.training import train
 

@@ -1,4 +1,4 @@
-"""Sweeps (lengen_core.serving.sweep): a grid of cells trained or read from the store, measured in
+"""Sweeps (lengen.sweep): a grid of cells trained or read from the store, measured in
 worker processes, gathered into one table; resumed, not redone; a bad cell reported, not fatal."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import threading
 import pandas as pd
 import pytest
 
-from lengen_core.serving.cli import build_parser, main
-from lengen_core.serving.store import RunStore
-from lengen_core.serving.sweep import (
+from lengen.cli import build_parser, main
+from lengen.store import RunStore
+from lengen.sweep import (
     AXES,
     GRID_AXES,
     SweepError,

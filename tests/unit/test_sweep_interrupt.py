@@ -1,4 +1,4 @@
-"""Ctrl-C on `python -m lengen_core sweep`: the command stops at once with a message and a non-zero
+"""Ctrl-C on `python -m lengen sweep`: the command stops at once with a message and a non-zero
 status, keeps the cells finished, leaves no worker behind, and the same command run again trains only
 the missing cells and gives the table an uninterrupted sweep gives."""
 
@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from lengen_core.serving.sweep import SweepGrid, sweep_dir
+from lengen.sweep import SweepGrid, sweep_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 # Three tiny cells, one worker, each training all its 400 steps (no early stop: in CI two cells that
@@ -31,7 +31,7 @@ FIGURES = ["offset", "run_id", "length", "accuracy", "target_mass", "m_out", "ar
 
 
 def sweep(home: Path, *extra: str, **popen) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "lengen_core", "sweep", *OPTIONS, *extra], cwd=ROOT,
+    return subprocess.Popen([sys.executable, "-m", "lengen", "sweep", *OPTIONS, *extra], cwd=ROOT,
                             env={**os.environ, "LENGEN_HOME": str(home)}, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, **popen)
 

@@ -7,8 +7,8 @@ import io
 import json
 
 from lengen_core.config import RunConfig, with_changes
-from lengen_core.serving import cli
-from lengen_core.serving.store import METRICS_FILE, RunStore
+from lengen import cli
+from lengen.store import METRICS_FILE, RunStore
 from lengen_core.training import train
 
 CONFIG = with_changes(RunConfig(), steps=2)

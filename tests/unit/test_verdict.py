@@ -15,7 +15,7 @@ import torch
 
 from lengen_core.analysis.evaluate import evaluate
 from lengen_core.analysis.verdict import VERDICT_ANSWERS, judge
-from lengen_core.serving.store import METRICS_FILE, RunStore
+from lengen.store import METRICS_FILE, RunStore
 from lengen_core.thresholds import ACCURACY_BAR
 
 CHANCE = 1 / 16

@@ -15,8 +15,8 @@ import torch
 from lengen_core.analysis.carrier import find_near_recurrences
 from lengen_core.analysis.evaluate import LengthReport, evaluate, last_query_outputs, sequence_tokens
 from lengen_core.measure import measure
-from lengen_core.serving import first_visit
-from lengen_core.serving.cli import _row
+from lengen import first_visit
+from lengen.cli import _row
 from ui.captions import accuracy as accuracy_captions
 from ui.captions import readouts
 

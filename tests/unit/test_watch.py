@@ -10,7 +10,7 @@ import torch
 from lengen_core.analysis.carrier import extract_carrier
 from lengen_core.analysis.heatmap import attention_heatmap
 from lengen_core.analysis.watch import VIEW_EVERY, live_view, view_due
-from lengen_core.serving.store import preset_store
+from lengen.store import preset_store
 from ui.presets import PRESETS
 
 

@@ -3,7 +3,7 @@ beside the step's presets, accuracy against length on one chart, so a question s
 seed learn the same rule?" is answered on the screen where it is asked.
 
 Each run is read at the pages' default request (`request_lengths`, FIRST_VISIT_SAMPLES): the numbers a run
-trained here is saved with (lengen_core.serving.first_visit) and the presets ship with, so drawing them
+trained here is saved with (lengen.first_visit) and the presets ship with, so drawing them
 measures nothing again; a run whose numbers are still being measured is measured here once (cached).
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from lengen_core.serving.first_visit import FIRST_VISIT_SAMPLES, request_lengths
+from lengen.first_visit import FIRST_VISIT_SAMPLES, request_lengths
 from ui.captions import accuracy as accuracy_captions
 from ui.charts import compare as compare_charts
 from ui.lessons.files import Step

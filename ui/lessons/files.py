@@ -22,8 +22,8 @@ from typing import Any, Literal
 
 from lengen_core.analysis.rules import RuleError, parse_rule
 from lengen_core.config import SETTINGS, ConfigError, RunConfig, with_changes
-from lengen_core.serving.lineage import continuation
-from lengen_core.serving.stepping import UNPACED, Pace, PaceError
+from lengen.lineage import continuation
+from lengen.stepping import UNPACED, Pace, PaceError
 from ui.presets import DELAY_PRESETS, LESSON_MULTIPLES, LONGEST_CHOICES, PRESETS
 
 LESSON_PRESETS = {**PRESETS, **DELAY_PRESETS}  # the runs a step may name: the length presets and the delay ones

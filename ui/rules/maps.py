@@ -53,7 +53,7 @@ def carrier_rules(run: Run, search: int) -> None:
                             "The carrier under a rule depends on L: PI's s and NTK's α are L / L_train unless chosen.")
     try:
         found = [ruled_carrier(run.run_id, label, length, search) for label in ("none", *(r.label for r in rules))]
-    except ConfigError as error:  # over this server's budget (lengen_core.serving.budget)
+    except ConfigError as error:  # over this server's budget (lengen.budget)
         widgets.refusal("No carrier under the rules here", error)
         return
     _carrier_chart(run, found, length, L, k)
@@ -114,7 +114,7 @@ def attention_rule(run: Run, lengths: Sequence[int], layer: int, head: int, head
     for label in ("none", rules[0].label):
         try:
             maps[label] = ruled_heatmap(run.run_id, label, length, layer, head)
-        except ConfigError as error:  # over this server's budget (lengen_core.serving.budget)
+        except ConfigError as error:  # over this server's budget (lengen.budget)
             widgets.refusal(f"No map under {label} at L = {length:,}", error)
             return
     target = length - 1 - k

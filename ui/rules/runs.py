@@ -30,8 +30,8 @@ from lengen_core.analysis.carrier import (
 from lengen_core.analysis.heatmap import Heatmap, attention_heatmap
 from lengen_core.analysis.rules import parse_rule, under_rule
 from lengen_core.measure import Measurement, check_measurement, measure, search_predicted_horizon
-from lengen_core.serving import budget
-from lengen_core.serving.budget import check_attention_map, check_carrier
+from lengen import budget
+from lengen.budget import check_attention_map, check_carrier
 from ui.rules.shipped import shipped_measurement
 from ui.runs import Progress, heatmap, load_run, measurement
 
@@ -92,7 +92,7 @@ def ruled_carrier(run_id: str, label: str, length: int, search_length: int) -> R
     run = load_run(run_id)
     rule = parse_rule(label)
     rule.check(run.config)
-    check_carrier(run.config, search_length)  # this server's budgets (lengen_core.serving.budget)
+    check_carrier(run.config, search_length)  # this server's budgets (lengen.budget)
     view = under_rule(run.model, rule, length)
     scale = rule.scale(length, run.config.task.train_length)
     if not getattr(view.encoding, "rotary", False):
@@ -115,6 +115,6 @@ def ruled_heatmap(run_id: str, label: str, length: int, layer: int = 0, head: in
 @st.cache_data(show_spinner="Computing attention under the rule…", max_entries=64)
 def _heatmap(run_id: str, label: str, length: int, layer: int, head: int) -> Heatmap:
     run = load_run(run_id)
-    check_attention_map(run.config, length, layer)  # this server's budgets (lengen_core.serving.budget)
+    check_attention_map(run.config, length, layer)  # this server's budgets (lengen.budget)
     return attention_heatmap(under_rule(run.model, parse_rule(label), length), run.config, length, layer=layer,
                              head=head)

@@ -1,4 +1,4 @@
-"""The rule measurements shipped with the presets (lengen_core.serving.shipped_rules): which requests ship, and
+"""The rule measurements shipped with the presets (lengen.shipped_rules): which requests ship, and
 reading them back in the rules view, so the "long-context rules" lesson's steps and the Dilution page's rules
 at their defaults open a preset at once.
 
@@ -17,8 +17,8 @@ import streamlit as st
 
 from lengen_core.analysis.rules import RULES, parse_rule
 from lengen_core.measure import Measurement
-from lengen_core.serving.first_visit import allowed
-from lengen_core.serving.shipped_rules import shipped_requests, shipped_rule
+from lengen.first_visit import allowed
+from lengen.shipped_rules import shipped_requests, shipped_rule
 from lengen_core.training import Run
 from ui.analyses import rule_lengths
 from ui.presets import DILUTION_SAMPLES, PRESETS, dilution_lengths

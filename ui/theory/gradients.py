@@ -3,7 +3,7 @@
 Three pictures. The numbers of all three ship with the presets (scripts.build_presets --precompute writes
 them with the calls below: ui.presets.shipped_trace, ui.presets.precomputed), so a visit computes
 nothing heavy; without them (a config that is not the shipped one, a missing file) each is computed
-once per server (st.cache_data) and priced before any work (lengen_core.serving.budget: a refusal
+once per server (st.cache_data) and priced before any work (lengen.budget: a refusal
 shows in its place):
 
 - reach: the constructed head (init constructed, steps 0) against the preset trained from its random
@@ -27,7 +27,7 @@ from lengen_core.analysis.evaluate import LengthReport, evaluate
 from lengen_core.config import ConfigError, RunConfig
 from lengen_core.models.initial import initial_model
 from lengen_core.optimisation import TrainingTrace, trace_training
-from lengen_core.serving.budget import check_single_head_evaluation, check_training
+from lengen.budget import check_single_head_evaluation, check_training
 from ui.presets import (
     DRIFT_EVERY,
     DRIFT_STEPS,  # noqa: F401 (ui.theory.gradients.DRIFT_STEPS: the tests read the experiment here)
@@ -108,7 +108,7 @@ def reach() -> None:
     try:
         built = constructed_reports(START_LENGTHS, START_SAMPLES)
         trained = random_start_reports(START_LENGTHS, START_SAMPLES)
-    except ConfigError as error:  # over this server's budget (lengen_core.serving.budget)
+    except ConfigError as error:  # over this server's budget (lengen.budget)
         refusal("No comparison here", error)
         return
     table = pd.concat([_reports_table(charts.CONSTRUCTED, built), _reports_table(charts.RANDOM, trained)])

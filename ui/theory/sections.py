@@ -14,7 +14,7 @@ from __future__ import annotations
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
-from lengen_core.serving.share import view_choice
+from lengen.share import view_choice
 from ui.address import drop_from_link
 from ui.glossary import TERM_PARAM, linked_entry, unknown_term
 from ui.state import plain, show_view, view_setting

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import streamlit as st
 
 from lengen_core.config import SETTINGS, ConfigError, RunConfig, with_changes
-from lengen_core.serving.budget import (
+from lengen.budget import (
     BudgetError,
     Budgets,
     check,
@@ -20,11 +20,11 @@ from lengen_core.serving.budget import (
     step_seconds,
     training_cost,
 )
-from lengen_core.serving.calibration import Speed
-from lengen_core.serving.jobs import OwnerBusy, QueueFull, TrainingPool
-from lengen_core.serving.ray_pool import ClusterUnreachable
-from lengen_core.serving.stepping import MAX_STEPS_PER_SECOND, MIN_STEPS_PER_SECOND, UNPACED, Pace, PaceError
-from lengen_core.serving.store import StoreError
+from lengen.calibration import Speed
+from lengen.jobs import OwnerBusy, QueueFull, TrainingPool
+from lengen.ray_pool import ClusterUnreachable
+from lengen.stepping import MAX_STEPS_PER_SECOND, MIN_STEPS_PER_SECOND, UNPACED, Pace, PaceError
+from lengen.store import StoreError
 from ui.runs import load_run
 from ui.state import linked_config, plain, select_run, selected_run_id
 from ui.training.live import MESSAGE_KEY, TICKET_KEY

@@ -3,14 +3,14 @@ browser sessions that have ended (so a closed tab cancels its training unless so
 for the same run).
 
 `LENGEN_MAX_TRAININGS` limits concurrent trainings (default: the CPUs this process may use, its
-affinity capped by a container's CPU quota: `lengen_core.serving.runtime.usable_cpus`). Each runs in a
+affinity capped by a container's CPU quota: `lengen.runtime.usable_cpus`). Each runs in a
 child process of its own (the server's interpreter stays free to serve pages), and torch's intra-op
 threads are divided between them, so N trainings do not each start one thread per core. They
 train on the app's one device, the one its analyses use (`ui.runs.analysis_device`: `$LENGEN_DEVICE`,
 auto by default: CUDA, then MPS, then the CPU), resolved when the pool is made.
 
 With `LENGEN_RAY_ADDRESS` set, the pool is the Ray cluster's one queue instead
-(`lengen_core.serving.ray_pool`), shared by every replica: `LENGEN_MAX_TRAININGS` then limits the
+(`lengen.ray_pool`), shared by every replica: `LENGEN_MAX_TRAININGS` then limits the
 cluster's concurrent trainings (default: its CPUs, or its GPUs' shares), and a cluster that cannot be
 reached is said on the pages that train (`usable_pool`), never replaced by local trainings.
 """
@@ -28,10 +28,10 @@ import streamlit as st
 from streamlit import runtime
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from lengen_core.serving.jobs import TrainingPool
-from lengen_core.serving.ray_pool import ADDRESS_ENV, ClusterUnreachable, RayTrainingPool
-from lengen_core.serving.runtime import deterministic_cublas, device_name, usable_cpus
-from lengen_core.serving.store import RunStore
+from lengen.jobs import TrainingPool
+from lengen.ray_pool import ADDRESS_ENV, ClusterUnreachable, RayTrainingPool
+from lengen.runtime import deterministic_cublas, device_name, usable_cpus
+from lengen.store import RunStore
 from lengen_core.training import resolve_device
 from ui.runs import analysis_device
 

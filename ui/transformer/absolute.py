@@ -1,5 +1,5 @@
 """The Transformer page's section on where absolute position comes from (issue 30 §2): cached analyses,
-priced first (lengen_core.serving.budget), drawn with their captions. Logic lives here; the page calls
+priced first (lengen.budget), drawn with their captions. Logic lives here; the page calls
 `section(run)`."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from lengen_core.analysis.absolute import (
 )
 from lengen_core.analysis.mask import MaskShare, has_denominator, mask_share
 from lengen_core.config import ConfigError
-from lengen_core.serving.budget import check_absolute_position, check_mask_share
-from lengen_core.serving.shipped_absolute import shipped_absolute
+from lengen.budget import check_absolute_position, check_mask_share
+from lengen.shipped_absolute import shipped_absolute
 from lengen_core.training import Run
 from ui.analyses import length_multiples
 from ui.captions import absolute as captions
@@ -32,7 +32,7 @@ PROBE_MULTIPLES = (1, 4)  # the probe's lengths, × the training length
 
 @st.cache_data(show_spinner="Probing absolute position…", max_entries=32)
 def absolute_position(run_id: str, length: int, samples: int = PROBE_SAMPLES) -> AbsolutePosition:
-    """Shipped with a preset (lengen_core.serving.shipped_absolute), or priced and computed."""
+    """Shipped with a preset (lengen.shipped_absolute), or priced and computed."""
     if (shipped := shipped_absolute(run_id, length, samples)) is not None:
         return shipped
     run = load_run(run_id)

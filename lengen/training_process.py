@@ -6,7 +6,7 @@ the child's side of the pipe (`serve_child`).
 
 Messages on the pipe: the parent sends ("train", (config, commands)) (the commands already given: a
 training that starts paused or paced is so from its first step), ("pause", _), ("resume", _), ("advance", n)
-(n steps, then pause), ("pace", steps per second) (`lengen_core.serving.stepping.StepGate`), ("stop", _),
+(n steps, then pause), ("pace", steps per second) (`lengen.stepping.StepGate`), ("stop", _),
 then ("save" | "discard", _)
 when asked, ("calibrate", _) between trainings, and ("exit", _); the child answers a calibrate with
 ("speeds", (speeds, device)) (`calibration.measure_references`: the reference runs timed in the child,
@@ -37,13 +37,13 @@ import torch
 from lengen_core.analysis.horizon import live_probe, probe_interval, probe_seconds_estimate
 from lengen_core.analysis.watch import LiveView, live_view, view_due
 from lengen_core.config import RunConfig, with_changes
-from lengen_core.serving.budget import MEMORY_ENV, Budgets
-from lengen_core.serving.calibration import measure_references, record
-from lengen_core.serving.first_visit import save_run
-from lengen_core.serving.lineage import starting_weights
-from lengen_core.serving.runtime import limit_heap_growth
-from lengen_core.serving.stepping import StepGate
-from lengen_core.serving.store import RunStore
+from lengen.budget import MEMORY_ENV, Budgets
+from lengen.calibration import measure_references, record
+from lengen.first_visit import save_run
+from lengen.lineage import starting_weights
+from lengen.runtime import limit_heap_growth
+from lengen.stepping import StepGate
+from lengen.store import RunStore
 from lengen_core.training import Progress, Training
 
 Outcome = Literal["done", "cancelled"]
@@ -215,9 +215,9 @@ def _out_of_memory() -> str:
             f"{MEMORY_ENV}): choose a smaller batch, a shorter length, a smaller model or fewer layers")
 
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
 CHILD_NICENESS = 5  # serving pages goes first when the cores are short; an idle machine trains at full speed
-CHILD_COMMAND = "import sys; from lengen_core.serving.training_process import serve_child; serve_child(sys.argv[1:])"
+CHILD_COMMAND = "import sys; from lengen.training_process import serve_child; serve_child(sys.argv[1:])"
 
 
 def _drive(training: Training, conn: Connection, first: list[tuple[str, float]] = ()) -> bool:
@@ -319,7 +319,7 @@ def _child_main(conn: Connection, root: str, device: str, threads: int) -> None:
 def serve_training(conn: Connection, store: RunStore, device: str, payload) -> bool:
     """One ("train", (config, commands)) request, answered on `conn` as the pipe's protocol says (progress,
     views, then done, cancelled or failed); False when the other end is gone. A Ray actor serves its
-    trainings with it too (lengen_core.serving.ray_pool), over anything with `send`, `recv` and `poll`."""
+    trainings with it too (lengen.ray_pool), over anything with `send`, `recv` and `poll`."""
     try:
         config, first = payload
         training = live_training(config, device, store)

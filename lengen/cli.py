@@ -1,9 +1,9 @@
-"""Command line: `python -m lengen_core train|construct|continue|evaluate|transfer|carrier|heads|absolute|sweep|runs|
+"""Command line: `python -m lengen train|construct|continue|evaluate|transfer|carrier|heads|absolute|sweep|runs|
 delete`.
 
 Results go to stdout (JSON under `--json`, a short readable summary otherwise). Runs are read from
 the person's store (`$LENGEN_HOME`) and then from the presets shipped with the lab, a read-only
-store (`lengen_core.serving.store.preset_store`), so a run id the app shows opens here too. Bad input gives one
+store (`lengen.store.preset_store`), so a run id the app shows opens here too. Bad input gives one
 line on stderr and exit status 2, never a traceback. This module writes to the streams it is
 given, so it stays testable and the rest of the core never prints.
 
@@ -22,7 +22,7 @@ marked seen or unseen (lengen_core.analysis.delays); `transfer` measures how tra
 first changes how fast a run's own delays are learned (lengen_core.transfer).
 
 At a person's own terminal the budgets do not refuse: each command prints its estimate on stderr and
-runs, with progress for anything that takes a while (lengen_core.serving.console); `--budget`, or a
+runs, with progress for anything that takes a while (lengen.console); `--budget`, or a
 budget variable set in the environment, applies the server's limits. Ctrl-C stops a command with
 status 130: what it finished is kept (a stored run, a sweep's cells), and no `.tmp-*` folder is left.
 `evaluate` computes what was asked: the evaluation at the lengths, and the prediction from the weights
@@ -73,19 +73,19 @@ from lengen_core.measure import (
     shipped_horizon,
 )
 from lengen_core.models.encodings import LengthError
-from lengen_core.serving.budget import BudgetError, duration
-from lengen_core.serving.console import BUDGET_FLAG, Console
-from lengen_core.serving.first_visit import (
+from lengen.budget import BudgetError, duration
+from lengen.console import BUDGET_FLAG, Console
+from lengen.first_visit import (
     FIRST_VISIT_LONGEST,
     FIRST_VISIT_SAMPLES,
     from_dict,
     measured_on_save,
     save_run,
 )
-from lengen_core.serving.lineage import continuation, starting_weights
-from lengen_core.serving.runtime import deterministic_cublas, device_name, limit_heap_growth
-from lengen_core.serving.store import RunStore, StoreError, preset_store
-from lengen_core.serving.sweep import (
+from lengen.lineage import continuation, starting_weights
+from lengen.runtime import deterministic_cublas, device_name, limit_heap_growth
+from lengen.store import RunStore, StoreError, preset_store
+from lengen.sweep import (
     AXES,
     NOT_RUN,
     SweepGrid,
@@ -145,7 +145,7 @@ def _listed(kind: type, separator: str = ","):
 
 
 def build_parser() -> Parser:
-    parser = Parser(prog="python -m lengen_core", description="lengen: length generalisation in attention")
+    parser = Parser(prog="python -m lengen", description="lengen: length generalisation in attention")
     parser.add_argument("--json", action="store_true", help="print JSON on stdout")
     parser.add_argument(BUDGET_FLAG, action="store_true", help=BUDGET_HELP)
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
@@ -446,7 +446,7 @@ def command_transfer(args: argparse.Namespace, store: RunStore) -> dict[str, Any
 
 
 def _stored_measurement(run_id: str, store: RunStore):
-    """What the run was stored with (lengen_core.serving.first_visit), from the person's store or the presets;
+    """What the run was stored with (lengen.first_visit), from the person's store or the presets;
     `measure` takes a piece of it only where it answers exactly the question asked."""
     source = store if store.exists(run_id) else preset_store()
     try:
@@ -788,7 +788,7 @@ def _summary(result: dict[str, Any]) -> str:
 
 def main(argv: Sequence[str] | None = None, stdout: TextIO = sys.stdout, stderr: TextIO = sys.stderr) -> int:
     deterministic_cublas()  # before any CUDA work: a CUDA training is the same bytes each time
-    limit_heap_growth()  # the served app's heap thresholds, for every command (lengen_core.serving.runtime)
+    limit_heap_growth()  # the served app's heap thresholds, for every command (lengen.runtime)
     try:
         args = build_parser().parse_args(argv)
         args.console = Console.for_command(stderr, args.budget, args.json)

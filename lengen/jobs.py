@@ -8,7 +8,7 @@
     pool.submit(config, pace=Pace(start_paused=True, steps_per_second=10))  # or at a pace it can follow
 
 A running job can be paused, advanced by exactly n steps (then paused again) and resumed
-(`lengen_core.serving.stepping.StepGate`): the training is an iterator, so a pause only means its
+(`lengen.stepping.StepGate`): the training is an iterator, so a pause only means its
 next step waits, and a resumed run reaches the very weights an uninterrupted one does. A paused job
 keeps its worker, and the time it spends paused does not count against the wall-clock limit. A pace
 (`Pace`: start paused, at most n steps a second, changed later with `set_pace`) only delays each next
@@ -20,11 +20,11 @@ own ticket, and the training goes on for the rest.
 Each request holds a ticket; a job runs while any ticket on it is held, and is cancelled (queued:
 dropped; running: stopped at the next step, nothing saved) when the last ticket is released. Worker
 threads take jobs first in, first out. A finished run is saved and reported done, then measured at the pages'
-default request by the same worker (lengen_core.serving.first_visit.save_run: the store adds the numbers when
+default request by the same worker (lengen.first_visit.save_run: the store adds the numbers when
 they are ready, `RunStore.first_visit_pending` meanwhile). With `isolate=True` (the server's choice) each worker runs
-its trainings in a child process of its own (`lengen_core.serving.training_process`), so serving pages and
+its trainings in a child process of its own (`lengen.training_process`), so serving pages and
 training never compete for one interpreter's lock. The first worker's process, once warm, times the
-reference runs of lengen_core.serving.calibration there (and again, idle, when the pool is asked for an old
+reference runs of lengen.calibration there (and again, idle, when the pool is asked for an old
 speed: `training_speed`), so the Train form's estimate is the trainings' own machine's and the server's
 interpreter never trains. Nothing here knows about a UI; threads never raise out.
 """
@@ -43,13 +43,13 @@ from typing import Literal
 
 from lengen_core.analysis.watch import LiveView, live_view, view_due
 from lengen_core.config import RunConfig
-from lengen_core.serving.budget import TRAIN_SECONDS_ENV, Budgets, check, training_cost
-from lengen_core.serving.calibration import OBSERVED_STEPS, Speed, measure_references, observe, record, training_speed
-from lengen_core.serving.lineage import parent_run
-from lengen_core.serving.runtime import env_whole_number, usable_cpus
-from lengen_core.serving.stepping import Pace, StepGate
-from lengen_core.serving.store import RunStore
-from lengen_core.serving.training_process import TrainingProcess, live_training, save_run
+from lengen.budget import TRAIN_SECONDS_ENV, Budgets, check, training_cost
+from lengen.calibration import OBSERVED_STEPS, Speed, measure_references, observe, record, training_speed
+from lengen.lineage import parent_run
+from lengen.runtime import env_whole_number, usable_cpus
+from lengen.stepping import Pace, StepGate
+from lengen.store import RunStore
+from lengen.training_process import TrainingProcess, live_training, save_run
 from lengen_core.training import Progress, Training
 
 State = Literal["queued", "running", "done", "failed", "cancelled"]
@@ -135,7 +135,7 @@ class TrainingPool:
         process: Callable[[RunStore, str, int], TrainingProcess] | None = None,
     ) -> None:
         self.store = store
-        # what an isolated worker trains in: a child process of its own, or (lengen_core.serving.ray_pool)
+        # what an isolated worker trains in: a child process of its own, or (lengen.ray_pool)
         # an actor on a Ray cluster, anything with TrainingProcess's start / train / close / pid
         self._process = process or TrainingProcess
         self.train_seconds = train_seconds
@@ -371,7 +371,7 @@ class TrainingPool:
             return {"running": running, "queued": len(self._queue), "limit": self.max_concurrent}
 
     def training_speed(self, config: RunConfig) -> Speed | None:
-        """The speed measured for `config`'s kind of model where this pool trains (lengen_core.serving.
+        """The speed measured for `config`'s kind of model where this pool trains (lengen.
         calibration: the reference runs timed in its first worker's process, or its trainings' own step times);
         None until the first measurement arrives (a cold server's first seconds). None or old: the first
         worker measures again when it is idle, in its process, never in the caller's."""

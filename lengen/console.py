@@ -1,6 +1,6 @@
 """A researcher's terminal: what a command will cost, said before it starts, and its progress while it runs.
 
-The budgets (lengen_core.serving.budget) protect a shared server. At a person's own terminal they do not
+The budgets (lengen.budget) protect a shared server. At a person's own terminal they do not
 refuse: the command prints its estimate, one line on stderr, and runs what was asked. One limit stays, the
 machine's own: work estimated at more than this machine's memory is refused before it starts, since it
 would be killed part way and take other programs with it (the estimates run up to 2× the measured peak,
@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TextIO
 
-from lengen_core.serving.budget import BudgetError, Budgets, Cost, Pricer, budgets_set_in_env, duration, megabytes
+from lengen.budget import BudgetError, Budgets, Cost, Pricer, budgets_set_in_env, duration, megabytes
 
 BUDGET_FLAG = "--budget"
 TICK_SECONDS = 0.5  # how often an estimated bar moves

@@ -36,6 +36,7 @@ import sys
 from pathlib import Path
 from typing import get_args
 
+import lengen_core
 from lengen_core.config import DeviceName
 
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # mallopt's parameter numbers (malloc.h)
@@ -139,3 +140,9 @@ def device_name(device: object) -> str:
     if device.type == "mps":
         return "Apple silicon (MPS)"
     return str(device)
+
+
+def ray_modules() -> list[str]:
+    """The two packages a Ray worker needs from this checkout (`runtime_env`'s py_modules): the application
+    (this package) and the science it calls. The rest of the environment the workers have."""
+    return [str(Path(__file__).resolve().parent), str(Path(lengen_core.__file__).resolve().parent)]

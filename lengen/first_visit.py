@@ -16,7 +16,7 @@ says what it measured.
 **The precomputation** (`first_visit`) is `lengen_core.measure.measure` at that request, as trained:
 the evaluations at every length, the prediction at L_train and every length, the predicted horizon
 searched up to the run's whole range, and the law fitted to them. Whatever trains a run stores it through
-`save_run`: the app's training process (lengen_core.serving.training_process), the command line's `train`
+`save_run`: the app's training process (lengen.training_process), the command line's `train`
 and `continue`, a sweep's cells. The run is saved and reported done first, then measured in the same
 process, and the store adds the numbers beside the weights when they are ready (renamed into place whole,
 counted in the quota; `RunStore.first_visit_pending` says they are coming meanwhile). Measured so, a default
@@ -48,8 +48,8 @@ from lengen_core.analysis.fit import DilutionFit, FitResult
 from lengen_core.analysis.horizon import Horizon
 from lengen_core.config import MAX_EVAL_LENGTH, RunConfig, with_changes
 from lengen_core.measure import EVALUATION_SEED, Shipped, measure
-from lengen_core.serving import budget
-from lengen_core.serving.store import RunStore
+from lengen import budget
+from lengen.store import RunStore
 from lengen_core.training import Run
 
 FIRST_VISIT_LONGEST = 1 << 16  # the default request's longest length (Dilution's and Compare's default view)
@@ -100,7 +100,7 @@ def measured_on_save(config: RunConfig) -> bool:
 
 
 def first_visit_seconds(config: RunConfig) -> float:
-    """The estimated seconds `save_run` spends measuring a new run of `config` (lengen_core.serving.budget's
+    """The estimated seconds `save_run` spends measuring a new run of `config` (lengen.budget's
     estimates of the default request's evaluation, prediction, horizon search and carrier; the ladder's every
     length, so a learned table's is over-estimated); 0 where it measures none. A sweep counts it per cell."""
     if not measured_on_save(config):

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from lengen_core.analysis.absolute import AbsolutePosition, absolute_from_dict, absolute_to_dict
-from lengen_core.serving.store import PRECOMPUTED_ROOT
+from lengen.store import PRECOMPUTED_ROOT
 
 ABSOLUTE_ROOT = PRECOMPUTED_ROOT / "absolute"
 

@@ -21,9 +21,9 @@ B·H·T² floats ×3 while training, `QUERY_BLOCK_ELEMENTS` ×3 otherwise; the M
 parameters with their gradients and Adam's two moments (16 bytes each), and the interpreter with
 torch loaded (`BASE_BYTES`). Time: floating-point operations at `FLOPS_PER_SECOND` plus floats
 written at `FLOATS_PER_SECOND` (for a training, with Adam's `OPTIMIZER_FLOATS` per parameter), the
-rates of a busy 2-core CPU; a training's time counts its pace (`lengen_core.serving.stepping.Pace`),
+rates of a busy 2-core CPU; a training's time counts its pace (`lengen.stepping.Pace`),
 and the Train form's estimate scales it by this machine's measured speed
-(`lengen_core.serving.calibration`); the checks keep the model's machine-independent time. Measured against the peak resident
+(`lengen.calibration`); the checks keep the model's machine-independent time. Measured against the peak resident
 memory of two training steps on five transformer configs (1–8 layers, 4–16 heads, d_model 128–512,
 lengths 64–512), the estimate was 1.7–2× the measurement; against their step times on 2 busy
 cores, 0.6–1.7× (docs/serving.md).
@@ -47,8 +47,8 @@ from lengen_core.analysis.sequence import tokens_per_batch
 from lengen_core.config import ConfigError, RunConfig
 from lengen_core.models.attention import QUERY_BLOCK_ELEMENTS
 from lengen_core.models.encodings import ENCODING_CLASSES
-from lengen_core.serving.runtime import env_whole_number
-from lengen_core.serving.stepping import Pace
+from lengen.runtime import env_whole_number
+from lengen.stepping import Pace
 from lengen_core.training import PROBE_SHARE
 
 MEMORY_ENV, SECONDS_ENV, TRAIN_SECONDS_ENV = "LENGEN_REQUEST_MEMORY_MB", "LENGEN_REQUEST_SECONDS", "LENGEN_TRAIN_SECONDS"
@@ -148,7 +148,7 @@ def _seconds(flops: float, written: float) -> float:
 
 def step_seconds(config: RunConfig) -> float:
     """One optimisation step of `config` as the model above prices it (`FLOPS_PER_SECOND`, `FLOATS_PER_SECOND`):
-    the forward and backward passes and Adam's update of every parameter. `lengen_core.serving.calibration`
+    the forward and backward passes and Adam's update of every parameter. `lengen.calibration`
     scales it by this machine's measured speed."""
     task, train = config.task, config.train
     queries = task.train_length - task.offset if task.task == "shift" else 1
@@ -159,7 +159,7 @@ def step_seconds(config: RunConfig) -> float:
 def training_cost(config: RunConfig, pace: Pace | None = None, speed: float = 1.0) -> Cost:
     """A training of `config` to its last step (early stopping only shortens it), with its live
     probes for a single head: at most PROBE_SHARE of the steps' time (lengen_core.training.Training).
-    `speed`: the measured step time over the modelled one (`lengen_core.serving.calibration`; 1: the
+    `speed`: the measured step time over the modelled one (`lengen.calibration`; 1: the
     model's constants); `pace`: a live training's pace, which makes each step last at least 1 / its
     steps per second."""
     task, train = config.task, config.train

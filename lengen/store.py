@@ -6,7 +6,7 @@
                          metrics.json         what happened in training and the verdict on it
                                               (lengen_core.analysis.verdict), a format number, the time saved
                          first_visit.json     optional: what the pages show first, measured where the training
-                                              ended (lengen_core.serving.first_visit), added just after the run
+                                              ended (lengen.first_visit), added just after the run
                                               (`add_first_visit`: renamed into place whole) or written with it
                          first_visit.pending  while those numbers are measured: who measures them
                                               (`first_visit_pending`); removed as they are added
@@ -52,19 +52,19 @@ from safetensors.torch import load_file, save_file
 from lengen_core.analysis.verdict import Verdict, judge
 from lengen_core.config import RunConfig
 from lengen_core.models.initial import initial_model
-from lengen_core.serving.budget import parameter_count
-from lengen_core.serving.runtime import env_whole_number
+from lengen.budget import parameter_count
+from lengen.runtime import env_whole_number
 from lengen_core.training import Run, resolve_device
 
 FORMAT = 1  # of metrics.json; bump when the layout changes so old readers refuse new runs clearly
 TEMP_PREFIX = ".tmp-"
 CONFIG_FILE, WEIGHTS_FILE, METRICS_FILE = "config.json", "weights.safetensors", "metrics.json"
-FIRST_VISIT_FILE = "first_visit.json"  # lengen_core.serving.first_visit's numbers, when the run was saved with them
+FIRST_VISIT_FILE = "first_visit.json"  # lengen.first_visit's numbers, when the run was saved with them
 # Beside a run saved before its first-visit numbers: who is measuring them (token, pid, host). Gone once they are in.
 PENDING_FILE = "first_visit.pending"
 PENDING_SECONDS = 600.0  # another host's measurement (its process cannot be seen from here) is given up after this
 _RUN_ID = re.compile(r"[a-z0-9][a-z0-9._-]{0,127}")
-PRESET_ROOT = Path(__file__).resolve().parents[2] / "assets" / "presets"
+PRESET_ROOT = Path(__file__).resolve().parents[1] / "assets" / "presets"
 PRECOMPUTED_ROOT = PRESET_ROOT / "precomputed"  # <run id>.json: a preset's first-visit numbers (scripts.build_presets)
 LOCK_FILE = ".lock"  # in the runs directory: writers of the same store take turns to rename runs in and out
 QUOTA_ENV = "LENGEN_STORE_QUOTA_MB"
@@ -179,7 +179,7 @@ class RunStore:
         return size
 
     def save(self, run: Run, first_visit: dict[str, Any] | None = None, pending: str | None = None) -> Path:
-        """Write `run` atomically, with its `first_visit` numbers (lengen_core.serving.first_visit) when given,
+        """Write `run` atomically, with its `first_visit` numbers (lengen.first_visit) when given,
         or, with `pending` (a token), marked as being measured for them by this process (`add_first_visit`
         puts them in), in the same step. Same id means same config and seed, so a stored copy is kept. Then
         the least recently used other runs are evicted while the store is over its quota (the numbers count too)."""
@@ -274,7 +274,7 @@ class RunStore:
                    trained_on=fields["device"])
 
     def first_visit(self, run_id: str) -> dict[str, Any] | None:
-        """The run's stored first-visit numbers (lengen_core.serving.first_visit.to_dict), or None: a run saved
+        """The run's stored first-visit numbers (lengen.first_visit.to_dict), or None: a run saved
         without them, or a file that cannot be read (the pages then measure the run, as for an old run)."""
         path = self.run_dir(run_id) / FIRST_VISIT_FILE
         if self.root == PRESET_ROOT and not path.exists():  # the presets ship theirs beside the runs

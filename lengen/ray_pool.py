@@ -5,7 +5,7 @@
     pool.status(ticket); pool.pause(ticket); pool.advance(ticket, 10); pool.stop(ticket)
     pool.owned(browser)                                 # a reload on another replica finds its training
 
-The queue is the one TrainingPool of lengen_core.serving.jobs, held by a named detached actor
+The queue is the one TrainingPool of lengen.jobs, held by a named detached actor
 (`PoolHost`, name POOL_NAME in namespace NAMESPACE) on the head node (not on a replica's node, which
 may die), found or made by the first replica (`get_if_exists=True`). So every replica sees one queue, one limit per browser and one training per
 identical request, with the budgets, queue limit, pause, step, pace and wall-clock rules of a single
@@ -14,7 +14,7 @@ server, because they are that pool's code. Its workers train each on a Ray actor
 as a training process does (`training_process.serve_training`), over `_Pipe` instead of a pipe: the pool
 host calls the actor's `exchange` every EXCHANGE_SECONDS with the commands given since, and gets the
 messages (progress per step, live views, done) it sent meanwhile. The first worker's Trainer, once
-warm, times the reference runs of lengen_core.serving.calibration (`Trainer.speeds`), so the Train form's
+warm, times the reference runs of lengen.calibration (`Trainer.speeds`), so the Train form's
 estimate (`RayTrainingPool.training_speed`, the pool host's measurement) is the cluster's speed, not the
 replica's. Ray places the actors; nothing here schedules.
 
@@ -40,10 +40,10 @@ from typing import Any
 import torch
 
 from lengen_core.config import RunConfig, with_changes
-from lengen_core.serving.jobs import TrainingPool
-from lengen_core.serving.runtime import CUBLAS_ENV, CUBLAS_WORKSPACE
-from lengen_core.serving.store import RunStore
-from lengen_core.serving.training_process import answer, reference_speeds, serve_training
+from lengen.jobs import TrainingPool
+from lengen.runtime import CUBLAS_ENV, CUBLAS_WORKSPACE, ray_modules
+from lengen.store import RunStore
+from lengen.training_process import answer, reference_speeds, serve_training
 from lengen_core.training import Training
 
 ADDRESS_ENV = "LENGEN_RAY_ADDRESS"  # set: the app trains on this Ray cluster; unset: in child processes here
@@ -303,12 +303,11 @@ class RayTrainingPool:
         ray = _ray()
         self.address, self.store, self.name = address, store, name
         if not ray.is_initialized():
-            package = str(Path(__file__).resolve().parents[1])  # the workers get this lengen_core from here
             env = {key: value for key, value in os.environ.items() if key.startswith(ENV_PREFIXES)}
             env.setdefault(CUBLAS_ENV, CUBLAS_WORKSPACE)  # a CUDA training is the same bytes each time
             try:
                 ray.init(address=address, namespace=NAMESPACE, log_to_driver=False,
-                         runtime_env={"py_modules": [package], "env_vars": env})
+                         runtime_env={"py_modules": ray_modules(), "env_vars": env})
             except (ray.exceptions.RayError, ConnectionError, RuntimeError, ValueError) as error:
                 raise ClusterUnreachable(_unreachable(address, error)) from None
         try:

@@ -26,7 +26,7 @@ from lengen_core.analysis.fit import DilutionFit, FitResult
 from lengen_core.analysis.horizon import Horizon
 from lengen_core.analysis.trust import PredictionStatus
 from lengen_core.measure import EVALUATION_SEED, Measurement
-from lengen_core.serving.store import PRECOMPUTED_ROOT
+from lengen.store import PRECOMPUTED_ROOT
 from lengen_core.training import Run
 
 RULES_ROOT = PRECOMPUTED_ROOT / "rules"

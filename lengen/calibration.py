@@ -1,6 +1,6 @@
 """How fast trainings run where they run, measured there: a few timed steps of two small reference runs
 in the training process (or Ray Trainer) as it warms up, against what the cost model
-(`lengen_core.serving.budget.step_seconds`) says they take.
+(`lengen.budget.step_seconds`) says they take.
 
     speeds = measure_references("cpu")             # in the training process: kind -> measured / modelled
     record(speeds, "cpu")                          # in the pool's process, with the warm-up's answer
@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass
 
 from lengen_core.config import RunConfig, with_changes
-from lengen_core.serving.budget import step_seconds
+from lengen.budget import step_seconds
 from lengen_core.training import Training
 
 WARM_STEPS, TIMED_STEPS = 3, 5  # the fastest timed step: a burst of other work slows some, not all

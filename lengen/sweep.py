@@ -12,7 +12,7 @@ axis of the delay tasks (`base` task delay-copy or selective-copy): how many del
 "2;2-4;2-8" on the command line; a delay cell is read against the delay at its training length
 (lengen_core.analysis.delays: the mean accuracy over its trained and its unseen delays), not at the
 lengths. A grid without delay sets keeps the id it had before the axis existed. Each cell runs `run_cell`, a plain function of
-picklable arguments, in a worker: it loads the run from the store (or the presets) or trains and saves it (with its first-visit numbers, lengen_core.serving.first_visit.save_run), checks
+picklable arguments, in a worker: it loads the run from the store (or the presets) or trains and saves it (with its first-visit numbers, lengen.first_visit.save_run), checks
 every cost against the budgets before the work, then evaluates at the grid's lengths and reads the
 verdict, the dilution fit (m_out), the carrier's argmax offset and the predicted horizon. A cell
 whose config is invalid, or whose work is over a budget or fails, gives a row with its `error`; the
@@ -61,11 +61,11 @@ from lengen_core.analysis.evaluate import MAX_EVAL_SAMPLES, LengthError, check_l
 from lengen_core.analysis.sequence import tokens_per_batch
 from lengen_core.config import DELAY_TASKS, MAX_EVAL_LENGTH, ConfigError, RunConfig, parse_delays, with_changes
 from lengen_core.measure import measure
-from lengen_core.serving import budget
-from lengen_core.serving.budget import SERVER, BudgetError, Budgets, Pricer, duration
-from lengen_core.serving.first_visit import first_visit_seconds, save_run
-from lengen_core.serving.runtime import env_whole_number
-from lengen_core.serving.store import RunStore, preset_store
+from lengen import budget
+from lengen.budget import SERVER, BudgetError, Budgets, Pricer, duration
+from lengen.first_visit import first_visit_seconds, save_run
+from lengen.runtime import env_whole_number, ray_modules
+from lengen.store import RunStore, preset_store
 from lengen_core.training import train
 
 Backend = Literal["local", "ray"]
@@ -546,11 +546,10 @@ def _run_ray(todo, store_root: str, grid: SweepGrid, workers: int | None, addres
     except ImportError:
         raise SweepError("the ray backend needs Ray: pip install -r requirements-ray.txt") from None
     started_here = not ray.is_initialized()
-    if started_here:  # the workers get this lengen_core from the driver; the rest of the environment they have
-        package = str(Path(__file__).resolve().parents[1])
+    if started_here:  # the workers get this checkout's lengen and lengen_core from the driver
         try:
             ray.init(address=address, include_dashboard=False, log_to_driver=False,
-                     runtime_env={"py_modules": [package]},
+                     runtime_env={"py_modules": ray_modules()},
                      **({} if address else {"num_cpus": workers or os.cpu_count()}))
         except (ray.exceptions.RayError, ConnectionError, RuntimeError) as error:
             where = f"the Ray cluster at {address}" if address else "a local Ray instance"
@@ -622,7 +621,7 @@ DEFAULT_SWEEP_CELLS, DEFAULT_SWEEP_SECONDS = 48, 1_800
 
 def sweep_seconds(grid: SweepGrid) -> float:
     """The estimated seconds of every valid cell's training (as if none were stored) and its measurement for the
-    app's first visit (`first_visit_seconds`), evaluation, prediction and carrier (lengen_core.serving.budget's
+    app's first visit (`first_visit_seconds`), evaluation, prediction and carrier (lengen.budget's
     estimates, summed: one worker)."""
     total = 0.0
     for cell in grid.cells():

@@ -1,5 +1,0 @@
-import sys
-
-from lengen_core.serving.cli import main
-
-sys.exit(main())
