@@ -13,7 +13,7 @@ from ui.captions import show
 from ui.captions.common import Caption
 from ui.charts import common as charts
 from ui.glossary import lead
-from ui.presets import HEATMAP_MULTIPLES
+from lengen.presets import HEATMAP_MULTIPLES
 from ui.rules import maps as rule_maps
 from ui.runs import allowed_lengths, heatmap
 from ui.state import show_view, view_number, view_setting

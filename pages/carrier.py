@@ -11,7 +11,7 @@ from ui.analyses import CARRIER_SEARCH
 from ui.captions import readouts, show
 from ui.charts import common as charts
 from ui.glossary import lead
-from ui.presets import CARRIER_SEARCHES
+from lengen.presets import CARRIER_SEARCHES
 from ui.rules import maps as rule_maps
 from ui.runs import carrier
 from ui.state import show_view, view_number

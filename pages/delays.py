@@ -19,7 +19,7 @@ from ui.delays import (
     transfer_section,
 )
 from ui.glossary import lead
-from ui.presets import delay_presets
+from lengen.presets import delay_presets
 from ui.runs import load_run, run_labels
 from ui.state import select_run, selected_run_id
 from ui.widgets import chart, refusal, run_summary

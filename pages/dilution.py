@@ -12,7 +12,7 @@ from ui.captions import readouts, show
 from ui.captions.common import Caption
 from ui.charts import common as charts
 from ui.glossary import lead
-from ui.presets import DILUTION_LONGEST, DILUTION_LONGEST_CHOICES, DILUTION_SAMPLES, dilution_lengths
+from lengen.presets import DILUTION_LONGEST, DILUTION_LONGEST_CHOICES, DILUTION_SAMPLES, dilution_lengths
 from ui.reach import show_horizon
 from ui.rules import view as rules_view
 from ui.runs import allowed_lengths, dilution_data, request_caption

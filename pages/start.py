@@ -11,7 +11,7 @@ from ui.captions import show
 from ui.charts import compare as compare_charts
 from ui.first_step import first_step
 from ui.glossary import lead
-from ui.presets import PRESETS, START_LENGTHS, START_SAMPLES, single_head_presets, transformer_presets
+from lengen.presets import PRESETS, START_LENGTHS, START_SAMPLES, single_head_presets, transformer_presets
 from ui.runs import evaluation, load_run
 from ui.state import select_run, selected_run_id
 from ui.theory.sections import SECTION_PARAM
@@ -68,7 +68,7 @@ for claim, text, page in CLAIMS:
         st.page_link(page, label=f"**{claim}** {text} → {title}", help=f"Open the {title} page, where {claim} is seen.",
                      query_params=SECTIONS_SHOWN.get(claim))
 
-LENGTHS, SAMPLES = START_LENGTHS, START_SAMPLES  # 16 … 4096, the end of the learned table (ui.presets)
+LENGTHS, SAMPLES = START_LENGTHS, START_SAMPLES  # 16 … 4096, the end of the learned table (lengen.presets)
 with picture:  # its spinner shows where the picture will be
     try:
         reports = {label: evaluation(run_id, LENGTHS, SAMPLES) for label, run_id in single_head_presets().items()}

@@ -6,7 +6,7 @@ lab's science document (docs/science.md)."""
 import streamlit as st
 
 from ui.glossary import GLOSSARY_ANCHOR, glossary, lead
-from ui.presets import science_document
+from lengen.presets import science_document
 from ui.theory import gradients as optimisation
 from ui.theory.live_check import live_check
 from ui.theory.sections import section_tabs

@@ -15,7 +15,7 @@ from ui.captions.common import Caption
 from ui.charts import common as charts
 from ui.charts import transformer as transformer_charts
 from ui.glossary import lead
-from ui.presets import POSITION_MULTIPLES, TRANSFORMER_MULTIPLES
+from lengen.presets import POSITION_MULTIPLES, TRANSFORMER_MULTIPLES
 from ui.state import show_view, view_number
 from ui.transformer.absolute import minimal_section
 from ui.transformer.absolute import section as absolute_section
@@ -30,7 +30,7 @@ from ui.widgets import (
     transformer_preset_buttons,
 )
 
-MULTIPLES = TRANSFORMER_MULTIPLES  # test lengths, × the training length (ui.presets)
+MULTIPLES = TRANSFORMER_MULTIPLES  # test lengths, × the training length (lengen.presets)
 SAMPLES = [16, 32, 64, 128, 256]
 
 st.title("From one head to a transformer")

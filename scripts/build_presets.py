@@ -5,10 +5,10 @@ is saved (lengen.first_visit), into
 `assets/presets/precomputed/<run id>.json` (read by ui.runs instead of computing them again); and the
 Theory page's optimisation experiment (C1, ui.theory.gradients): the constructed head's evaluations (in
 `precomputed/<its run id>.json`) and its two trainings, traced (`precomputed/traces/<run id>-every<N>.json`,
-read by ui.presets.shipped_trace). `--sweep`: the Sweeps page's preset sweep (ui.sweep_panels.PRESET_GRID) into
+read by lengen.presets.shipped_trace). `--sweep`: the Sweeps page's preset sweep (ui.sweep_panels.PRESET_GRID) into
 `assets/presets/sweeps/<sweep id>/` (its cells, not its runs). `--delays`: only the Delays page's runs
-(ui.presets.DELAY_PRESETS: minimal heads of 64 wide, a few hundred kB in all) and its data-diversity sweep
-(ui.presets.DIVERSITY_GRID, its cells only). `--carriers`: only the stored carriers of the
+(lengen.presets.DELAY_PRESETS: minimal heads of 64 wide, a few hundred kB in all) and its data-diversity sweep
+(lengen.presets.DIVERSITY_GRID, its cells only). `--carriers`: only the stored carriers of the
 presets' first-visit files, extracted again (the rest of each file kept as it is). `--rules`: only the measurements
 under inference rules that the lessons' rules steps and the Dilution page's defaults ask of the single-head presets
 (ui.rules.shipped), into `assets/presets/precomputed/rules/<run id>.json` (lengen.shipped_rules)."""
@@ -34,7 +34,7 @@ from lengen.first_visit import (
 )
 from lengen.store import RunStore, preset_store
 from lengen_core.training import train
-from ui.presets import (
+from lengen.presets import (
     DELAY_PRESETS,
     DIVERSITY_GRID,
     OPTIMISATION_CONSTRUCTED,
@@ -114,7 +114,7 @@ def precompute_rules() -> None:
     from lengen import budget
     from lengen.first_visit import from_dict
     from lengen.shipped_rules import request_key, ship_rules
-    from ui.presets import precomputed
+    from lengen.presets import precomputed
     from ui.rules.shipped import dilution_request, lesson_requests
 
     runs = {config.run_id(): preset_store().load(config.run_id()) for config in PRESETS.values() if config.single_head}
@@ -183,7 +183,7 @@ def main() -> None:
                         help="only ship the measurements under inference rules of the lessons and the Dilution page's defaults")
     parser.add_argument("--absolute", action="store_true",
                         help="only ship the transformer presets' absolute-position analysis (the Transformer page's section)")
-    parser.add_argument("--delays", action="store_true", help="only train the Delays page's runs (ui.presets.DELAY_PRESETS)")
+    parser.add_argument("--delays", action="store_true", help="only train the Delays page's runs (lengen.presets.DELAY_PRESETS)")
     args = parser.parse_args()
     if args.absolute:
         build_absolute()

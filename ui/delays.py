@@ -19,7 +19,7 @@ from lengen_core.thresholds import ACCURACY_BAR
 from lengen_core.training import Run
 from lengen_core.transfer import TRANSFER_PATIENCE, TRANSFER_PHASES, Transfer, transfer_from
 from ui.charts.common import HEIGHT, REFERENCE
-from ui.presets import DIVERSITY_GRID, PRESET_ROOT
+from lengen.presets import DIVERSITY_GRID, PRESET_ROOT
 from ui.runs import load_run, stored_configs
 from ui.widgets import chart, refusal
 
@@ -130,7 +130,7 @@ def delay_caption(run: Run, result: DelayCurve) -> str:
             f"{DELAY_OUTCOME_WORDS[expected]}; this one {DELAY_OUTCOME_WORDS[outcome]}.")
 
 
-# Data diversity: how many delays training saw, from the shipped sweep (ui.presets.DIVERSITY_GRID).
+# Data diversity: how many delays training saw, from the shipped sweep (lengen.presets.DIVERSITY_GRID).
 
 
 def preset_diversity() -> SweepResult | None:

@@ -46,7 +46,7 @@ from lengen.first_visit import (
 from lengen.runtime import DEVICE_ENV, device_setting
 from lengen.store import RunStore, StoreError, preset_store
 from lengen_core.training import Run, resolve_device
-from ui.presets import precomputed, preset_ids
+from lengen.presets import precomputed, preset_ids
 
 T = TypeVar("T")
 FIRST_VISIT_WAIT = 60.0  # seconds a page waits for a just-trained run's numbers (3-4 s idle) before measuring it itself

@@ -39,7 +39,7 @@ from lengen.share import run_id_from_query as link_run_id
 from lengen.store import StoreError
 from ui.address import drop_from_link, in_link, pending, set_in_link
 from ui.downloads import download_url
-from ui.presets import DEFAULT_PRESET, preset_ids
+from lengen.presets import DEFAULT_PRESET, preset_ids
 from ui.runs import is_stored, load_run, run_labels, run_options, stores
 
 RUN_KEY_STATE = "run_id"

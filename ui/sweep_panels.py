@@ -39,7 +39,7 @@ from lengen.sweep import (
     sweep_collapse,
 )
 from lengen_core.thresholds import ACCURACY_BAR
-from ui.presets import DIVERSITY_GRID, SWEEP_LENGTHS
+from lengen.presets import DIVERSITY_GRID, SWEEP_LENGTHS
 
 WORKERS_ENV = "LENGEN_SWEEP_WORKERS"
 # The preset sweep: 3 seeds × 4 offsets × RoPE and learned positions at the default size (scripts.build_presets).

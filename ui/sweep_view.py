@@ -15,7 +15,7 @@ from ui import sweep_panels as sweeps
 from ui import sweep_runs
 from ui.charts.readable import readable_altair
 from ui.delays import diversity_view, preset_diversity
-from ui.presets import SWEEP_LONGEST_CHOICES
+from lengen.presets import SWEEP_LONGEST_CHOICES
 from ui.training.pool import browser_id
 from ui.widgets import refusal
 

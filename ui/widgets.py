@@ -16,7 +16,7 @@ from ui.address import stop
 from ui.captions import common as captions
 from ui.charts.export import export_config
 from ui.charts.readable import readable
-from ui.presets import transformer_presets
+from lengen.presets import transformer_presets
 from ui.runs import await_first_visit, load_run
 from ui.state import plain, select_run, selected_run_id, show_view, view_option
 
@@ -256,7 +256,7 @@ def head_picker(names: list[str], best: int, run_id: str, key: str, label: str =
 
 
 def transformer_preset_buttons() -> None:
-    """One button per shipped transformer preset (ui.presets.transformer_presets), selecting it."""
+    """One button per shipped transformer preset (lengen.presets.transformer_presets), selecting it."""
     presets = transformer_presets()
     for column, (label, run_id) in zip(st.columns(len(presets)), presets.items(), strict=True):
         if column.button(f"Open {label}", key=f"open-{label}", width="stretch",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.app.test_more_pages import open_page
-from ui.presets import preset_ids
+from lengen.presets import preset_ids
 
 pytestmark = pytest.mark.slow  # a whole Transformer page with its probes: tests/unit/test_absolute.py has the quick captions
 

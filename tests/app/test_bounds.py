@@ -16,7 +16,7 @@ from lengen_core.config import RunConfig, with_changes
 from lengen.budget import MEMORY_ENV, TRAIN_SECONDS_ENV
 from lengen.store import METRICS_FILE, RunStore, default_root
 from lengen_core.training import train
-from ui.presets import preset_ids
+from lengen.presets import preset_ids
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 PAGES = ["pages/start.py", "pages/train.py", "pages/attention.py", "pages/carrier.py", "pages/dilution.py",

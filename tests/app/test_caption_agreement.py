@@ -30,7 +30,7 @@ from lengen.store import RunStore
 from lengen.training_process import save_run
 from lengen_core.training import train
 from ui.captions.common import LEAD_CHARS, LEAD_SENTENCES, sentence_count
-from ui.presets import preset_ids
+from lengen.presets import preset_ids
 
 pytestmark = pytest.mark.slow  # trains four tiny runs and opens many pages: test_a_presets_attention_captions_agree is
 # the quick representative (tests/app/test_caption_leads.py, fast tier), tests/unit/test_captions.py the unit checks

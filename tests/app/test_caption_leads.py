@@ -4,7 +4,7 @@ names every claim it contradicts, leads each caption in at most two sentences, a
 from __future__ import annotations
 
 from tests.app.test_caption_agreement import check, open_page
-from ui.presets import preset_ids
+from lengen.presets import preset_ids
 
 
 def test_the_learned_presets_attention_captions_agree_and_lead_short() -> None:

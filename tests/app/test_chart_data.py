@@ -13,7 +13,7 @@ from streamlit.testing.v1 import AppTest
 
 import ui.widgets
 from tests.helpers.address import address
-from ui.presets import preset_ids
+from lengen.presets import preset_ids
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 UNFORMATTED = re.compile(r"%\{(?!fullData\.)[^}:]+\}")

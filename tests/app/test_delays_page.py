@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from ui.presets import DELAY_PRESETS, delay_presets, preset_ids
+from lengen.presets import DELAY_PRESETS, delay_presets, preset_ids
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 

@@ -20,7 +20,7 @@ from lengen.store import RunStore
 from lengen.training_process import save_run
 from lengen_core.training import train
 from ui import runs as ui_runs
-from ui.presets import preset_ids
+from lengen.presets import preset_ids
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 # A learned table of 128 rows: the default request stops at 128, so measuring on save is quick.

@@ -13,7 +13,7 @@ from lengen.share import config_to_query
 from lengen.store import RunStore, preset_store
 from lengen_core.training import train
 from tests.helpers.waiting import wait_for
-from ui.presets import dilution_lengths, preset_ids
+from lengen.presets import dilution_lengths, preset_ids
 from ui.runs import measurement
 from ui.training.pool import training_pool
 

@@ -99,7 +99,7 @@ def test_the_class_runs_step_draws_the_presets_and_says_none_was_trained_yet():
 def test_the_class_runs_step_draws_a_run_trained_in_this_session_beside_the_presets():
     """A run the session trained (here the linear-attention preset, listed as if trained in this session: same task,
     a single head) is drawn under its encoding and seed beside the presets."""
-    from ui.presets import PRESETS
+    from lengen.presets import PRESETS
 
     app = AppTest.from_file(APP, default_timeout=300)
     app.query_params.update({"lesson": "why-rope-generalises", "step": "4"})

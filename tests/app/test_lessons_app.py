@@ -115,7 +115,7 @@ def test_presenter_mode_shows_only_the_settings_the_lesson_sets_and_a_lock_fixes
 def test_a_trained_lesson_run_opens_on_its_page(tmp_path, monkeypatch):
     """A step whose run is stored offers to open it: the button selects it and opens its page. (A lesson that
     trains seed 0 of the default config asks for the RoPE preset's run, which ships.)"""
-    from ui.presets import PRESETS
+    from lengen.presets import PRESETS
 
     untrained = open_link({"lesson": "why-rope-generalises", "step": "2"})
     assert "lesson-open-run" not in [b.key for b in untrained.button]  # seed 1 is not trained here

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from ui.presets import DEFAULT_PRESET, preset_ids
+from lengen.presets import DEFAULT_PRESET, preset_ids
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 PAGES = ["pages/compare.py", "pages/theory.py", "pages/transformer.py"]
@@ -76,7 +76,7 @@ def test_theory_equivariance_check(label: str, holds: bool) -> None:
 
 
 def test_theory_shows_the_labs_science_document_in_its_tab_only() -> None:
-    from ui.presets import SCIENCE_DOCUMENT
+    from lengen.presets import SCIENCE_DOCUMENT
 
     app = open_page("pages/theory.py")
     science = SCIENCE_DOCUMENT.read_text(encoding="utf-8").strip()

@@ -16,7 +16,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from lengen.budget import MEMORY_ENV
-from ui.presets import OPTIMISATION_TRACES, START_LENGTHS, START_SAMPLES, shipped_trace
+from lengen.presets import OPTIMISATION_TRACES, START_LENGTHS, START_SAMPLES, shipped_trace
 from ui.theory import gradients as optimisation
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")

@@ -11,7 +11,7 @@ from streamlit.testing.v1 import AppTest
 from lengen_core.config import RunConfig, with_changes
 from lengen.store import RunStore
 from tests.helpers.waiting import wait_for
-from ui.presets import DEFAULT_PRESET, preset_ids
+from lengen.presets import DEFAULT_PRESET, preset_ids
 from ui.training.pool import training_pool
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")

@@ -17,7 +17,7 @@ from lengen_core.analysis.fit import FitResult
 from lengen_core.analysis.rules import RULES
 from lengen_core.config import RunConfig, with_changes
 from ui.captions.readouts import inverse_mass_caption, longest_note
-from ui.presets import PRESETS, preset_ids
+from lengen.presets import PRESETS, preset_ids
 from ui.rules.select import EXPLANATIONS, RULES_DOCUMENT
 from ui.runs import run_labels
 from ui.sweep_panels import preset_result

@@ -12,7 +12,7 @@ from streamlit.testing.v1 import AppTest
 
 from lengen_core.analysis.rules import RULES
 from ui.captions.common import share
-from ui.presets import PRESETS, preset_ids
+from lengen.presets import PRESETS, preset_ids
 from ui.rules.captions import UP_TO
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")

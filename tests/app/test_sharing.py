@@ -15,7 +15,7 @@ from lengen.share import config_to_query
 from lengen.store import RunStore
 from lengen_core.training import Training
 from tests.helpers.waiting import wait_for
-from ui.presets import DEFAULT_PRESET, PRESETS, preset_ids
+from lengen.presets import DEFAULT_PRESET, PRESETS, preset_ids
 from ui.training.pool import SessionWatcher
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")

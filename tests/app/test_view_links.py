@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from ui.presets import preset_ids, single_head_presets, transformer_presets
+from lengen.presets import preset_ids, single_head_presets, transformer_presets
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 ROPE, LINEAR = preset_ids()["RoPE"], preset_ids()["RoPE + linear attention"]

@@ -17,7 +17,7 @@ from lengen.share import config_to_query
 from lengen.store import RunStore
 from lengen_core.training import train
 from tests.helpers.browser import SHOTS, settle
-from ui.presets import preset_ids, transformer_presets
+from lengen.presets import preset_ids, transformer_presets
 
 pytestmark = pytest.mark.e2e
 playwright = pytest.importorskip("playwright.sync_api")

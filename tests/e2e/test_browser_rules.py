@@ -10,7 +10,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from tests.helpers.browser import MAIN, SHOTS, settle
-from ui.presets import PRESETS, preset_ids
+from lengen.presets import PRESETS, preset_ids
 
 pytestmark = pytest.mark.e2e
 playwright = pytest.importorskip("playwright.sync_api")

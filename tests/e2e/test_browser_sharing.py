@@ -13,7 +13,7 @@ import pytest
 from lengen_core.config import RunConfig, with_changes
 from lengen.share import config_to_query
 from tests.helpers.browser import CHART, SHOTS, settle
-from ui.presets import PRESETS
+from lengen.presets import PRESETS
 
 pytestmark = pytest.mark.e2e
 playwright = pytest.importorskip("playwright.sync_api")

@@ -9,7 +9,7 @@ import pytest
 
 from lengen.share import config_to_query
 from tests.helpers.browser import MAIN, SHOTS, settle
-from ui.presets import PRESETS
+from lengen.presets import PRESETS
 
 pytestmark = pytest.mark.e2e
 playwright = pytest.importorskip("playwright.sync_api")

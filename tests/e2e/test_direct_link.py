@@ -13,7 +13,7 @@ import pytest
 
 from tests.helpers.browser import settle
 from tests.helpers.serving import serve_checkout
-from ui.presets import preset_ids
+from lengen.presets import preset_ids
 
 pytestmark = pytest.mark.e2e
 playwright = pytest.importorskip("playwright.sync_api")

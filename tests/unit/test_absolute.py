@@ -25,7 +25,7 @@ from lengen_core.config import ConfigError, RunConfig, with_changes
 from lengen_core.models.initial import initial_model
 from lengen.budget import absolute_position_cost, mask_share_cost
 from lengen.store import preset_store
-from ui.presets import PRESETS, preset_ids
+from lengen.presets import PRESETS, preset_ids
 
 TINY = with_changes(RunConfig(), task="shift", n_layers=2, n_heads=2, d_model=16, train_length=8, offset=2)
 

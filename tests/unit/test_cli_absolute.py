@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.helpers.cli import run_cli, strict_json
-from ui.presets import preset_ids
+from lengen.presets import preset_ids
 
 
 @pytest.fixture(scope="module")

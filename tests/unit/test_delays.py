@@ -241,7 +241,7 @@ def test_a_delay_cell_is_read_against_the_delay(delay_run) -> None:
 
 def test_the_shipped_diversity_sweep_is_complete() -> None:
     from lengen.sweep import stored_sweep
-    from ui.presets import DIVERSITY_GRID, PRESET_ROOT
+    from lengen.presets import DIVERSITY_GRID, PRESET_ROOT
 
     result = stored_sweep(DIVERSITY_GRID, PRESET_ROOT)
     assert result is not None and len(result.cells) == DIVERSITY_GRID.size

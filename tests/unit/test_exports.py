@@ -13,7 +13,7 @@ from pandas.api import types
 from ui.analyses import comparisons
 from ui.charts.compare import by_quantity, key_figures, key_numbers
 from ui.compare_view import carrier_table, curve_table
-from ui.presets import DILUTION_LONGEST, DILUTION_SAMPLES, single_head_presets
+from lengen.presets import DILUTION_LONGEST, DILUTION_SAMPLES, single_head_presets
 from ui.runs import load_run
 
 

@@ -156,7 +156,7 @@ def test_a_preset_that_learned_the_law_shows_one_m_out_on_both_requests(monkeypa
     """The RoPE preset (a law) from its shipped numbers, the same form a trained run is stored in: its law
     is read back for both requests, and is the one fitted afresh to them."""
     from lengen.store import preset_store
-    from ui.presets import precomputed, preset_ids
+    from lengen.presets import precomputed, preset_ids
 
     run_id = preset_ids()["RoPE"]
     run, shipped = preset_store().load(run_id), from_dict(precomputed(run_id))

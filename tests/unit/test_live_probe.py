@@ -151,7 +151,7 @@ def test_the_live_horizon_follows_a_run_past_64x_as_far_as_the_prediction_reache
     """The RoPE preset reaches 8,192 tokens (512×): the live probe, once capped at 1,024, now finds it to within
     an eighth (LIVE_RESOLUTION), where the full prediction with the same ceiling does."""
     from lengen.store import preset_store
-    from ui.presets import PRESETS
+    from lengen.presets import PRESETS
 
     run = preset_store().load(PRESETS["RoPE"].run_id())
     model = run.model.eval()

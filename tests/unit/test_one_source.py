@@ -4,7 +4,7 @@ test looks for, so that one edit changes every reader.
 - the minimal single head: ModelConfig.minimal / RunConfig.single_head (lengen_core.config);
 - the accuracy bar: lengen_core.thresholds.ACCURACY_BAR;
 - what an encoding and attention should show: lengen_core.claims;
-- the length ladders: ui.presets (lengen_core.analysis.evaluate.doublings);
+- the length ladders: lengen.presets (lengen_core.analysis.evaluate.doublings);
 - the sweep's axes: lengen.sweep.AXES.
 """
 
@@ -49,7 +49,7 @@ def _where(pattern: str, paths, allowed=()) -> list[str]:
      "lengen_core.thresholds.ACCURACY_BAR"),
     (r"encoding\s*(==|!=|in)\s*[\"'(]|attention\s*(==|!=)\s*[\"']", {"lengen/budget.py"}, "lengen_core.claims"),
     (r"<<\s*p\s+for\s+p\s+in\s+range|\(1, 2, 4, 8", {"lengen_core/analysis/evaluate.py"},
-     "ui.presets (lengen_core.analysis.evaluate.doublings)"),
+     "lengen.presets (lengen_core.analysis.evaluate.doublings)"),
     (r"vocabs", {"lengen/sweep.py", "lengen/cli.py"}, "lengen.sweep.AXES"),
 ])
 def test_a_rule_is_typed_in_one_place(pattern, allowed, rule):

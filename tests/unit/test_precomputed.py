@@ -32,7 +32,7 @@ from lengen_core.analysis.evaluate import evaluate, wilson_interval
 from lengen_core.models.initial import initial_model
 from lengen_core.optimisation import trace_training
 from lengen.store import preset_store
-from ui.presets import (
+from lengen.presets import (
     DILUTION_SAMPLES,
     OPTIMISATION_CONSTRUCTED,
     OPTIMISATION_TRACES,

@@ -26,7 +26,7 @@ from lengen.shipped_rules import (
 )
 from lengen.store import preset_store
 from tests.unit.test_precomputed import ACROSS_CPUS, assert_same_report
-from ui.presets import PRESETS
+from lengen.presets import PRESETS
 from ui.rules import runs as rule_runs
 from ui.rules import view as rules_view
 from ui.rules.shipped import dilution_request, lesson_requests

@@ -24,7 +24,7 @@ from lengen.sweep import (
     run_sweep,
     sweep_dir,
 )
-from ui.presets import PRESETS
+from lengen.presets import PRESETS
 
 GRID = SweepGrid(encodings=("rope", "learned"), offsets=(1, 3), seeds=(0,), lengths=(16, 64), samples=64,
                  base=(("steps", 400), ("d_model", 32), ("qk_init", 1.0)))  # learns in seconds on one thread

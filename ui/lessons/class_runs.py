@@ -16,7 +16,7 @@ from lengen.first_visit import FIRST_VISIT_SAMPLES, request_lengths
 from ui.captions import accuracy as accuracy_captions
 from ui.charts import compare as compare_charts
 from ui.lessons.files import Step
-from ui.presets import PRESETS
+from lengen.presets import PRESETS
 from ui.runs import is_stored, load_run, measurement
 from ui.training.live import CLASS_RUNS_KEY
 

@@ -33,7 +33,7 @@ from ui.charts import compare as compare_charts
 from ui.charts import transformer as transformer_charts
 from ui.lessons import class_runs
 from ui.lessons.files import Step
-from ui.presets import (
+from lengen.presets import (
     DELAY_PRESETS,
     DILUTION_LONGEST,
     DILUTION_SAMPLES,

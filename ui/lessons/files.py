@@ -2,7 +2,7 @@
 
 A lesson is a title, a summary and steps; each step is a few sentences, ONE element of the lab's pages
 (`ELEMENTS`: its name, the runs it reads and the options it takes), a question with its answer, and
-the runs it needs: shipped presets (`preset` or `presets`, by their labels in `ui.presets.PRESETS`),
+the runs it needs: shipped presets (`preset` or `presets`, by their labels in `lengen.presets.PRESETS`),
 which open at once, or a config to train on the shared pool (`[steps.config]`, flat setting names as
 `lengen_core.config.with_changes` takes them, and how its live training goes: `PACE_KEYS`).
 docs/lessons.md describes every key.
@@ -24,7 +24,7 @@ from lengen_core.analysis.rules import RuleError, parse_rule
 from lengen_core.config import SETTINGS, ConfigError, RunConfig, with_changes
 from lengen.lineage import continuation
 from lengen.stepping import UNPACED, Pace, PaceError
-from ui.presets import DELAY_PRESETS, LESSON_MULTIPLES, LONGEST_CHOICES, PRESETS
+from lengen.presets import DELAY_PRESETS, LESSON_MULTIPLES, LONGEST_CHOICES, PRESETS
 
 LESSON_PRESETS = {**PRESETS, **DELAY_PRESETS}  # the runs a step may name: the length presets and the delay ones
 
@@ -58,7 +58,7 @@ class Element:
     about: str
     single_head: bool | None = None
     options: tuple[tuple[str, tuple[Any, ...], Any], ...] = ()  # (name, allowed values, default)
-    delays: bool = False  # reads the delay presets (ui.presets.DELAY_PRESETS), not the length ones
+    delays: bool = False  # reads the delay presets (lengen.presets.DELAY_PRESETS), not the length ones
 
     def option(self, name: str, given: dict[str, Any]) -> Any:
         return given.get(name, next(default for option, _, default in self.options if option == name))
@@ -131,7 +131,7 @@ class Step:
     element: str
     question: str
     answer: str
-    presets: tuple[str, ...] = ()  # labels in ui.presets.PRESETS, in order
+    presets: tuple[str, ...] = ()  # labels in lengen.presets.PRESETS, in order
     config: RunConfig | None = None  # a run to train on the shared pool
     fixed: tuple[str, ...] = ()  # the settings the lesson sets for that run: locked on a students' link
     options: tuple[tuple[str, Any], ...] = ()

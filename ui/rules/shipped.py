@@ -21,7 +21,7 @@ from lengen.first_visit import allowed
 from lengen.shipped_rules import shipped_requests, shipped_rule
 from lengen_core.training import Run
 from ui.analyses import rule_lengths
-from ui.presets import DILUTION_SAMPLES, PRESETS, dilution_lengths
+from lengen.presets import DILUTION_SAMPLES, PRESETS, dilution_lengths
 from ui.rules.select import why_rule_undefined
 
 Request = tuple[tuple[str, ...], tuple[int, ...], int]  # the rules' labels (none first), the lengths, the samples

@@ -1,7 +1,7 @@
 """The Theory page's optimisation experiment (C1), on the Learned (APE) preset's config.
 
 Three pictures. The numbers of all three ship with the presets (scripts.build_presets --precompute writes
-them with the calls below: ui.presets.shipped_trace, ui.presets.precomputed), so a visit computes
+them with the calls below: lengen.presets.shipped_trace, lengen.presets.precomputed), so a visit computes
 nothing heavy; without them (a config that is not the shipped one, a missing file) each is computed
 once per server (st.cache_data) and priced before any work (lengen.budget: a refusal
 shows in its place):
@@ -28,7 +28,7 @@ from lengen_core.config import ConfigError, RunConfig
 from lengen_core.models.initial import initial_model
 from lengen_core.optimisation import TrainingTrace, trace_training
 from lengen.budget import check_single_head_evaluation, check_training
-from ui.presets import (
+from lengen.presets import (
     DRIFT_EVERY,
     DRIFT_STEPS,  # noqa: F401 (ui.theory.gradients.DRIFT_STEPS: the tests read the experiment here)
     GRADIENT_EVERY,

@@ -11,7 +11,7 @@ from ui.captions import accuracy as accuracy_captions
 from ui.captions import show
 from ui.charts import compare as compare_charts
 from ui.charts import transformer as transformer_charts
-from ui.presets import TRANSFORMER_MULTIPLES, transformer_presets
+from lengen.presets import TRANSFORMER_MULTIPLES, transformer_presets
 from ui.runs import load_run
 
 
