@@ -1,13 +1,14 @@
-"""The live equivariance check of the Theory page (C3): is the logit a function of t − u alone?
+"""The equivariance check (C3, the Theory page's live check): is the logit a function of t − u alone?
 
 For every query token a and key token b, the logit of a query at t against a key at u is compared
 with the logit of the same pair at (t + s, u + s). RoPE rotates both by ω·s, which cancels in
 q·conj(k): the difference is round-off at any shift. An absolute table adds different rows at the
 shifted positions, so the logits move.
 
-An adapter over the core: the minimal head exposes per-token tables (`query_table`, `key_table`);
-the transformer does not, so its first layer's per-token queries and keys are rebuilt here from
-its weights (later layers see mixed tokens and have no per-token table). No Streamlit here.
+The minimal head exposes per-token tables (`query_table`, `key_table`); the transformer does not, so
+its first layer's per-token queries and keys are rebuilt here from its weights (later layers see
+mixed tokens and have no per-token table). It reads a model and never trains, like the rest of
+analysis/; the Theory page reaches it through a cached wrapper (ui.analyses.equivariance).
 
 The model may be on any device: positions are made on its device, and the queries and keys it
 gives are taken to the CPU for the float64 logits (Apple's MPS has no float64).
