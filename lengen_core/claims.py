@@ -3,6 +3,13 @@
 testing an encoding's name. C10's expectations, per delay task and encoding, are `DELAY_EXPECTATIONS`
 (the Delays page's captions read them).
 
+Each encoding has one record (issue 41): its name, how the app shows it and what it claims. Every label,
+legend, line and caption reads it; adding an encoding is its class (lengen_core.models.encodings) and its
+record in `ENCODING_RECORDS`.
+
+    record = encoding_record("rope")
+    record.display, record.colour, record.dash  # 'RoPE', '#1f77b4', 'solid': a label, its chart colour, its line
+
     expected = expectation("rope", "softmax")
     expected.accuracy       # past the training length: "extrapolates" (C1), "chance" (C1, C7) or None (no claim)
     expected.accuracy_claim # the claim the accuracy charts test: "C1", or "C7" for linear attention
@@ -56,7 +63,7 @@ def claim_words(code: str) -> str:
 class Expectation:
     encoding: str
     attention: str
-    name: str  # how a caption names such a run: 'RoPE', 'learned-position', 'linear-attention', or the encoding
+    name: str  # how a caption names such a run: the record's run_name ('RoPE', 'learned-position'), 'linear-attention'
     accuracy: Literal["extrapolates", "chance"] | None  # past the training length (None: no claim)
     accuracy_claim: str  # the claim the accuracy charts test ("C1"; "C7" for linear attention)
     trace: Literal["relative", "pinned"] | None  # the argmax of the queries past training (C3 / C4)
@@ -69,20 +76,51 @@ class Expectation:
         return "C4, C8" if self.heads == "pins" else "C8"
 
 
-# The encoding's own claims (softmax attention): name, accuracy past training, argmax trace, carrier, heads.
-_ENCODING_CLAIMS = {
-    "rope": ("RoPE", "extrapolates", "relative", True, "carries"),
-    "learned": ("learned-position", "chance", "pinned", False, "pins"),
-}
+# C10, measured per delay task and encoding (the comment above DELAY_EXPECTATIONS says how).
+DelayOutcome = Literal["drops", "holds", "unlearned"]
+
+
+@dataclass(frozen=True)
+class EncodingRecord:
+    """One positional encoding as the app names it, draws it and judges it. The claims are its own, with softmax
+    attention (linear attention expects C7's failure whatever the positions); None or False: no claim."""
+    name: str  # the config's value: 'rope'
+    display: str  # its name in a label, a legend or a picker: 'RoPE', 'learned'
+    run_name: str  # how a caption names a run of it: 'This learned-position run ...'
+    colour: str  # its colour on every chart that colours by encoding
+    dash: str  # its line style where colour shows something else (plotly's dash names)
+    accuracy: Literal["extrapolates", "chance"] | None = None  # past the training length (C1)
+    trace: Literal["relative", "pinned"] | None = None  # the argmax of the queries past training (C3 / C4)
+    carrier: bool = False  # an aligned low-rank carrier (C5)
+    heads: Literal["carries", "pins"] | None = None  # what a transformer's heads do (C8; pins: C4 too)
+    delay_copy: DelayOutcome | None = None  # at the delays it never saw, on delay-copy (C10; None: not measured)
+
+
+# In the order the legends list them. Colours and dashes as the charts drew them before the record (issue 41).
+ENCODING_RECORDS: dict[str, EncodingRecord] = {record.name: record for record in (
+    EncodingRecord("rope", "RoPE", "RoPE", "#1f77b4", "solid",
+                   accuracy="extrapolates", trace="relative", carrier=True, heads="carries", delay_copy="drops"),
+    EncodingRecord("learned", "learned", "learned-position", "#d62728", "dot",
+                   accuracy="chance", trace="pinned", heads="pins", delay_copy="drops"),
+    EncodingRecord("sinusoidal", "sinusoidal", "sinusoidal", "#9467bd", "dash", delay_copy="drops"),
+    EncodingRecord("alibi", "ALiBi", "ALiBi", "#2ca02c", "dashdot", delay_copy="unlearned"),
+    EncodingRecord("nope", "NoPE", "NoPE", "#7f7f7f", "longdash", delay_copy="unlearned"),
+)}
+
+
+def encoding_record(encoding: str) -> EncodingRecord:
+    """The record of an encoding the config allows (KeyError: no such encoding)."""
+    return ENCODING_RECORDS[encoding]
 
 
 def _expectation(encoding: str, attention: str) -> Expectation:
-    name, accuracy, trace, carrier, heads = _ENCODING_CLAIMS.get(encoding, (encoding, None, None, False, None))
+    record = encoding_record(encoding)
     relative = ENCODING_CLASSES[encoding].relative
     if attention == "linear":  # C7: no normalisation, no extrapolation, whatever the positions; no relative trace
         return Expectation(encoding, attention, "linear-attention", "chance", "C7",
-                           "pinned" if trace == "pinned" else None, False, heads, relative)
-    return Expectation(encoding, attention, name, accuracy, "C1", trace, carrier, heads, relative)
+                           "pinned" if record.trace == "pinned" else None, False, record.heads, relative)
+    return Expectation(encoding, attention, record.run_name, record.accuracy, "C1", record.trace, record.carrier,
+                       record.heads, relative)
 
 
 EXPECTATIONS = {(encoding, attention): _expectation(encoding, attention)
@@ -102,12 +140,10 @@ def expectation(encoding: str, attention: str) -> Expectation:
 # "holds": learns and keeps its accuracy at unseen delays (the source found by its content, the marker);
 # "unlearned": a single head cannot find the source at all, trained delays included (it sees no order: no
 # positions, or ALiBi's one-head slope of 2^-8, a bias of 0.12 across 32 positions).
-DelayOutcome = Literal["drops", "holds", "unlearned"]
 DELAY_CLAIM = "C10"
 DELAY_HOLDS = 0.8  # mean accuracy over the unseen delays that counts as holding (measured: ≥ 0.97 or ≤ 0.2)
 DELAY_EXPECTATIONS: dict[tuple[str, str], DelayOutcome] = {
-    **{("delay-copy", encoding): "drops" for encoding in ("rope", "sinusoidal", "learned")},
-    **{("delay-copy", encoding): "unlearned" for encoding in ("alibi", "nope")},
+    **{("delay-copy", name): record.delay_copy for name, record in ENCODING_RECORDS.items() if record.delay_copy},
     **{("selective-copy", encoding): "holds" for encoding in get_args(EncodingName)},
 }
 DELAY_OUTCOME_WORDS = {

@@ -11,7 +11,7 @@ import streamlit as st
 from plotly.subplots import make_subplots
 
 from lengen_core.analysis.delays import DELAY_SAMPLES, DELAY_SEED, DelayCurve, delay_curve
-from lengen_core.claims import DELAY_CLAIM, DELAY_OUTCOME_WORDS, delay_expectation, delay_outcome
+from lengen_core.claims import DELAY_CLAIM, DELAY_OUTCOME_WORDS, delay_expectation, delay_outcome, encoding_record
 from lengen_core.config import DELAY_TASKS, ConfigError, format_delays, with_changes
 from lengen.budget import check_transfer
 from lengen.sweep import SweepResult, cell_config, stored_sweep
@@ -140,7 +140,6 @@ def preset_diversity() -> SweepResult | None:
 
 DIVERSITY_MEASURES = {"mean_seen": "trained delays", "mean_near_unseen": "unseen, within 2 of a trained one",
                       "mean_unseen": "every unseen delay"}
-ENCODING_DASH = {"rope": "solid", "sinusoidal": "dash", "learned": "dot", "alibi": "dashdot", "nope": "longdash"}
 
 
 def diversity_table(cells: list[dict]) -> pd.DataFrame:
@@ -159,7 +158,7 @@ def diversity_figure(table: pd.DataFrame) -> go.Figure:
         for measure, label in DIVERSITY_MEASURES.items():
             mean = part.groupby("delay_count")[measure].mean().reset_index()
             figure.add_scatter(x=mean["delay_count"], y=mean[measure], mode="lines+markers",
-                               line=dict(color=colours[measure], dash=ENCODING_DASH.get(encoding, "solid")),
+                               line=dict(color=colours[measure], dash=encoding_record(encoding).dash),
                                name=f"{encoding}: {label}", legendgroup=encoding,
                                hovertemplate=f"{encoding}, {label}: " + "%{y:.2f} with %{x} training delays"
                                              "<extra>mean over seeds</extra>")

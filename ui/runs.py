@@ -31,6 +31,7 @@ from lengen_core.analysis.evaluate import LengthReport, check_lengths, check_swe
 from lengen_core.analysis.fit import FitResult
 from lengen_core.analysis.heatmap import Heatmap, attention_heatmap
 from lengen_core.analysis.rules import parse_rule
+from lengen_core.claims import encoding_record
 from lengen_core.config import DELAY_TASKS, SETTINGS, RunConfig
 from lengen_core.measure import Measurement, Shipped, measure
 from lengen import budget
@@ -148,7 +149,6 @@ LABEL_ORDER = ("encoding", "offset", "train_length", "vocab_size", "seed", "task
 PRIMARY = LABEL_ORDER[:8]  # named wherever they differ; the rest only between runs these do not tell apart
 ALWAYS_NAMED = ("encoding", "offset", "train_length")  # what a run is, even when every run shown shares it
 NAMED_OFF_DEFAULT = ("task", "layout", "attention")  # shared but off the default: a shift transformer says so
-ENCODING_NAMES = {"rope": "RoPE", "learned": "learned", "sinusoidal": "sinusoidal", "alibi": "ALiBi", "nope": "NoPE"}
 
 
 def _setting(config: RunConfig, name: str):
@@ -166,7 +166,7 @@ def _named(config: RunConfig, name: str) -> str:
         layers, heads = value
         return "single head" if layers == 0 else \
             f"{layers} layer{'s' * (layers != 1)} × {heads} head{'s' * (heads != 1)}"
-    short = {"encoding": lambda v: ENCODING_NAMES.get(v, v), "offset": "k={}".format, "train_length": "L={}".format,
+    short = {"encoding": lambda v: encoding_record(v).display, "offset": "k={}".format, "train_length": "L={}".format,
              "vocab_size": "V={}".format, "seed": "seed {}".format, "task": str,
              "attention": "{} attention".format, "length_mode": "{} lengths".format, "steps": "{:,} steps".format}
     if name in short:

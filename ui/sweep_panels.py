@@ -20,6 +20,7 @@ import pandas as pd
 import streamlit as st
 
 from lengen_core.analysis.collapse import vote_accuracy
+from lengen_core.claims import ENCODING_RECORDS, encoding_record
 from lengen_core.config import DELAY_TASKS, ConfigError
 from lengen.runtime import env_whole_number
 from lengen.store import PRESET_ROOT, default_root
@@ -45,7 +46,6 @@ WORKERS_ENV = "LENGEN_SWEEP_WORKERS"
 # The preset sweep: 3 seeds × 4 offsets × RoPE and learned positions at the default size (scripts.build_presets).
 PRESET_GRID = SweepGrid(encodings=("rope", "learned"), offsets=(1, 3, 5, 7), seeds=(0, 1, 2),
                         lengths=SWEEP_LENGTHS, samples=256)
-COLOURS = {"rope": "#1f77b4", "learned": "#d62728", "sinusoidal": "#9467bd", "alibi": "#2ca02c", "nope": "#7f7f7f"}
 
 
 SWEEP_TASKS = ("retrieval", *DELAY_TASKS)  # the page's tasks: the length task of the preset sweep, the delay tasks
@@ -120,9 +120,9 @@ def shown_first(results: list[SweepResult | None], delay_task: bool) -> int:
 
 def encoding_colour(present) -> alt.Color:
     """One colour per encoding, the same on every chart; the legend lists only the encodings present."""
-    domain = [name for name in COLOURS if name in set(present)]
+    domain = [name for name in ENCODING_RECORDS if name in set(present)]
     return alt.Color("encoding:N", title="encoding",
-                     scale=alt.Scale(domain=domain, range=[COLOURS[name] for name in domain]))
+                     scale=alt.Scale(domain=domain, range=[encoding_record(name).colour for name in domain]))
 
 
 @dataclass
@@ -197,7 +197,7 @@ def accuracy_chart(table: pd.DataFrame) -> alt.FacetChart:
                .groupby(["encoding", "length"], as_index=False)
                .agg(mean=("accuracy", "mean"), low=("accuracy", "min"), high=("accuracy", "max"),
                     runs=("run_id", "nunique"), chance=("chance", "mean")))
-    encodings = [name for name in COLOURS if name in set(summary["encoding"])]
+    encodings = [name for name in ENCODING_RECORDS if name in set(summary["encoding"])]
     columns = min(len(encodings), 2) or 1  # two panels a row, so a panel keeps half the width at least
     x = alt.X("length:Q", scale=alt.Scale(type="log", base=2), title="test length n (log scale)",
               axis=alt.Axis(labelAngle=-45, labelOverlap=True, format=",d"))
