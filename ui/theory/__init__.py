@@ -1,1 +1,2 @@
-"""The Theory page's parts: its tabs (sections), the equivariance check and the optimisation experiment, with their charts."""
+"""The Theory page's parts: its tabs (sections), the live equivariance check (whose arithmetic is the science's,
+lengen_core.analysis.equivariance) and the optimisation experiment, with their charts."""
