@@ -186,7 +186,10 @@ class ALiBi(PositionalEncoding):
         return -self.slopes[:, None, None] * distance  # (H, Tq, Tk)
 
 
-# The registry: encoding name -> builder. Attention code only ever sees the hooks above.
+# The registry: encoding name -> builder. Attention code only ever sees the hooks above. Adding an encoding is
+# its class, its line here and in ENCODING_CLASSES, its name in lengen_core.config.EncodingName and its record
+# (name, display name, colour, dash, claims) in lengen_core.claims.ENCODING_RECORDS: tests/unit/
+# test_encoding_records.py holds the four to the same names.
 ENCODINGS: dict[str, Callable[[ModelConfig, torch.Generator], PositionalEncoding]] = {
     "rope": lambda config, generator: RoPE(config.d_model // config.n_heads, config.rope_base),
     "learned": lambda config, generator: Learned(config.max_positions, config.d_model, generator),
