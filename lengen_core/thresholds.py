@@ -1,4 +1,4 @@
-"""The accuracy bar: one number for every rule that reads "accuracy near 1".
+"""The thresholds: one number for every rule a reader sees ("accuracy near 1", "the prediction agrees").
 
 A run has *learned* its task when its accuracy at the training length is at least ACCURACY_BAR
 (lengen_core.analysis.verdict); its *horizon* is the largest length at which accuracy stays at least
@@ -12,3 +12,12 @@ ACCURACY_BAR = 0.9
 # each one (with the carrier's near-recurrence in between, where there is one) instead of calling the decay
 # gradual (C6).
 ACCURACY_STEP = 0.1
+
+# The prediction from the weights agrees with a measurement when it misses it by at most this: its accuracy
+# beyond the measured 95% interval, its target mass beyond two standard errors of the measured mean
+# (lengen_core.analysis.trust). It is the bound the prediction panel holds every trained run to
+# (docs/prediction.md, tests/unit/test_prediction_panel.py), so a miss beyond it is one the panel would fail.
+PREDICTION_BOUND = 0.05
+
+# Half accuracy: where the captions say accuracy "falls below half" on its way to chance.
+ACCURACY_HALF = 0.5

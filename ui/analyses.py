@@ -17,15 +17,6 @@ from dataclasses import dataclass
 import numpy as np
 import streamlit as st
 
-from lengen_core.analysis.carrier import RECURRENCE_LIMIT, NearRecurrence
-from lengen_core.analysis.evaluate import LengthError, check_lengths, check_sweep, doublings
-from lengen_core.analysis.fit import FitResult
-from lengen_core.analysis.heads import HeadReport, analyse_heads
-from lengen_core.analysis.heatmap import MAX_HEAD_MAP_CELLS, head_map
-from lengen_core.analysis.sequence import MAX_SEQUENCE_LENGTH, SequenceReport, evaluate_sequence
-from lengen_core.claims import expectation
-from lengen_core.config import ConfigError
-from lengen_core.measure import Measurement
 from lengen.budget import (
     check_attention_map,
     check_carrier,
@@ -33,6 +24,16 @@ from lengen.budget import (
     check_sequence_evaluation,
 )
 from lengen.first_visit import FIRST_VISIT_CARRIER_SEARCH
+from lengen_core.analysis.carrier import RECURRENCE_LIMIT, NearRecurrence
+from lengen_core.analysis.evaluate import LengthError, check_lengths, check_sweep, doublings
+from lengen_core.analysis.fit import FitResult
+from lengen_core.analysis.heads import HeadReport, analyse_heads
+from lengen_core.analysis.heatmap import MAX_HEAD_MAP_CELLS, head_map
+from lengen_core.analysis.horizon import Horizon
+from lengen_core.analysis.sequence import MAX_SEQUENCE_LENGTH, SequenceReport, evaluate_sequence
+from lengen_core.claims import expectation
+from lengen_core.config import ConfigError
+from lengen_core.measure import Measurement
 from lengen_core.training import Run
 from ui.captions import readouts
 from ui.captions.common import Caption, steps
@@ -76,10 +77,12 @@ def step_recurrences(run: Run, lengths: Sequence[int], accuracies: Sequence[floa
     return found, complete
 
 
-def dilution_look_for(run: Run, table, fit: FitResult | None = None) -> Caption:
+def dilution_look_for(run: Run, table, fit: FitResult | None = None, measured: Horizon | None = None) -> Caption:
     """The Dilution chart's caption (ui.captions.readouts.dilution_caption) from the page's table
     (ui.runs.dilution_data): C1 over every length, the steps with their near-recurrences, which readout limits,
-    called dilution as the law `fit` to the run says (the verdict the page's other captions read)."""
+    called dilution as the law `fit` to the run says (the verdict the page's other captions read). `measured`:
+    the Measurement's `measured_horizon`, the one the page's horizon caption shows (without it, the same rule
+    on the table's numbers)."""
     lengths, accuracy = [int(n) for n in table["length"]], [float(a) for a in table["accuracy"]]
     recurrences, searched_to = step_recurrences(run, lengths, accuracy)
     votes = [None if np.isnan(v) else float(v) for v in table["vote_accuracy"]] if "vote_accuracy" in table else None
@@ -87,7 +90,7 @@ def dilution_look_for(run: Run, table, fit: FitResult | None = None) -> Caption:
         run.config.model.encoding, run.config.model.attention, lengths, accuracy, list(table["predicted_accuracy"]),
         run.config.task.train_length, run.verdict, accuracy_low=list(table["accuracy_low"]),
         target_mass=list(table["target_mass"]), vote_accuracy=votes, samples=int(table["samples"].iloc[0]),
-        recurrences=recurrences, searched_to=searched_to, fit=fit)
+        recurrences=recurrences, searched_to=searched_to, fit=fit, measured=measured)
 
 
 def rule_lengths(lengths: Sequence[int]) -> tuple[int, ...]:
@@ -177,6 +180,7 @@ class Comparison:
     fit: FitResult  # the dilution law (single-head retrieval runs that learned and decay)
     samples: int  # sequences per length behind every figure
     measurement: Measurement  # where the lengths' figures, the law and the horizons come from
+    target_mass_sem: tuple[float, ...] | None = None  # the standard error of each p (single head), for mass_caption
 
     @property
     def m_out(self) -> float | None:
@@ -240,4 +244,5 @@ def comparison(run_id: str, longest: int, samples: int, progress: Progress | Non
         toeplitz_baseline=baseline, toeplitz_range=spread, baseline_seeds=seeds,
         toeplitz_relative=expectation(run.config.model.encoding, run.config.model.attention).relative,
         carrier_argmax=argmax, fit=m.fit, samples=samples, measurement=m,
+        target_mass_sem=tuple(r.target_mass_sem for r in reports) if m.closed_form else None,
     )

@@ -32,9 +32,8 @@ from lengen_core.analysis.dilution import DOMINANT_KEYS, LOGIT_HEADROOM, Predict
 from lengen_core.analysis.evaluate import LengthReport
 from lengen_core.analysis.horizon import Horizon
 from lengen_core.analysis.verdict import Verdict
-from lengen_core.thresholds import ACCURACY_BAR
+from lengen_core.thresholds import ACCURACY_BAR, PREDICTION_BOUND  # the prediction agrees within PREDICTION_BOUND
 
-PREDICTION_BOUND = 0.05  # |predicted − measured| accuracy and p the prediction panel holds every run to
 MAX_MASS_CORRECTION = 0.1  # the second-order term's largest share of the predicted p
 
 
@@ -51,6 +50,13 @@ class PredictionStatus:
 def _accuracy_miss(predicted: float, low: float, high: float) -> float:
     """How far the predicted accuracy lies outside [low, high] (0 inside)."""
     return max(low - predicted, predicted - high, 0.0)
+
+
+def mass_miss(predicted: float, measured: float, sem: float) -> float:
+    """How far a predicted target mass lies beyond two standard errors `sem` of the measured mean (negative:
+    inside them). The prediction agrees on p where this is at most PREDICTION_BOUND; the Compare page's
+    target-mass caption judges by it too."""
+    return abs(predicted - measured) - 2 * sem
 
 
 def prediction_status(predictions: Mapping[int, Prediction], reports: Sequence[LengthReport],
@@ -76,9 +82,9 @@ def prediction_status(predictions: Mapping[int, Prediction], reports: Sequence[L
             misses.append((miss - PREDICTION_BOUND,
                            (f"at {length:,} it predicts accuracy {p.accuracy:.3f}, measured {report.accuracy:.3f} "
                            f"(95% {report.accuracy_low:.3f} to {report.accuracy_high:.3f})")))
-        mass_miss = abs(p.target_mass - report.target_mass) - 2 * report.target_mass_sem
-        if mass_miss > PREDICTION_BOUND:
-            misses.append((mass_miss - PREDICTION_BOUND,
+        beyond = mass_miss(p.target_mass, report.target_mass, report.target_mass_sem)
+        if beyond > PREDICTION_BOUND:
+            misses.append((beyond - PREDICTION_BOUND,
                            (f"at {length:,} it predicts p {p.target_mass:.3f}, measured {report.target_mass:.3f} "
                            f"(± {report.target_mass_sem:.3f})")))
     corrections = [(p.mass_correction, n) for n, p in predictions.items() if p.mass_correction > MAX_MASS_CORRECTION]

@@ -9,9 +9,12 @@ import pytest
 from lengen_core.analysis.carrier import NearRecurrence
 from lengen_core.analysis.fit import NOT_APPLICABLE, DilutionFit, FitResult
 from lengen_core.analysis.heads import HeadReport
+from lengen_core.analysis.horizon import measured_horizon
+from lengen_core.analysis.trust import mass_miss
 from lengen_core.analysis.verdict import Verdict
 from lengen_core.claims import CLAIMS
 from lengen_core.config import RunConfig, with_changes
+from lengen_core.thresholds import ACCURACY_BAR, PREDICTION_BOUND
 from ui.captions import accuracy as accuracy_captions
 from ui.captions import attention as attention_captions
 from ui.captions import common as captions
@@ -43,11 +46,36 @@ def curve(config: RunConfig, accuracy: list[float], learned: bool = True,
 
 def test_horizon_and_chance_from_read_the_curve() -> None:
     accuracy, lows = [1.0, 0.95, 0.7, 0.1, 0.06], [0.97, 0.9, 0.6, 0.09, 0.03]
-    assert captions.horizon(LENGTHS, accuracy) == 32
-    assert captions.horizon(LENGTHS, [0.5, 1.0, 1.0, 1.0, 1.0]) is None
+    assert captions.horizon_length(LENGTHS, accuracy, 16) == 32
+    assert captions.horizon_length(LENGTHS, [0.5, 1.0, 1.0, 1.0, 1.0], 16) is None
     assert captions.chance_from(LENGTHS, lows, CHANCE, after=16) == 256  # 0.09 > chance + 0.02 at 128
     assert captions.chance_from(LENGTHS, [1, 0.05, 0.5, 0.05, 0.05], CHANCE, after=16) == 128  # from there on
     assert captions.chance_from(LENGTHS, lows, CHANCE, after=256) is None
+
+
+def test_the_captions_horizon_is_the_measurements() -> None:
+    """One rule for the measured horizon (lengen_core.analysis.horizon.measured_horizon, what a Measurement
+    holds): lengths below the training length are not read, and a NaN accuracy does not hold. The captions'
+    own copy kept both (a failed k + 1 gave no horizon; a NaN was read as holding)."""
+    lengths = (4, *LENGTHS)
+    accuracy = [0.5, 1.0, 0.95, 0.93, 0.7, 0.2]  # k + 1 = 4 below the bar: not the horizon's business
+    assert captions.horizon(lengths, accuracy, 16) == measured_horizon(lengths, accuracy, 16)
+    assert captions.horizon_length(lengths, accuracy, 16) == 64
+    with_nan = [1.0, 1.0, float("nan"), 1.0, 1.0]
+    assert captions.horizon_length(LENGTHS, with_nan, 16) == 32 == measured_horizon(LENGTHS, with_nan, 16).length
+    assert captions.first_length_below(LENGTHS, with_nan, ACCURACY_BAR) == 64
+    given = measured_horizon(LENGTHS, [1.0, 1.0, 1.0, 1.0, 0.2], 16)
+    assert captions.horizon(LENGTHS, accuracy[1:], 16, given) is given  # a Measurement's horizon is read, not redone
+
+
+def test_dilution_caption_reads_the_measurements_horizon() -> None:
+    """Given the Measurement's horizon, the Dilution caption says that one (the page's horizon caption says it too)."""
+    accuracy = [1.0, 1.0, 0.95, 0.6, 0.3]
+    measured = measured_horizon(LENGTHS, accuracy, 16)
+    text = readouts.dilution_caption("rope", "softmax", LENGTHS, accuracy, accuracy, 16, verdict(True),
+                                     measured=measured)
+    assert f"stays ≥ {ACCURACY_BAR} up to L = 64 (4×), below it from 128" in text.lead
+    assert text == readouts.dilution_caption("rope", "softmax", LENGTHS, accuracy, accuracy, 16, verdict(True))
 
 
 def test_rope_that_stays_near_one_is_said_to() -> None:
@@ -253,6 +281,19 @@ def test_mass_caption_says_whether_the_prediction_tracks_the_measurement() -> No
     assert "within 0.03 of it at every length" in close
     far = accuracy_captions.mass_caption("RoPE", LENGTHS, measured, [0.88, 0.87, 0.4, 0.56, 0.45], fitted(), 16)
     assert "does NOT track it: 0.40 against 0.82 measured at 64" in far
+
+
+def test_mass_caption_judges_the_prediction_by_the_trust_verdicts_bound() -> None:
+    """One "the prediction agrees" (lengen_core.thresholds.PREDICTION_BOUND, the trust verdict's): a gap of 0.07
+    on p is past it (the caption's own 0.1 called it tracking while the verdict called it untrusted), unless two
+    standard errors of the measured p take it back inside, as they do for the verdict."""
+    measured, predicted = [0.89, 0.86, 0.82, 0.53, 0.44], [0.89, 0.86, 0.75, 0.53, 0.44]
+    assert PREDICTION_BOUND < 0.07
+    missed = accuracy_captions.mass_caption("RoPE", LENGTHS, measured, predicted, fitted(), 16)
+    assert "does NOT track it: 0.75 against 0.82 measured at 64" in missed
+    noisy = accuracy_captions.mass_caption("RoPE", LENGTHS, measured, predicted, fitted(), 16, sems=[0.01] * 5)
+    assert f"within 0.07 of it at every length (at most {PREDICTION_BOUND:g} beyond two standard errors)" in noisy
+    assert mass_miss(0.75, 0.82, 0.01) <= PREDICTION_BOUND < mass_miss(0.75, 0.82, 0.0)
 
 
 def test_mass_caption_gives_no_law_for_a_run_at_chance() -> None:

@@ -16,10 +16,11 @@ import numpy as np
 
 from lengen_core.analysis.evaluate import wilson_interval
 from lengen_core.analysis.fit import LAW_TOLERANCE, DilutionFit, FitResult
+from lengen_core.analysis.trust import mass_miss
 from lengen_core.analysis.verdict import CHANCE_TOLERANCE, Verdict
 from lengen_core.claims import expectation
 from lengen_core.config import RunConfig
-from lengen_core.thresholds import ACCURACY_BAR
+from lengen_core.thresholds import ACCURACY_BAR, ACCURACY_HALF, PREDICTION_BOUND
 from ui.captions.common import (
     Caption,
     accuracy_points,
@@ -28,15 +29,12 @@ from ui.captions.common import (
     did_not_learn,
     extrapolation_text,
     first_length_below,
-    horizon,
+    horizon_length,
     listed,
     share,
     times,
     verdict_text,
 )
-
-PREDICTION_TOLERANCE = 0.1  # the predicted p "tracks" the measured p when within this at every length
-
 
 _times = times  # 64 → '4×' for L_train 16
 
@@ -80,7 +78,7 @@ def past_verdict(curve: Curve) -> PastVerdict | None:
     L = curve.train_length
     if not any(n > L for n in curve.lengths):
         return None
-    top = horizon(curve.lengths, curve.accuracy)
+    top = horizon_length(curve.lengths, curve.accuracy, curve.train_length)
     if top is not None and top > L:
         return "holds"
     first = next(n for n in curve.lengths if n > L)
@@ -95,7 +93,7 @@ def _short(curve: Curve) -> str:
     verdict = past_verdict(curve)
     if verdict is None:
         return f"{name} was not measured past its training length"
-    top = horizon(curve.lengths, curve.accuracy)
+    top = horizon_length(curve.lengths, curve.accuracy, curve.train_length)
     first = next(n for n in curve.lengths if n > L)
     fact = {"holds": lambda: f"≥ {ACCURACY_BAR:.2f} up to {top:,} ({_times(top, L)})",
             "chance": lambda: f"at chance from {first:,} ({_times(first, L)}) on",
@@ -114,12 +112,12 @@ def curve_caption(curve: Curve, multiples: Sequence[int] = (1, 2, 4)) -> Caption
     training is `past_verdict`, the answer the page's other captions read."""
     L, name = curve.train_length, f"**{curve.label}**"
     points = accuracy_points(curve.lengths, curve.accuracy, L, multiples)
-    top = horizon(curve.lengths, curve.accuracy)
+    top = horizon_length(curve.lengths, curve.accuracy, curve.train_length)
     floor = chance_from(curve.lengths, curve.accuracy_low, curve.chance, L)
-    half = first_length_below(curve.lengths, curve.accuracy, 0.5)
+    half = first_length_below(curve.lengths, curve.accuracy, ACCURACY_HALF)
     facts = [f"≥ {ACCURACY_BAR:.2f} up to {top:,} ({_times(top, L)})"] if top is not None else []
     if half is not None and half != floor:
-        facts.append(f"below 0.5 from {half:,} ({_times(half, L)})")
+        facts.append(f"below {ACCURACY_HALF:g} from {half:,} ({_times(half, L)})")
     facts.append(f"at chance from {floor:,} ({_times(floor, L)}) on" if floor is not None
                  else f"above chance up to {curve.lengths[-1]:,}")
     numbers = f"{points}; {', '.join(facts)}"
@@ -173,9 +171,11 @@ def curves_caption(curves: Sequence[Curve], multiples: Sequence[int] = (1, 2, 4)
 
 
 def mass_caption(label: str, lengths: Sequence[int], measured: Sequence[float], predicted: Sequence[float] | None,
-                 fit: FitResult, train_length: int) -> str:
+                 fit: FitResult, train_length: int, sems: Sequence[float] | None = None) -> str:
     """'**RoPE**: p 0.89 at 1×, 0.86 at 2×, 0.045 at 256×; the law (which K) fits every point it is drawn at within
-    8% (m_out 5.27); the plain law …; the prediction …'."""
+    8% (m_out 5.27); the plain law …; the prediction …'. The prediction tracks p by the trust verdict's rule
+    (lengen_core.analysis.trust.mass_miss): within PREDICTION_BOUND beyond two standard errors `sems` of the
+    measured p (without them: within PREDICTION_BOUND of it)."""
     last = lengths[-1] // train_length if lengths[-1] % train_length == 0 else None
     multiples = (1, 2) if last is None else tuple(dict.fromkeys((1, 2, last)))
     parts = [f"p {accuracy_points(lengths, measured, train_length, multiples)}"]
@@ -184,10 +184,12 @@ def mass_caption(label: str, lengths: Sequence[int], measured: Sequence[float], 
     elif fit.status in ("not_learned", "at_chance", "no_dilution"):
         parts.append(f"no dilution law ({m_out_text(fit)})")
     if predicted is not None:
-        gaps = [abs(p - m) for p, m in zip(predicted, measured, strict=True)]
-        worst = int(np.argmax(gaps))
-        if gaps[worst] <= PREDICTION_TOLERANCE:
-            parts.append(f"the prediction from the weights is within {gaps[worst]:.2g} of it at every length")
+        misses = [mass_miss(p, m, s) for p, m, s in zip(predicted, measured, sems or [0.0] * len(measured), strict=True)]
+        worst = int(np.argmax(misses))
+        gap = max(abs(p - m) for p, m in zip(predicted, measured, strict=True))
+        if misses[worst] <= PREDICTION_BOUND:
+            band = f" (at most {PREDICTION_BOUND:g} beyond two standard errors)" if gap > PREDICTION_BOUND else ""
+            parts.append(f"the prediction from the weights is within {gap:.2g} of it at every length{band}")
         else:
             parts.append(f"the prediction from the weights does NOT track it: {share(predicted[worst])} against "
                          f"{share(measured[worst])} measured at {lengths[worst]:,}")
@@ -241,7 +243,7 @@ def m_out_text(fit: FitResult, samples: int | None = None, answers: bool = True)
 def position_caption(positions: Sequence[int], accuracy: Sequence[float], length: int, train_length: int,
                      chance: float, samples: int, encoding: str, attention: str, learned: bool | None,
                      past: PastVerdict | None = None) -> str:
-    """At the longest length: accuracy inside training, just past it, and where it first drops below 0.5.
+    """At the longest length: accuracy inside training, just past it, and where it first drops below ACCURACY_HALF.
     Whether it holds past training (C8) is `past`, the page's one answer (`past_verdict` of its accuracy-by-length
     curve), where given; else this chart's own positions just past training say."""
     starts, values = np.asarray(positions), np.asarray(accuracy, dtype=np.float64)
@@ -254,9 +256,10 @@ def position_caption(positions: Sequence[int], accuracy: Sequence[float], length
     answers = int(samples * widths[just].sum())
     just_past = float(np.average(values[just], weights=widths[just]))
     low, _ = wilson_interval(round(just_past * answers), answers)
-    below = first_length_below(list(starts[starts >= train_length]), list(values[starts >= train_length]), 0.5)
+    below = first_length_below(list(starts[starts >= train_length]), list(values[starts >= train_length]), ACCURACY_HALF)
     text += (f", {share(just_past)} on positions {train_length}–{end} just past the dashed line; "
-             + (f"below 0.5 from position {below:,}" if below is not None else f"never below 0.5 up to {length - 1:,}"))
+             + (f"below {ACCURACY_HALF:g} from position {below:,}" if below is not None
+                else f"never below {ACCURACY_HALF:g} up to {length - 1:,}"))
     if learned is False:
         return f"{text}.{did_not_learn(learned)}"
     if past is None:

@@ -23,7 +23,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from itertools import pairwise
+from typing import Self
 
+from lengen_core.analysis.horizon import Horizon, measured_horizon
 from lengen_core.analysis.verdict import CHANCE_TOLERANCE, Verdict
 from lengen_core.claims import claim_words
 from lengen_core.thresholds import ACCURACY_BAR, ACCURACY_STEP  # "near 1": learned, and the horizon's bar; a step
@@ -40,7 +42,7 @@ class Caption(str):
     lead: str
     more: str
 
-    def __new__(cls, lead: str, more: str = "") -> Caption:
+    def __new__(cls, lead: str, more: str = "") -> Self:
         text = super().__new__(cls, f"{lead} {more}".strip())
         text.lead, text.more = lead.strip(), more.strip()
         return text
@@ -121,16 +123,25 @@ def accuracy_points(lengths: Sequence[int], accuracies: Sequence[float], train_l
 
 
 def first_length_below(lengths: Sequence[int], accuracies: Sequence[float], threshold: float) -> int | None:
-    """The first measured length whose accuracy is below `threshold` (None: it never falls that low)."""
-    return next((n for n, a in zip(lengths, accuracies, strict=True) if a < threshold), None)
+    """The first measured length whose accuracy is below `threshold` (None: it never falls that low). A NaN
+    accuracy counts as below, as in the measured horizon: it is not shown to hold."""
+    return next((n for n, a in zip(lengths, accuracies, strict=True) if not a >= threshold), None)
 
 
-def horizon(lengths: Sequence[int], accuracies: Sequence[float], threshold: float = ACCURACY_BAR) -> int | None:
-    """The largest measured length up to which every accuracy is ≥ `threshold`;
-    None when the first one is already below."""
-    below = first_length_below(lengths, accuracies, threshold)
-    kept = [n for n in lengths if below is None or n < below]
-    return kept[-1] if kept else None
+def horizon(lengths: Sequence[int], accuracies: Sequence[float], train_length: int,
+            measured: Horizon | None = None) -> Horizon | None:
+    """The run's measured horizon: `measured` (a Measurement's `measured_horizon`) where the caller has it, else
+    the same rule on these numbers (lengen_core.analysis.horizon.measured_horizon, the one a Measurement uses),
+    never a rule of the captions' own. None: no length at or past the training length measured."""
+    return measured if measured is not None else measured_horizon(lengths, accuracies, train_length)
+
+
+def horizon_length(lengths: Sequence[int], accuracies: Sequence[float], train_length: int,
+                   measured: Horizon | None = None) -> int | None:
+    """The largest measured length up to which accuracy stays ≥ ACCURACY_BAR (`horizon`); None where it is below
+    already at the training length or none was measured there."""
+    found = horizon(lengths, accuracies, train_length, measured)
+    return None if found is None else found.length
 
 
 def chance_from(lengths: Sequence[int], lows: Sequence[float], chance: float, after: int) -> int | None:

@@ -14,6 +14,7 @@ import numpy as np
 from lengen_core.analysis.carrier import ALIGNMENT_MARGIN, BaselineRange, CarrierMetrics, NearRecurrence
 from lengen_core.analysis.evaluate import LengthError, check_lengths, wilson_interval
 from lengen_core.analysis.fit import FLOOR_TIMES_CHANCE, FitResult
+from lengen_core.analysis.horizon import Horizon
 from lengen_core.analysis.verdict import CHANCE_TOLERANCE, Verdict
 from lengen_core.claims import expectation
 from lengen_core.config import RunConfig
@@ -23,8 +24,8 @@ from ui.captions.common import (
     accuracy_points,
     claims_note,
     extrapolation_text,
-    first_length_below,
     horizon,
+    horizon_length,
     share,
     split_lead,
     step_text,
@@ -37,19 +38,23 @@ if TYPE_CHECKING:  # a type only: the caller has the run's model loaded
     import torch
 
 
-def _horizon(lengths: Sequence[int], accuracies: Sequence[float], train_length: int) -> str:
-    """'stays ≥ 0.9 up to 4× (L = 64)' or 'falls below 0.9 already at 2× (L = 32)'."""
-    pairs = [(n, a) for n, a in zip(lengths, accuracies, strict=True) if n >= train_length]
-    if not pairs:
+UNKNOWN_REGIME = DilutionRegime(None, "")  # no law fitted to read a verdict from
+
+
+def _horizon(lengths: Sequence[int], accuracies: Sequence[float], train_length: int,
+             measured: Horizon | None = None) -> str:
+    """'stays ≥ 0.9 up to L = 64 (4×), below it from 128' or 'falls below 0.9 already at L = 32 (2×…)': the
+    measured horizon (`measured`, the Measurement's, else the same rule on these numbers: common.horizon)."""
+    found = horizon(lengths, accuracies, train_length, measured)
+    if found is None:
         return f"was not measured at or past the training length {train_length}"
-    lengths, accuracies = [n for n, _ in pairs], [a for _, a in pairs]
-    below = first_length_below(lengths, accuracies, ACCURACY_BAR)
-    if below is None:
-        return f"stays ≥ {ACCURACY_BAR} at every length measured, up to {lengths[-1]:,}"
-    top = horizon(lengths, accuracies, ACCURACY_BAR)
-    if top is None or top <= train_length:
-        return f"falls below {ACCURACY_BAR} already at L = {below:,} ({below / train_length:g}× the training length)"
-    return f"stays ≥ {ACCURACY_BAR} up to L = {top:,} ({top / train_length:g}×), below it from {below:,}"
+    if found.below is None:
+        return f"stays ≥ {ACCURACY_BAR} at every length measured, up to {found.ceiling:,}"
+    if found.length is None or found.length <= train_length:
+        return (f"falls below {ACCURACY_BAR} already at L = {found.below:,} ({found.below / train_length:g}× the "
+                "training length)")
+    return (f"stays ≥ {ACCURACY_BAR} up to L = {found.length:,} ({found.length / train_length:g}×), below it from "
+            f"{found.below:,}")
 
 
 def dilution_caption(encoding: str, attention: str, lengths: Sequence[int], accuracies: Sequence[float],
@@ -57,8 +62,9 @@ def dilution_caption(encoding: str, attention: str, lengths: Sequence[int], accu
                      accuracy_low: Sequence[float] | None = None, target_mass: Sequence[float] | None = None,
                      vote_accuracy: Sequence[float | None] | None = None, samples: int | None = None,
                      recurrences: Sequence[NearRecurrence] | None = None, searched_to: int | None = None,
-                     fit: FitResult | None = None) -> Caption:
-    """Accuracy against length. The lead: the run's points and horizon, then whether it bears out C1 (RoPE with
+                     fit: FitResult | None = None, measured: Horizon | None = None) -> Caption:
+    """Accuracy against length. The lead: the run's points and measured horizon (`measured`: the Measurement's
+    `measured_horizon`; without it, the same rule on these numbers), then whether it bears out C1 (RoPE with
     softmax extrapolates; a learned table, linear attention (C7) do not), as lengen_core.claims says for its
     encoding and attention, no claim for the other encodings. The rest: the prediction's largest miss, C6,
     which one limits, and the claims' words.
@@ -73,17 +79,17 @@ def dilution_caption(encoding: str, attention: str, lengths: Sequence[int], accu
     chance = verdict.chance if verdict is not None else None
     points = accuracy_points(lengths, accuracies, train_length)
     head = (f"This run: {points}" + (f" (chance {share(chance)})" if chance is not None else "")
-            + f"; it {_horizon(lengths, accuracies, train_length)}.")
+            + f"; it {_horizon(lengths, accuracies, train_length, measured)}.")
     gaps = np.abs(np.asarray(predicted) - np.asarray(accuracies))
     worst = int(np.argmax(gaps))
-    more = [f"The dashed prediction, from the weights alone, is within {gaps[worst]:.2f} of the measured "
-            f"accuracy at every length (largest gap at L = {lengths[worst]:,})."]
+    more = [(f"The dashed prediction, from the weights alone, is within {gaps[worst]:.2f} of the measured "
+             f"accuracy at every length (largest gap at L = {lengths[worst]:,}).")]
     claims = []
     if verdict is not None and not verdict.learned:
         claim = _partial_learner(verdict, lengths, accuracies, train_length)
     else:
         claim, decay, claims = _claim(encoding, attention, lengths, accuracies, accuracy_low, chance, train_length,
-                                      recurrences, searched_to)
+                                      recurrences, searched_to, measured)
         more.append(decay)
     if vote_accuracy is not None and target_mass is not None and samples is not None and chance is not None:
         more.append(readout_text(lengths, accuracies, vote_accuracy, target_mass, samples, chance, train_length,
@@ -94,7 +100,8 @@ def dilution_caption(encoding: str, attention: str, lengths: Sequence[int], accu
 
 def _claim(encoding: str, attention: str, lengths: Sequence[int], accuracies: Sequence[float],
            lows: Sequence[float] | None, chance: float | None, train_length: int,
-           recurrences: Sequence[NearRecurrence] | None, searched_to: int | None) -> tuple[str, str, list[str]]:
+           recurrences: Sequence[NearRecurrence] | None, searched_to: int | None,
+           measured: Horizon | None = None) -> tuple[str, str, list[str]]:
     """For a run that learned: the accuracy claim's sentence (the lead's), C6's (the rest's, '' where the run
     is not expected to extrapolate) and the claims named."""
     beyond = [a for n, a in zip(lengths, accuracies, strict=True) if n >= 2 * train_length]
@@ -102,7 +109,7 @@ def _claim(encoding: str, attention: str, lengths: Sequence[int], accuracies: Se
     expected = expectation(encoding, attention)
     code = expected.accuracy_claim
     if expected.accuracy == "extrapolates":
-        c1, c6 = _extrapolates(lengths, accuracies, lows, chance, train_length, recurrences, searched_to)
+        c1, c6 = _extrapolates(lengths, accuracies, lows, chance, train_length, recurrences, searched_to, measured)
         return c1, c6, [code, "C6"] if c6 else [code]
     if expected.accuracy is None:  # ALiBi, sinusoidal or no positions with softmax: the lab claims nothing
         return (f"No claim covers {encoding} with {attention} attention: this run "
@@ -116,11 +123,11 @@ def _claim(encoding: str, attention: str, lengths: Sequence[int], accuracies: Se
 
 def _extrapolates(lengths: Sequence[int], accuracies: Sequence[float], lows: Sequence[float] | None,
                   chance: float | None, train_length: int, recurrences: Sequence[NearRecurrence] | None,
-                  searched_to: int | None) -> tuple[str, str]:
+                  searched_to: int | None, measured: Horizon | None = None) -> tuple[str, str]:
     """C1 over every length past training, then C6: graceful only without a step; each step named."""
     L = train_length
     past = [(n, a) for n, a in zip(lengths, accuracies, strict=True) if n > L]
-    top = horizon(lengths, accuracies, ACCURACY_BAR)
+    top = horizon_length(lengths, accuracies, L, measured)
     if not past or top is None or top <= L:
         where = f" at {past[0][0]:,} ({times(past[0][0], L)})" if past else ""
         return (f"This RoPE run contradicts C1: it is already below {ACCURACY_BAR} past its training "
@@ -139,7 +146,7 @@ def _extrapolates(lengths: Sequence[int], accuracies: Sequence[float], lows: Seq
 
 def readout_text(lengths: Sequence[int], accuracies: Sequence[float], vote_accuracy: Sequence[float | None],
                  target_mass: Sequence[float], samples: int, chance: float, train_length: int,
-                 regime: DilutionRegime = DilutionRegime(None, "")) -> str:
+                 regime: DilutionRegime = UNKNOWN_REGIME) -> str:
     """Which one limits past training, the model's readout or its attention, from the ideal vote readout's
     accuracy on the same sequences (the most attended token answers). Readout-limited: p > 2/V
     (FLOOR_TIMES_CHANCE/V, where the target's own weight outweighs twice a token's share) and the model at
