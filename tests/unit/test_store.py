@@ -11,8 +11,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-import lengen.store as store_module
-from lengen_core.config import RunConfig, with_changes
+from lengen import run_files
 from lengen.store import (
     CONFIG_FILE,
     FORMAT,
@@ -22,6 +21,7 @@ from lengen.store import (
     StoreError,
     check_run_id,
 )
+from lengen_core.config import RunConfig, with_changes
 from lengen_core.tasks import sample_batch
 from lengen_core.training import Run, train
 
@@ -159,7 +159,7 @@ def test_failed_save_leaves_nothing_behind(store, run, monkeypatch):
     def fail(*args, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr(store_module, "_write_json", fail)
+    monkeypatch.setattr(run_files, "write_json", fail)
     with pytest.raises(OSError, match="disk full"):
         store.save(run)
     assert store.list_runs() == [] and not store.exists(run.run_id)

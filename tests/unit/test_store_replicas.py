@@ -19,9 +19,10 @@ from pathlib import Path
 
 import pytest
 
-import lengen.store as store_module
+import lengen.store_writers as writers
+from lengen import run_files
+from lengen.store import TEMP_PREFIX, RunStore
 from lengen_core.config import RunConfig, with_changes
-from lengen.store import RunStore
 from lengen_core.training import train
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,15 +34,16 @@ RACER = textwrap.dedent(
     """
     import dataclasses, sys, time
     from pathlib import Path
-    import lengen.store as store_module
+    import lengen.store_writers as writers
+    from lengen.store import RunStore
     from lengen_core.config import RunConfig, with_changes
     from lengen_core.training import train
 
     home, go, host, seeds, quota, pid = sys.argv[1:7]
-    store_module._host = lambda: host
+    writers.host = lambda: host
     if pid != "own":
-        store_module._temp_prefix = lambda: f"{store_module.TEMP_PREFIX}{pid}@{host}@"
-    store = store_module.RunStore(Path(home), quota=int(quota) or None)
+        writers.temp_prefix = lambda: f"{writers.TEMP_PREFIX}{pid}@{host}@"
+    store = RunStore(Path(home), quota=int(quota) or None)
     run = train(with_changes(RunConfig(), steps=3), "cpu")
     print("ready", flush=True)
     while not Path(go).exists():
@@ -75,7 +77,7 @@ def race(home: Path, plans: list[tuple[str, str]], quota: int = 0, watch=None) -
 
 
 def temp_dirs(store: RunStore) -> list[str]:
-    return sorted(p.name for p in store.runs_dir.iterdir() if p.name.startswith(store_module.TEMP_PREFIX))
+    return sorted(p.name for p in store.runs_dir.iterdir() if p.name.startswith(TEMP_PREFIX))
 
 
 @pytest.mark.slow
@@ -148,7 +150,7 @@ def test_another_hosts_writer_is_left_alone_while_it_writes_and_its_kill_leaves_
 def test_a_cleaner_removes_only_its_own_hosts_dead_writes_at_once(tmp_path):
     store = RunStore(tmp_path)
     store.runs_dir.mkdir(parents=True)
-    here = store_module._host()
+    here = writers.host()
     mine_dead = f".tmp-{DEAD_PID}@{here}@abc"
     mine_alive = f".tmp-{os.getpid()}@{here}@def"
     foreign = f".tmp-{DEAD_PID}@other-host@ghi"
@@ -157,7 +159,7 @@ def test_a_cleaner_removes_only_its_own_hosts_dead_writes_at_once(tmp_path):
     assert store.clean_partial() == [mine_dead]
     assert store.clean_partial(older_than_seconds=0) == [foreign]
     assert temp_dirs(store) == [mine_alive]
-    assert store_module._temp_prefix().startswith(f".tmp-{os.getpid()}@{here}@")
+    assert writers.temp_prefix().startswith(f".tmp-{os.getpid()}@{here}@")
 
 
 def test_a_run_removed_by_another_writer_during_a_listing_is_gone_not_damaged(tmp_path, monkeypatch):
@@ -166,14 +168,14 @@ def test_a_run_removed_by_another_writer_during_a_listing_is_gone_not_damaged(tm
     store.save(run)
     store.save(dataclasses.replace(run, config=with_changes(run.config, seed=5)))
     victim = store.run_dir(run.run_id)
-    check = store_module._check_weights
+    check = run_files.check_weights
 
     def removed_meanwhile(path: Path) -> None:
         if path.parent == victim:
             shutil.rmtree(victim)  # another replica evicts it between reading its record and its weights
         check(path)
 
-    monkeypatch.setattr(store_module, "_check_weights", removed_meanwhile)
+    monkeypatch.setattr(run_files, "check_weights", removed_meanwhile)
     summaries, corrupt = store._scan()
     assert [s.config.train.seed for s in summaries] == [5]
     assert corrupt == {}
