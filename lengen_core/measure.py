@@ -45,6 +45,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from lengen_core.analysis.argmax_count import UnstableReadout
 from lengen_core.analysis.dilution import Prediction
 from lengen_core.analysis.dilution import predict as predict_at
 from lengen_core.analysis.evaluate import LengthReport, Progress, check_lengths, check_sampling, check_sweep, evaluate
@@ -193,7 +194,11 @@ def measure(run: Run, lengths: Sequence[int], samples: int = 256, rule: Inferenc
                                               progress=progress))
     at = _predicted_lengths(run, lengths)
     known_predictions = _shipped_predictions(shipped, at, rule)
-    found = known_predictions or ({p.length: p for p in predict_at(model, config, at, rule=rule)} if predict else {})
+    unstable = None  # why the weights give no prediction, where they give none
+    try:
+        found = known_predictions or ({p.length: p for p in predict_at(model, config, at, rule=rule)} if predict else {})
+    except UnstableReadout as error:
+        found, unstable = {}, PredictionStatus("untrusted", f"No prediction from the weights for this run: {error}.")
     fit = None
     if known_reports is not None and known_predictions is not None:  # the very numbers it was fitted to
         fit = _shipped_fit(shipped, lengths, samples, L)
@@ -203,7 +208,9 @@ def measure(run: Run, lengths: Sequence[int], samples: int = 256, rule: Inferenc
         fit = fit_dilution(lengths, [r.target_mass for r in reports], [r.target_mass_sem for r in reports], L,
                            config.task.vocab_size, run.verdict, {n: p.target_mass for n, p in found.items()})
     ceiling = search_ceiling(run, lengths, rule)
-    if search or shipped_horizon(shipped, rule, ceiling) is not None:
+    if unstable is not None:
+        horizon, note = None, "no prediction from the weights (see the prediction's status)"
+    elif search or shipped_horizon(shipped, rule, ceiling) is not None:
         horizon, note = search_predicted_horizon(run, rule, ceiling, shipped, prices,
                                                  known={n: p.accuracy for n, p in found.items()})
     else:
@@ -212,7 +219,7 @@ def measure(run: Run, lengths: Sequence[int], samples: int = 256, rule: Inferenc
                        train_prediction=found.get(L), fit=fit,
                        measured_horizon=measured_horizon(lengths, [r.accuracy for r in reports], L),
                        predicted_horizon=horizon, horizon_ceiling=ceiling, horizon_note=note,
-                       prediction_status=prediction_status(found, reports, L, run.verdict) if found else None,
+                       prediction_status=prediction_status(found, reports, L, run.verdict) if found else unstable,
                        single_head=True)
 
 
@@ -240,7 +247,10 @@ def search_predicted_horizon(run: Run, rule: InferenceRule, ceiling: int, shippe
         except ConfigError as error:
             return None, f"not computed here: {' '.join(str(error).split())}"
         afford = prices.prediction_fits(config, rule=rule)
-    reach = predicted_horizon(run.model, config, ceiling=ceiling, afford=afford, rule=rule, known=known)
+    try:
+        reach = predicted_horizon(run.model, config, ceiling=ceiling, afford=afford, rule=rule, known=known)
+    except UnstableReadout as error:
+        return None, f"no prediction from the weights: {error}"
     if not reach.resolved:
         return reach, f"bracket only: {reach.text}"
     if not rule.trivial:

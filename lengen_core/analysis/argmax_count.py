@@ -117,6 +117,45 @@ def dominant_shares(votes: torch.Tensor, draws: Draws) -> torch.Tensor:
     return torch.bmm(votes.permute(1, 0, 2), draws.indicator)  # (V_b, V_a, K)
 
 
+class UnstableReadout(ArithmeticError):
+    """The random keys' score covariance has no usable square root (not finite, or no eigendecomposition
+    converges): the prediction cannot be made from these weights. The message says why, in plain words."""
+
+
+ROOT_JITTERS = (1e-9, 1e-6, 1e-3)  # relative to each row's largest variance: the first is the everyday one
+
+
+def covariance_root(covariance: torch.Tensor) -> torch.Tensor:
+    """R with R Rᵀ = covariance[a] + jitter·I for each row a (covariance (V_a, V, V), symmetric PSD in exact
+    arithmetic): the eigenvectors scaled by the roots of their eigenvalues (negative rounding clamped to 0).
+
+    The jitter is 1e-9 of the row's largest variance. Where LAPACK's eigendecomposition does not converge
+    (an ill-conditioned covariance: a learned-position head trained on past its construction made one), the
+    matrix is symmetrised and scaled to unit largest variance, and the jitter grows to 1e-6 and 1e-3: a
+    perturbation of the scores' noise far below the draws' own error (1/√K). A covariance that is not
+    finite, or that no attempt decomposes, raises UnstableReadout: the prediction says so instead of a
+    traceback (lengen_core.measure)."""
+    if not bool(torch.isfinite(covariance).all()):
+        raise UnstableReadout("the random keys' scores have a variance beyond floating point (weights too large)")
+    V = covariance.shape[-1]
+    eye = torch.eye(V, dtype=covariance.dtype)
+    largest = covariance.diagonal(dim1=1, dim2=2).abs().amax(dim=1).clamp_min(1e-300)  # (V_a,)
+    try:  # the everyday path, exactly as the shipped numbers were made
+        values, vectors = torch.linalg.eigh(covariance + (ROOT_JITTERS[0] * largest)[:, None, None] * eye)
+        return vectors * values.clamp_min(0).sqrt()[:, None, :]
+    except torch.linalg.LinAlgError:
+        pass
+    unit = (covariance + covariance.transpose(1, 2)) / (2 * largest[:, None, None])
+    for jitter in ROOT_JITTERS:
+        try:
+            values, vectors = torch.linalg.eigh(unit + jitter * eye)
+        except torch.linalg.LinAlgError:
+            continue
+        return vectors * (values.clamp_min(0) * largest[:, None]).sqrt()[:, None, :]
+    raise UnstableReadout("the random keys' score covariance is too ill-conditioned to decompose "
+                          f"(no eigendecomposition converged, even with a jitter of {ROOT_JITTERS[-1]:g})")
+
+
 def readout_noise(
     covariance: torch.Tensor,
     readout: torch.Tensor,
@@ -132,9 +171,7 @@ def readout_noise(
     encoding's position readout.
     """
     V_a, V, _ = covariance.shape
-    jitter = 1e-9 * covariance.diagonal(dim1=1, dim2=2).abs().amax(dim=1).clamp_min(1e-300)
-    values, vectors = torch.linalg.eigh(covariance + jitter[:, None, None] * torch.eye(V, dtype=covariance.dtype))
-    root = vectors * values.clamp_min(0).sqrt()[:, None, :]  # (V_a, V_y, V_z)
+    root = covariance_root(covariance)  # (V_a, V_y, V_z)
     noise = (root.reshape(V_a * V, V) @ draws.normal.T).view(V_a, V, -1)  # (V_a, V_y, K)
     if torch.equal(readout, torch.eye(V, dtype=readout.dtype)):  # the ideal readout takes the shares as they are
         noise += shares.transpose(0, 1)
