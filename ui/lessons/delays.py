@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import streamlit as st
 
+from lengen.api import Run
 from lengen.presets import DELAY_PRESETS
-from lengen_core.training import Run
 from ui import delays as delay_view
 from ui.lessons.files import Step
 from ui.lessons.frame import Projector, draw

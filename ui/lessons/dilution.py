@@ -8,8 +8,8 @@ from dataclasses import replace
 
 import streamlit as st
 
+from lengen.api import parse_rule
 from lengen.presets import DILUTION_LONGEST, DILUTION_SAMPLES, dilution_lengths
-from lengen_core.analysis.rules import parse_rule
 from lengen_core.config import ConfigError
 from ui.analyses import dilution_look_for
 from ui.captions import accuracy as accuracy_captions

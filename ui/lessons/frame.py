@@ -10,8 +10,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from streamlit.delta_generator import DeltaGenerator
 
+from lengen.api import Run
 from lengen.presets import PRESETS
-from lengen_core.training import Run
 from ui.lessons.files import Step
 from ui.runs import load_run
 from ui.widgets import chart, run_summary
