@@ -17,12 +17,13 @@ from typing import Any
 import pytest
 import torch
 
+from lengen import cli
+from lengen.runtime import device_name
+from lengen.store import PRESET_ROOT, RunStore, StoreError, preset_store
 from lengen_core.analysis.dilution import predict
 from lengen_core.analysis.evaluate import sequence_tokens
 from lengen_core.analysis.heads import PIN_SHARE, analyse_heads
 from lengen_core.config import MAX_EVAL_LENGTH, MAX_STEPS, RunConfig
-from lengen import cli
-from lengen.store import PRESET_ROOT, RunStore, StoreError, preset_store
 from lengen_core.tasks import targets_of
 from lengen_core.training import Run, resolve_device, train
 from tests.helpers.cli import assert_user_error, ok_json, run_cli, strict_json
@@ -364,11 +365,12 @@ def test_bad_evaluate_input_is_one_line_and_exit_2(argv: tuple[str, ...], fragme
     assert_user_error(run_cli("evaluate", run_id, *argv, "--json"), *fragments)
 
 
-def test_learned_run_beyond_its_position_table_is_a_user_error() -> None:
+def test_learned_run_beyond_its_position_table_is_a_user_error_unless_by_default() -> None:
     run_id = train_quick("--encoding", "learned", "--max-positions", "64")["run_id"]
     assert ok_json("evaluate", run_id, "--lengths", "64", "--samples", "8", "--json")["lengths"][0]["length"] == 64
     assert_user_error(run_cli("evaluate", run_id, "--lengths", "100", "--json"), "length 100", "64")
-    assert_user_error(run_cli("evaluate", run_id, "--json"), "position table")  # default lengths reach 64× training
+    # by default, the app's request: the Dilution page's ladder, those lengths the table holds (4 = k + 1, 16 … 64)
+    assert [row["length"] for row in ok_json("evaluate", run_id, "--json")["lengths"]] == [4, 16, 32, 64]
 
 
 def test_bad_carrier_search_length_is_a_user_error() -> None:
@@ -404,9 +406,9 @@ def test_an_analysis_on_a_device_this_machine_lacks_is_a_user_error(command: str
 
 def test_the_device_names_the_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H200")
-    assert cli.device_name("cuda") == "cuda (NVIDIA H200)"
-    assert cli.device_name("cpu") == "cpu"
-    assert cli.device_name("mps") == "Apple silicon (MPS)"
+    assert device_name("cuda") == "cuda (NVIDIA H200)"
+    assert device_name("cpu") == "cpu"
+    assert device_name("mps") == "Apple silicon (MPS)"
 
 
 BAD_COMMAND = {
