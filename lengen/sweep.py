@@ -54,6 +54,11 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
+from lengen import budget
+from lengen.budget import SERVER, BudgetError, Budgets, Pricer, duration
+from lengen.first_visit import first_visit_seconds, save_run
+from lengen.runtime import env_whole_number, ray_modules
+from lengen.store import RunStore, preset_store
 from lengen_core.analysis.carrier import extract_carrier
 from lengen_core.analysis.collapse import Collapse, collapse
 from lengen_core.analysis.delays import DELAY_TOKENS, delay_curve
@@ -61,11 +66,6 @@ from lengen_core.analysis.evaluate import MAX_EVAL_SAMPLES, LengthError, check_l
 from lengen_core.analysis.sequence import tokens_per_batch
 from lengen_core.config import DELAY_TASKS, MAX_EVAL_LENGTH, ConfigError, RunConfig, parse_delays, with_changes
 from lengen_core.measure import measure
-from lengen import budget
-from lengen.budget import SERVER, BudgetError, Budgets, Pricer, duration
-from lengen.first_visit import first_visit_seconds, save_run
-from lengen.runtime import env_whole_number, ray_modules
-from lengen.store import RunStore, preset_store
 from lengen_core.training import train
 
 Backend = Literal["local", "ray"]
@@ -356,6 +356,12 @@ class SweepResult:
     def parquet_path(self) -> Path | None:
         return None if self.directory is None else self.directory / "table.parquet"
 
+    def configs(self) -> dict[str, RunConfig]:
+        """Run id -> config of every cell that ran: the grid's base with the cell's own axis settings (each cell
+        holds them), read by key, not by the cell's place in the grid."""
+        return {cell["run_id"]: cell_config(self.grid, {setting: cell[setting] for setting in self.grid.axes})
+                for cell in self.cells if cell.get("run_id")}
+
     def table(self):
         """One row per (cell, length): the cell's settings and figures beside the length's accuracy and mass;
         a cell with an error (or no lengths) gives one row with `error`."""
@@ -589,24 +595,55 @@ def _gather_ray(ray, refs: dict, pending: list, finished, cancel: threading.Even
                 finished(refs[ref], _error_record(cause))
 
 
-def sweep_collapse(cells: Sequence[dict[str, Any]]) -> tuple[Collapse | None, str]:
-    """The collapse of the learned RoPE cells with a fitted m_out (their lengths ≥ L_train), and a sentence
-    on what went in; None when no such cell has points."""
-    rows = [(length["length"], length["accuracy"], cell["m_out"], cell["vocab_size"])
-            for cell in cells
-            if cell.get("encoding") == "rope" and cell.get("learned") and cell.get("m_out") is not None
-            for length in cell.get("lengths", []) if length["length"] >= cell["train_length"]]
-    runs = sum(1 for cell in cells if cell.get("encoding") == "rope" and cell.get("learned") and cell.get("m_out") is not None)
-    if not rows:
-        return None, "no learned RoPE cell with a fitted m_out: nothing to collapse"
-    n, a, m, V = (np.array(column) for column in zip(*rows, strict=True))
-    return collapse(n, a, m, V), f"{len(rows)} points of {runs} learned RoPE runs, lengths ≥ L_train"
+COLLAPSE_ENCODING = "rope"  # the collapse gathers relative-position runs whose accuracy the dilution law describes
+POINT_FIELDS = ("run_id", "offset", "seed", "vocab_size", "m_out")  # what each collapse point carries of its cell
 
 
-def collapse_summary(cells: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def collapse_cells(cells: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The cells the data collapse reads: learned RoPE runs with a fitted m_out. The one filter: the collapse,
+    its summary (the command line's and the page's) and the page's points all read it."""
+    return [cell for cell in cells
+            if cell.get("encoding") == COLLAPSE_ENCODING and cell.get("learned") and cell.get("m_out") is not None]
+
+
+def collapse_points(cells: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One point per measured length ≥ L_train of each `collapse_cells` cell, each keyed by its run id and
+    length and carrying its cell's POINT_FIELDS beside its accuracy."""
+    return [{**{name: cell.get(name) for name in POINT_FIELDS}, "length": row["length"], "accuracy": row["accuracy"]}
+            for cell in collapse_cells(cells)
+            for row in cell.get("lengths", []) if row["length"] >= cell["train_length"]]
+
+
+@dataclass(frozen=True)
+class SweepCollapse:
+    """A sweep's collapse: the result (None: no point to collapse), its points, each with its own scaled length
+    `x` and the master curve's value `theory` there (A_V(scale·x)), so a reader joins nothing by position,
+    how many runs they come from, and a sentence on what went in."""
+
+    result: Collapse | None
+    points: tuple[dict[str, Any], ...]
+    runs: int
+    note: str
+
+
+def sweep_collapse(cells: Sequence[dict[str, Any]]) -> SweepCollapse:
+    """The collapse of the `collapse_points` of `cells`."""
+    points, runs = collapse_points(cells), len(collapse_cells(cells))
+    if not points:
+        return SweepCollapse(None, (), runs, "no learned RoPE cell with a fitted m_out: nothing to collapse")
+    n, a, m, V = (np.array([point[name] for point in points]) for name in ("length", "accuracy", "m_out", "vocab_size"))
+    result = collapse(n, a, m, V)
+    placed = tuple({**point, "x": float(x), "theory": float(theory)}
+                   for point, x, theory in zip(points, result.x, result.theory, strict=True))  # collapse's own order
+    return SweepCollapse(result, placed, runs, f"{len(points)} points of {runs} learned RoPE runs, lengths ≥ L_train")
+
+
+def collapse_summary(cells: Sequence[dict[str, Any]], found: SweepCollapse | None = None) -> dict[str, Any]:
     """The JSON form: the variable, rms from the master curve A_V(scale·x) with its fitted scale, rms_unscaled
-    from A_V(x), and the two spreads (lengen_core.analysis.collapse), or why there is none."""
-    result, note = sweep_collapse(cells)
+    from A_V(x), and the two spreads (lengen_core.analysis.collapse), or why there is none. `found`: the
+    collapse of these cells, where the caller has it."""
+    found = found or sweep_collapse(cells)
+    result, note = found.result, found.note
     if result is None:
         return {"variable": None, "rms": None, "scale": None, "rms_unscaled": None, "spread_scaled": None,
                 "spread_raw": None, "points": 0, "note": note}

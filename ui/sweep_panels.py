@@ -19,9 +19,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from lengen_core.analysis.collapse import vote_accuracy
-from lengen_core.claims import ENCODING_RECORDS, encoding_record
-from lengen_core.config import DELAY_TASKS, ConfigError
+from lengen.presets import DIVERSITY_GRID, SWEEP_LENGTHS
 from lengen.runtime import env_whole_number
 from lengen.store import PRESET_ROOT, default_root
 from lengen.sweep import (
@@ -39,8 +37,10 @@ from lengen.sweep import (
     stored_sweep,
     sweep_collapse,
 )
+from lengen_core.analysis.collapse import vote_accuracy
+from lengen_core.claims import ENCODING_RECORDS, encoding_record
+from lengen_core.config import DELAY_TASKS, ConfigError
 from lengen_core.thresholds import ACCURACY_BAR
-from lengen.presets import DIVERSITY_GRID, SWEEP_LENGTHS
 
 WORKERS_ENV = "LENGEN_SWEEP_WORKERS"
 # The preset sweep: 3 seeds × 4 offsets × RoPE and learned positions at the default size (scripts.build_presets).
@@ -292,25 +292,19 @@ def margin_chart(cells: pd.DataFrame, picked: set[str] = frozenset()) -> alt.Cha
 
 
 def collapse_frame(cells: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
-    """The collapse's points (learned RoPE cells, lengths ≥ L_train) with their x, the theoretical curve,
-    and the summary (collapse_summary)."""
-    result, _ = sweep_collapse(cells)
-    summary = collapse_summary(cells)
-    if result is None:
+    """The collapse's points (lengen.sweep.collapse_points: the one filter), each with its own x and theory as the
+    collapse placed it, the theoretical curve, and the summary (collapse_summary)."""
+    found = sweep_collapse(cells)
+    summary = collapse_summary(cells, found)
+    if found.result is None:
         return pd.DataFrame(), pd.DataFrame(), summary
-    points = pd.DataFrame([
-        {"run_id": c["run_id"], "offset": c["offset"], "seed": c["seed"], "vocab_size": c["vocab_size"],
-         "m_out": c["m_out"], "length": row["length"], "accuracy": row["accuracy"]}
-        for c in cells if c.get("encoding") == "rope" and c.get("learned") and c.get("m_out") is not None
-        for row in c.get("lengths", []) if row["length"] >= c["train_length"]])
-    points["x"] = result.x
-    points["theory"] = result.theory
+    points, scale = pd.DataFrame(list(found.points)), found.result.scale
     grid = np.geomspace(max(points["x"].min() / 2, 1e-9), points["x"].max() * 2, 120)
-    curves = pd.concat([pd.DataFrame({"x": grid, "accuracy": vote_accuracy(scale * grid, int(V)), "vocab_size": int(V),
+    curves = pd.concat([pd.DataFrame({"x": grid, "accuracy": vote_accuracy(factor * grid, int(V)), "vocab_size": int(V),
                                       "curve": name})
                         for V in sorted(points["vocab_size"].unique())
-                        for name, scale in ((f"vote model, scale fitted (s = {result.scale:,.0f})", result.scale),
-                                            ("vote model, m_out as it is", 1.0))])
+                        for name, factor in ((f"vote model, scale fitted (s = {scale:,.0f})", scale),
+                                             ("vote model, m_out as it is", 1.0))])
     return points, curves, summary
 
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import streamlit as st
 
+from lengen.sweep import SweepResult
 from lengen_core.config import RunConfig
-from lengen.sweep import SweepResult, cell_config
 from ui.runs import is_stored
 from ui.state import LINK_CONFIG_KEY, TRAIN_PAGE, select_run
 
@@ -18,9 +18,9 @@ COMPARE_PAGE, COMPARE_KEY = "pages/compare.py", "compare-runs"  # the Compare pa
 
 
 def cell_configs(result: SweepResult) -> dict[str, RunConfig]:
-    """run id -> config of every cell of the sweep that ran (the grid's base with the cell's settings)."""
-    return {cell["run_id"]: cell_config(result.grid, settings)
-            for settings, cell in zip(result.grid.cells(), result.cells, strict=True) if cell.get("run_id")}
+    """run id -> config of every cell of the sweep that ran (lengen.sweep.SweepResult.configs: by each cell's own
+    settings, not its place in the grid)."""
+    return result.configs()
 
 
 def cell_label(cell: dict) -> str:

@@ -8,14 +8,14 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from lengen_core.config import DELAY_TASKS, SETTINGS, ConfigError
 from lengen.budget import duration
+from lengen.presets import SWEEP_LONGEST_CHOICES
 from lengen.sweep import SweepError, SweepResult, check_sweep
+from lengen_core.config import DELAY_TASKS, SETTINGS, ConfigError
 from ui import sweep_panels as sweeps
 from ui import sweep_runs
 from ui.charts.readable import readable_altair
 from ui.delays import diversity_view, preset_diversity
-from lengen.presets import SWEEP_LONGEST_CHOICES
 from ui.training.pool import browser_id
 from ui.widgets import refusal
 

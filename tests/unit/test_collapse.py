@@ -69,3 +69,48 @@ def test_the_preset_sweeps_rope_runs_collapse_onto_the_master_curve():
     assert summary["rms"] < 0.11 < summary["spread_raw"]  # measured 0.102 and 0.118
     assert summary["spread_scaled"] < 0.6 * summary["spread_raw"]  # measured 0.069 against 0.118
     assert summary["rms_unscaled"] > 0.4 and 100 < summary["scale"] < 2_000  # measured 0.48 and 472
+
+
+def _cell(run_id: str, encoding: str = "rope", learned: bool = True, m_out: float | None = 5.0, offset: int = 3,
+          seed: int = 0, accuracies=(1.0, 0.97, 0.9, 0.6, 0.3)) -> dict:
+    lengths = [8, 16, 64, 256, 1024]  # 8 < L_train 16: never a point
+    return {"encoding": encoding, "attention": "softmax", "offset": offset, "train_length": 16, "vocab_size": 16,
+            "seed": seed, "run_id": run_id, "learned": learned, "m_out": m_out,
+            "lengths": [{"length": n, "accuracy": a} for n, a in zip(lengths, accuracies, strict=True)]}
+
+
+def test_the_collapse_filter_is_one_and_its_points_carry_their_keys():
+    """One filter (lengen.sweep.collapse_cells) for the collapse, its summary and the page's points: learned RoPE
+    cells with a fitted m_out, lengths ≥ L_train. Each point carries its run id and its own x, so the page's
+    points are the collapse's whatever the cells' order (it used to lay the collapse's x over a frame it
+    built with its own copy of the filter, by position)."""
+    from lengen.sweep import collapse_cells, collapse_summary, sweep_collapse
+    from ui.sweep_panels import collapse_frame
+
+    cells = [_cell("a", m_out=5.0), _cell("ape", encoding="learned", m_out=None), _cell("b", m_out=6.5, offset=5),
+             _cell("no-law", m_out=None), _cell("not-learned", learned=False), _cell("c", m_out=4.0, seed=1)]
+    assert [c["run_id"] for c in collapse_cells(cells)] == ["a", "b", "c"]
+    found = sweep_collapse(cells)
+    assert found.runs == 3 and len(found.points) == 3 * 4 == found.result.points
+    for point in found.points:  # each point's x from its own m_out, wherever it sits
+        assert point["x"] == pytest.approx(float(scaled_length(point["length"], point["m_out"], 16)))
+    points, _, summary = collapse_frame(list(reversed(cells)))
+    same = collapse_summary(cells)  # the same points in another order: equal up to rounding
+    assert {k: v for k, v in summary.items() if isinstance(v, str | int)} == {k: v for k, v in same.items()
+                                                                           if isinstance(v, str | int)}
+    assert {k: v for k, v in summary.items() if isinstance(v, float)} == pytest.approx(
+        {k: v for k, v in same.items() if isinstance(v, float)}, rel=1e-6)
+    by_key = {(p["run_id"], p["length"]): (p["x"], p["accuracy"]) for p in found.points}
+    assert {(r.run_id, r.length): (r.x, r.accuracy) for r in points.itertuples()} == by_key
+
+
+def test_a_sweeps_configs_are_read_from_each_cell_not_its_place():
+    """SweepResult.configs: a cell's config from its own settings, so a reordered list keeps each run's config."""
+    from lengen.sweep import SweepGrid, SweepResult
+
+    grid = SweepGrid(encodings=("rope", "learned"), offsets=(1, 3))
+    cells = [{**settings, "run_id": f"run-{settings['encoding']}-{settings['offset']}"} for settings in grid.cells()]
+    configs = SweepResult("s", grid, list(reversed(cells))).configs()
+    assert {(c.model.encoding, c.task.offset) for c in configs.values()} == {("rope", 1), ("rope", 3), ("learned", 1),
+                                                                            ("learned", 3)}
+    assert all(run_id == f"run-{c.model.encoding}-{c.task.offset}" for run_id, c in configs.items())
