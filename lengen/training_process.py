@@ -34,9 +34,6 @@ from typing import Any, Literal
 
 import torch
 
-from lengen_core.analysis.horizon import live_probe, probe_interval, probe_seconds_estimate
-from lengen_core.analysis.watch import LiveView, live_view, view_due
-from lengen_core.config import RunConfig, with_changes
 from lengen.budget import MEMORY_ENV, Budgets
 from lengen.calibration import measure_references, record
 from lengen.first_visit import save_run
@@ -44,6 +41,9 @@ from lengen.lineage import starting_weights
 from lengen.runtime import limit_heap_growth
 from lengen.stepping import StepGate
 from lengen.store import RunStore
+from lengen_core.analysis.horizon import live_probe, probe_interval, probe_seconds_estimate
+from lengen_core.analysis.watch import LiveView, live_view, view_due
+from lengen_core.config import RunConfig, with_changes
 from lengen_core.training import Progress, Training
 
 Outcome = Literal["done", "cancelled"]

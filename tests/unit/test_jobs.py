@@ -11,9 +11,9 @@ from typing import ClassVar
 
 import pytest
 
-from lengen_core.config import RunConfig, with_changes
 from lengen.jobs import QueueFull, TrainingPool
 from lengen.store import RunStore
+from lengen_core.config import RunConfig, with_changes
 from lengen_core.training import Training
 from tests.helpers.waiting import wait_for
 
@@ -225,7 +225,7 @@ def test_a_job_arriving_while_the_first_worker_times_the_reference_runs_goes_to_
     """Worker 0 times the reference runs when idle (lengen.calibration); it counts as busy meanwhile,
     so a Train click then is taken by worker 1 instead of waiting behind the measurement (on a loaded machine,
     a child's measurement can take a minute)."""
-    from lengen import calibration, jobs
+    from lengen import calibration
 
     measuring, release, measured = threading.Event(), threading.Event(), threading.Event()
 
@@ -235,7 +235,7 @@ def test_a_job_arriving_while_the_first_worker_times_the_reference_runs_goes_to_
         measured.set()
         return {}
 
-    monkeypatch.setattr(jobs, "measure_references", slow_references)
+    monkeypatch.setattr(calibration, "measure_references", slow_references)
     monkeypatch.setattr(calibration, "_measured", {})  # no speed yet in this process: the pool measures
     try:
         assert pool.training_speed(config(7)) is None
