@@ -95,6 +95,7 @@ from lengen_core.analysis.delays import DELAY_SAMPLES, delay_curve
 from lengen_core.analysis.heads import analyse_heads
 from lengen_core.analysis.mask import mask_share
 from lengen_core.analysis.rules import RULES, rule_with_parameter
+from lengen_core.analysis.sequence import MAX_SEQUENCE_LENGTH
 from lengen_core.config import (
     DELAY_TASKS,
     SETTINGS,
@@ -360,11 +361,12 @@ def evaluation_request(run: Run, lengths: Sequence[int] | None, samples: int | N
     head: the Dilution page's first view, lengen.first_visit's default request (k + 1, then the training length
     doubled up to FIRST_VISIT_LONGEST, those its encoding allows; FIRST_VISIT_SAMPLES sequences), the numbers a new
     run is stored with, so `evaluate RUN` prints the page's numbers. A transformer (or a shift run): the
-    Transformer page's lengths, 1×…16× training, at the same samples."""
+    Transformer page's lengths, 1×…16× training (up to the longest sequence a forward pass takes), at the same
+    samples."""
     if lengths is None:
         L = run.config.task.train_length
-        lengths = (request_lengths(run) if run.config.single_head else
-                   allowed(run, [m * L for m in TRANSFORMER_MULTIPLES]))
+        lengths = (request_lengths(run) if run.config.single_head else  # lengen.api.measure's defaults too
+                   allowed(run, [m * L for m in TRANSFORMER_MULTIPLES if m * L <= MAX_SEQUENCE_LENGTH]))
     return tuple(lengths), FIRST_VISIT_SAMPLES if samples is None else samples
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers.cli import run_cli, strict_json
 from lengen.presets import preset_ids
+from tests.helpers.cli import run_cli, strict_json
 
 
 @pytest.fixture(scope="module")

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from lengen_core import measure as measure_module
-from lengen_core.measure import measure
 from lengen.first_visit import FIRST_VISIT_SAMPLES, MEASURE_ENV, from_dict, request_lengths
 from lengen.store import PENDING_FILE, RunStore
+from lengen_core import measure as measure_module
+from lengen_core.measure import measure
 from tests.helpers.cli import ok_json, run_cli
 from tests.helpers.records import same
 

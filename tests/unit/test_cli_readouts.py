@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
+from lengen import cli
 from lengen_core.analysis.carrier import ALIGNMENT_MARGIN
 from lengen_core.analysis.fit import LAW_TOLERANCE, WEIGHTED_LAW
-from lengen import cli
 
 CONVERGED = ("--device", "cpu")  # the default 1,500-step budget with early stop: a trained head
 METRIC_KEYS = {"argmax_offset", "margin", "alignment", "effective_rank", "active_frequencies", "toeplitz_fraction"}

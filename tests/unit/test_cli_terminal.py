@@ -14,11 +14,11 @@ import time
 
 import pytest
 
-from lengen_core.config import RunConfig, with_changes
 from lengen import budget, cli
 from lengen.budget import BUDGET_ENVS, SECONDS_ENV, TRAIN_SECONDS_ENV, BudgetError
 from lengen.console import SAY_AFTER_SECONDS, Console
 from lengen.store import TEMP_PREFIX, RunStore
+from lengen_core.config import RunConfig, with_changes
 from lengen_core.training import Training
 from tests.helpers.cli import ok_json, run_cli, strict_json
 
