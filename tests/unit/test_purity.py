@@ -1,6 +1,7 @@
-"""lengen_core and the application package lengen above it stay pure libraries: no streamlit, no printing,
-no network (the README's layout), in every module of every subpackage; and the science (lengen_core)
-never imports the application (lengen: store, jobs, training processes, budgets, links, the CLI)."""
+"""lengen_core and the application package lengen above it stay pure libraries: no printing, no network (the
+README's layout), in every module of every subpackage, and importing them all leaves streamlit out. Which
+layer may import which (the science never the application, neither of them streamlit) is read from the
+source by tests/unit/test_tree_layers.py."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 
 import lengen
 import lengen_core
+from tests.helpers.imports import imported_names
 
 PACKAGE_DIR = Path(lengen_core.__file__).parent
 APP_DIR = Path(lengen.__file__).parent
@@ -62,27 +64,6 @@ def test_importing_the_core_leaves_streamlit_out():
     assert result.stdout == ""  # importing prints nothing either
 
 
-def _imports(path: Path) -> set[str]:
-    """Every module `path` imports, relative imports resolved against lengen_core."""
-    names = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            names |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                base = "lengen_core" + (f".{base}" if base else "")
-            names.add(base)
-            names |= {f"{base}.{alias.name}" for alias in node.names}
-    return names
-
-
-@pytest.mark.parametrize("path", SCIENCE, ids=lambda path: str(path.relative_to(ROOT)))
-def test_the_science_never_imports_the_application(path):
-    serving = sorted(name for name in _imports(path) if name == "lengen" or name.startswith("lengen."))
-    assert not serving, f"{path.name} imports {serving}"
-
-
 def test_the_application_is_a_package_of_its_own():
     assert {p.stem for p in APP_DIR.glob("*.py")} >= {"store", "jobs", "training_process", "share", "cli", "budget",
                                                       "runtime"}
@@ -103,16 +84,8 @@ def test_no_module_prints(path):
 
 @pytest.mark.parametrize("path", SOURCES, ids=lambda path: str(path.relative_to(ROOT)))
 def test_no_module_touches_the_network(path):
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    imported = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            imported |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            imported.add(node.module)
-    top_level = {name.split(".")[0] for name in imported}
+    top_level = {name.split(".")[0] for name in imported_names(path)}
     assert not top_level & NETWORK_MODULES, f"{path.name} imports {sorted(top_level & NETWORK_MODULES)}"
-    assert "streamlit" not in top_level
 
 
 def _code_without_strings(tree: ast.AST) -> str:
