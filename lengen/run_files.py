@@ -147,6 +147,30 @@ def read_record(directory: Path) -> tuple[RunSummary, dict[str, Any], str | None
     return summary, fields, digest
 
 
+def scan(runs_dir: Path) -> tuple[list[RunSummary], dict[str, str]]:
+    """The readable runs in `runs_dir`, newest first, and the damaged ones by id, each with a message naming
+    the file at fault: one bad directory never hides the others."""
+    summaries: list[RunSummary] = []
+    corrupt: dict[str, str] = {}
+    if not runs_dir.is_dir():
+        return summaries, corrupt
+    for directory in sorted(runs_dir.iterdir()):
+        if not directory.is_dir() or not is_run_id(directory.name):
+            continue  # temp directories and anything else not written by a store's save
+        try:
+            summary, _, _ = read_record(directory)
+            check_weights(directory / WEIGHTS_FILE)
+        except Exception as error:  # noqa: BLE001 — one bad folder must never hide the others
+            if not directory.is_dir():
+                continue  # deleted or evicted by another writer while it was read: gone, not damaged
+            corrupt[directory.name] = (str(error) if isinstance(error, StoreError)
+                                       else f"unreadable run {directory}: {error!r}")
+        else:
+            summaries.append(summary)
+    summaries.sort(key=lambda summary: summary.created, reverse=True)  # stable: ties stay by id
+    return summaries, corrupt
+
+
 def load_weights(directory: Path, model: torch.nn.Module, digest: str | None) -> None:
     """Load the run's weights into `model` (built from its config), checked against the sha256 `digest`
     recorded when they were saved (None: a run saved before it was recorded)."""

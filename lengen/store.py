@@ -25,7 +25,6 @@ import json
 import os
 import shutil
 import tempfile
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -195,14 +194,7 @@ class RunStore:
         """Whether the run's first-visit numbers are being measured now (saved with `pending`, not yet added):
         a page may wait for them rather than measure the same numbers again. False once they are in, when
         the measuring process is gone (killed: the pages then measure the run), or for a run saved without."""
-        marker = self.run_dir(run_id) / PENDING_FILE
-        try:
-            owner = json.loads(marker.read_text(encoding="utf-8"))
-            if owner.get("host") != store_writers.host():
-                return time.time() - marker.stat().st_mtime < PENDING_SECONDS
-            return store_writers.alive(int(owner["pid"]))
-        except (OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError):
-            return False
+        return store_writers.claim_alive(self.run_dir(run_id) / PENDING_FILE, PENDING_SECONDS)
 
     def add_first_visit(self, run_id: str, token: str, first_visit: dict[str, Any] | None) -> bool:
         """Put the `first_visit` numbers beside a run saved with `pending=token` (atomically: a reader sees the
@@ -297,30 +289,10 @@ class RunStore:
         return directory
 
     def _scan(self) -> tuple[list[RunSummary], dict[str, str]]:
-        summaries: list[RunSummary] = []
-        corrupt: dict[str, str] = {}
-        if not self.runs_dir.is_dir():
-            return summaries, corrupt
-        for directory in sorted(self.runs_dir.iterdir()):
-            if not directory.is_dir() or not run_files.is_run_id(directory.name):
-                continue  # temp directories and anything else not written by `save`
-            try:
-                summary, _, _ = run_files.read_record(directory)
-                run_files.check_weights(directory / WEIGHTS_FILE)
-            except Exception as error:  # noqa: BLE001 — one bad folder must never hide the others
-                if not directory.is_dir():
-                    continue  # deleted or evicted by another writer while it was read: gone, not damaged
-                corrupt[directory.name] = (str(error) if isinstance(error, StoreError)
-                                           else f"unreadable run {directory}: {error!r}")
-            else:
-                summaries.append(summary)
-        summaries.sort(key=lambda summary: summary.created, reverse=True)  # stable: ties stay by id
-        return summaries, corrupt
-
+        return run_files.scan(self.runs_dir)
 
 def _write_run(directory: Path, run: Run, first_visit: dict[str, Any] | None = None,
                pending: str | None = None) -> None:
     """The run's files in `directory` (lengen.run_files.write_run), with its first-visit numbers or, with a
     `pending` token, the mark naming this process as the one measuring them (read by `first_visit_pending`)."""
-    marker = None if pending is None else {"token": pending, "pid": os.getpid(), "host": store_writers.host()}
-    run_files.write_run(directory, run, first_visit, marker)
+    run_files.write_run(directory, run, first_visit, None if pending is None else store_writers.claim(pending))

@@ -1,5 +1,6 @@
-"""Several writers of one store: the lock they take turns under, temp directories that name their writer,
-and telling a dead writer's leftovers from a live writer's work.
+"""Several writers of one store: the lock they take turns under, temp directories and claims on work in
+progress (a run's first-visit numbers being measured) that name their writer, and telling a dead writer's
+leftovers from a live writer's work.
 
 Writers may be processes on one machine or on several (app replicas sharing `LENGEN_HOME` on a shared
 volume). Every rename into or out of the runs directory, and the quota's count and eviction, happen under
@@ -12,6 +13,7 @@ across its clients and an atomic `rename` within one directory (docs/scale.md).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -69,6 +71,24 @@ def alive(pid: int) -> bool:
     except OSError:  # exists, owned by someone else
         return True
     return True
+
+
+def claim(token: str) -> dict[str, object]:
+    """A mark saying that this process (of this host) is doing the work named by `token`."""
+    return {"token": token, "pid": os.getpid(), "host": host()}
+
+
+def claim_alive(path: Path, give_up_seconds: float) -> bool:
+    """Whether the writer of the `claim` stored at `path` may still be at work: its process when it is of this
+    host, else (another host's processes cannot be seen from here) whether the mark is younger than
+    `give_up_seconds`. False for a missing or unreadable mark."""
+    try:
+        owner = json.loads(path.read_text(encoding="utf-8"))
+        if owner.get("host") != host():
+            return time.time() - path.stat().st_mtime < give_up_seconds
+        return alive(int(owner["pid"]))
+    except (OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError):
+        return False
 
 
 def clean_partial(runs_dir: Path, older_than_seconds: float) -> list[str]:
