@@ -21,7 +21,8 @@ a server's budgets or printed: a script runs what it asks, as the command line d
     runs      list the runs; open one (`load`); `train` one, or `train_longer`
     reading   `evaluate`, `measure`, `rule_curve`, `carrier`, `heads`, `heatmap`, `delays`, `compare`
     sweeps    `sweep` a grid (with its collapse); the grids that ship (`shipped_sweeps`)
-    tables    the tables the lab's plotly builders in ui/charts draw: `accuracy_table`, `dilution_table`
+    tables    the tables the lab's plotly builders in ui/charts draw: `accuracy_table`, `curve_table`,
+              `dilution_table`
 
 docs/api.md is the guide; examples/lab.ipynb the worked notebook.
 """
@@ -43,7 +44,7 @@ from lengen.api.reading import (
 )
 from lengen.api.runs import TrainingProgress, load, runs, train, train_longer
 from lengen.api.sweeps import Sweep, shipped_sweeps, sweep
-from lengen.api.tables import DilutionTable, accuracy_table, dilution_table
+from lengen.api.tables import DilutionTable, accuracy_table, curve_table, dilution_table
 from lengen.presets import (
     DELAY_PRESETS,
     PRESETS,
@@ -80,7 +81,7 @@ __all__ = [
     "Horizon", "InferenceRule", "LengthError", "LengthReport", "Measurement", "Prediction", "RuleError", "Run",
     "RunConfig", "RunStore", "RunSummary", "SequenceReport", "StoreError", "Sweep", "SweepCollapse", "SweepGrid",
     "SweepProgress", "SweepResult", "TrainingProgress", "Verdict", "accuracy_table", "carrier", "compare",
-    "delay_presets", "delays", "dilution_table", "evaluate", "heads", "heatmap", "load", "make_rule", "measure",
-    "parse_rule", "preset_ids", "rule_curve", "runs", "shipped_sweeps", "single_head_presets", "sweep", "train",
-    "train_longer", "transformer_presets", "with_changes",
+    "curve_table", "delay_presets", "delays", "dilution_table", "evaluate", "heads", "heatmap", "load", "make_rule",
+    "measure", "parse_rule", "preset_ids", "rule_curve", "runs", "shipped_sweeps", "single_head_presets", "sweep",
+    "train", "train_longer", "transformer_presets", "with_changes",
 ]

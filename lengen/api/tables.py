@@ -36,6 +36,21 @@ def accuracy_table(runs: Mapping[str, RunLike], lengths: Sequence[int] = START_L
     return pd.concat(parts, ignore_index=True)
 
 
+def curve_table(curves: Mapping[str, Measurement]) -> pd.DataFrame:
+    """Measurements side by side, one row per curve and length, `run` the mapping's label (a run, or a run under
+    a rule): accuracy with its 95% Wilson interval, target mass and the prediction's (NaN without one). The long
+    table the Compare page draws (ui.charts.compare.accuracy_overlay, mass_overlay)."""
+    parts = []
+    for label, m in curves.items():
+        predicted = [p.target_mass for p in m.predictions] if m.predictions else [np.nan] * len(m.lengths)
+        parts.append(pd.DataFrame({
+            "run_id": m.run_id, "run": label, "rule": m.rule, "length": list(m.lengths), "samples": m.samples,
+            "accuracy": [r.accuracy for r in m.reports], "accuracy_low": [r.accuracy_low for r in m.reports],
+            "accuracy_high": [r.accuracy_high for r in m.reports],
+            "target_mass": [r.target_mass for r in m.reports], "predicted_mass": predicted}))
+    return pd.concat(parts, ignore_index=True)
+
+
 class DilutionTable(NamedTuple):
     """What the Dilution page draws: ui.charts.common.dilution(table, fit_table, chance) and inverse_mass."""
 
