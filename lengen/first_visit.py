@@ -46,6 +46,7 @@ from lengen_core.analysis.dilution import Prediction
 from lengen_core.analysis.evaluate import LengthError, LengthReport, check_lengths, doublings
 from lengen_core.analysis.fit import DilutionFit, FitResult
 from lengen_core.analysis.horizon import Horizon
+from lengen_core.analysis.sequence import MAX_SEQUENCE_LENGTH
 from lengen_core.config import MAX_EVAL_LENGTH, RunConfig, with_changes
 from lengen_core.measure import EVALUATION_SEED, Shipped, measure
 from lengen import budget
@@ -112,10 +113,20 @@ def first_visit_seconds(config: RunConfig) -> float:
     return sum(cost.seconds for cost in costs)
 
 
-def ladder(config: RunConfig, longest: int = FIRST_VISIT_LONGEST) -> tuple[int, ...]:
-    """The Dilution page's lengths: k + 1, then the training length doubled, up to `longest`."""
+SEQUENCE_MULTIPLE = 16  # a model read by forward passes (not the single head) is measured up to 16 × L_train
+
+
+def ladder(config: RunConfig, longest: int = FIRST_VISIT_LONGEST, offset: bool = True) -> tuple[int, ...]:
+    """A run's length ladder, the one every reader measures on: the training length doubled
+    (lengen_core.analysis.evaluate.doublings) up to `longest`, and k + 1 first where `offset` (the default
+    request: the Dilution page's and the command line's evaluate; Compare asks the doublings alone). A model
+    read by forward passes (not `config.single_head`) goes up to SEQUENCE_MULTIPLE × L_train at most, and
+    MAX_SEQUENCE_LENGTH, and has no k + 1. The caller keeps those the run allows (`allowed`)."""
     task = config.task
-    return tuple(n for n in sorted({task.offset + 1, *doublings(task.train_length)} - {0}) if n <= longest)
+    if not config.single_head:
+        longest, offset = min(longest, SEQUENCE_MULTIPLE * task.train_length, MAX_SEQUENCE_LENGTH), False
+    first = {task.offset + 1} if offset and task.offset + 1 <= longest else set()
+    return tuple(sorted(first | set(doublings(task.train_length, longest=longest))))
 
 
 def allowed(run: Run, lengths: Sequence[int]) -> tuple[int, ...]:

@@ -23,9 +23,9 @@ from lengen.budget import (
     check_head_analysis,
     check_sequence_evaluation,
 )
-from lengen.first_visit import FIRST_VISIT_CARRIER_SEARCH
+from lengen.first_visit import FIRST_VISIT_CARRIER_SEARCH, ladder
 from lengen_core.analysis.carrier import RECURRENCE_LIMIT, NearRecurrence
-from lengen_core.analysis.evaluate import LengthError, check_lengths, check_sweep, doublings
+from lengen_core.analysis.evaluate import LengthError, check_lengths, check_sweep
 from lengen_core.analysis.fit import FitResult
 from lengen_core.analysis.heads import HeadReport, analyse_heads
 from lengen_core.analysis.heatmap import MAX_HEAD_MAP_CELLS, head_map
@@ -194,12 +194,8 @@ def length_multiples(run_id: str, multiples: tuple[int, ...]) -> tuple[int, ...]
 
 
 def _multiples(run_id: str, longest: int) -> tuple[int, ...]:
-    run = load_run(run_id)
-    task = run.config.task
-    if not run.config.single_head:  # full-sequence evaluation: a forward pass over every position
-        longest = min(longest, 16 * task.train_length, MAX_SEQUENCE_LENGTH)
-    candidates = list(doublings(task.train_length))
-    return tuple(n for n in allowed_lengths(run_id, candidates) if n <= longest)
+    """Compare's lengths: the run's ladder without k + 1 (lengen.first_visit.ladder), those its encoding allows."""
+    return tuple(allowed_lengths(run_id, list(ladder(load_run(run_id).config, longest, offset=False))))
 
 
 def comparisons(run_ids: list[str], longest: int, samples: int) -> dict[str, Comparison]:

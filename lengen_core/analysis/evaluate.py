@@ -50,10 +50,11 @@ FLOAT = 4  # bytes
 SAMPLE_KEY_BYTES = 32  # per sample and key: its token (narrow), its column and its cell (int64), its logit then weight
 
 
-def doublings(start: int, count: int = DOUBLINGS) -> tuple[int, ...]:
+def doublings(start: int, count: int = DOUBLINGS, longest: int | None = None) -> tuple[int, ...]:
     """The length ladder every page, lesson and sweep measures on: start, 2·start, 4·start, … (`count`
-    lengths). A caller keeps those its run allows (`check_lengths`) and its budget affords."""
-    return tuple(start << p for p in range(count))
+    lengths), those up to `longest` where given. A caller keeps those its run allows (`check_lengths`) and its
+    budget affords; lengen.first_visit.ladder is a run's ladder built on it."""
+    return tuple(n for n in (start << p for p in range(count)) if longest is None or n <= longest)
 
 
 def token_dtype(vocab_size: int) -> torch.dtype:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from lengen_core.analysis.carrier import ALIGNMENT_MARGIN, BaselineRange, CarrierMetrics, NearRecurrence
+from lengen_core.analysis.carrier import ACTIVE_AMPLITUDE, ALIGNMENT_MARGIN, BaselineRange, CarrierMetrics, NearRecurrence
 from lengen_core.analysis.evaluate import LengthError, check_lengths, wilson_interval
 from lengen_core.analysis.fit import FLOOR_TIMES_CHANCE, FitResult
 from lengen_core.analysis.horizon import Horizon
@@ -320,8 +320,8 @@ def spectrum_caption(amplitudes: np.ndarray, active: int, active_untrained: int)
     """How concentrated the spectrum is, against the untrained initialisation."""
     power = np.sort(np.asarray(amplitudes, dtype=float) ** 2)[::-1]
     top = float(power[: max(1, len(power) // 8)].sum() / power.sum()) if power.sum() > 0 else 0.0
-    return (f"this run has {active} active frequencies (amplitude ≥ 1% of the largest) against {active_untrained} "
-            f"untrained; the largest eighth of the frequencies holds {top:.0%} of the power.")
+    return (f"this run has {active} active frequencies (amplitude ≥ {ACTIVE_AMPLITUDE:.0%} of the largest) against "
+            f"{active_untrained} untrained; the largest eighth of the frequencies holds {top:.0%} of the power.")
 
 
 def untrained_text(value: float, spread: tuple[float, float] | None, form: str) -> str:
