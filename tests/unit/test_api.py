@@ -87,6 +87,9 @@ def test_a_rule_curve_is_the_shipped_one_where_the_preset_ships_it(rope):
     assert ruled == shipped_rule(rope, "log-n", ruled.lengths, api.DEFAULT_SAMPLES)
     plain = api.rule_curve(rope, "none")
     assert plain.lengths == ruled.lengths and plain.rule == "none"
+    table = api.curve_table({"as trained": plain, "log-n": ruled})  # the Compare page's long table
+    assert list(table["rule"].unique()) == ["none", "log-n"] and len(table) == 2 * len(ruled.lengths)
+    assert {trace.name for trace in compare_charts.mass_overlay(table).data} >= {"as trained", "log-n"}
     with pytest.raises(api.RuleError):
         api.rule_curve(LEARNED, "ntk")  # a frequency rule is RoPE's alone
 
