@@ -45,7 +45,7 @@ from ui.runs import (
     load_run,
     measurement,
 )
-from ui.theory.equivariance import ShiftCheck, check_equivariance
+from lengen_core.analysis.equivariance import ShiftCheck, check_equivariance
 
 CARRIER_SEARCH = FIRST_VISIT_CARRIER_SEARCH  # the Carrier page's default: the two pages share the stored carrier
 # The inference rules' longest length on Dilution and Compare. A rule is read afresh (nothing is measured

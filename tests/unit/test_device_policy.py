@@ -20,7 +20,7 @@ from lengen import cli
 from lengen.runtime import CUBLAS_ENV, DEVICE_ENV, deterministic_cublas, device_name, device_setting
 from lengen_core.training import resolve_device, train
 from ui.runs import analysis_device
-from ui.theory.equivariance import pair_logits
+from lengen_core.analysis.equivariance import pair_logits
 
 
 @pytest.fixture

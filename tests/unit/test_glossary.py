@@ -15,7 +15,7 @@ from lengen_core.config import RunConfig, with_changes
 from lengen_core.models.initial import initial_model
 from lengen_core.thresholds import ACCURACY_BAR
 from ui import glossary, runs
-from ui.theory import equivariance
+from lengen_core.analysis import equivariance
 
 PAGES = sorted((Path(__file__).resolve().parents[2] / "pages").glob("*.py"))
 LINK = re.compile(r"\[([^\]]+)\]\(([^)]+)\)")

@@ -32,7 +32,7 @@ from lengen_core.config import RunConfig, with_changes
 from lengen.jobs import TrainingPool
 from lengen.store import RunStore, preset_store
 from lengen_core.training import Training, resolve_device, train
-from ui.theory.equivariance import check_equivariance
+from lengen_core.analysis.equivariance import check_equivariance
 
 ROOT = Path(__file__).resolve().parents[2]
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]

@@ -53,7 +53,7 @@ SCIENCE_DIRECT = {
     "ui.charts.common", "ui.charts.compare", "ui.charts.transformer", "ui.compare_view", "ui.delays",
     "ui.lessons.files", "ui.reach", "ui.rules.captions", "ui.rules.maps", "ui.rules.runs",
     "ui.rules.select", "ui.rules.shipped", "ui.rules.view", "ui.runs", "ui.sweep_panels",
-    "ui.theory.equivariance", "ui.theory.gradient_charts", "ui.theory.gradients", "ui.training.ending",
+    "ui.theory.gradient_charts", "ui.theory.gradients", "ui.training.ending",
     "ui.training.frames", "ui.training.pool", "ui.transformer.absolute", "ui.views.attention",
     "ui.views.carrier", "ui.views.delays", "ui.views.dilution", "ui.views.preamble", "ui.views.transformer",
     "ui.widgets",
@@ -62,8 +62,6 @@ SCIENCE_DIRECT = {
 # Folder edges of ui/ that close a loop, each with the import that makes it: the remaining work of issue 41.
 # Without them the folders form no loop; remove an edge once its import is gone.
 FOLDER_LOOPS = {
-    ("ui.analyses", "ui.theory"): "ui/analyses.py imports the equivariance check through ui/theory/equivariance.py,"
-                                  " which re-exports lengen_core.analysis.equivariance: import it from there",
     ("ui.captions", "ui.widgets"): "ui/captions/show.py draws through ui.widgets; the captions' builders are plain"
                                    " data in, a sentence out",
     ("ui.charts", "ui.analyses"): "ui/charts/compare.py types its input as ui.analyses.Comparison, a data type"
