@@ -53,6 +53,7 @@ from lengen.first_visit import (
     request_lengths,
     save_run,
 )
+from lengen.api import RULE_LONGEST
 from lengen.lineage import continuation, starting_weights
 from lengen.presets import TRANSFORMER_MULTIPLES
 from lengen.results import (
@@ -94,7 +95,7 @@ from lengen_core.analysis.carrier import extract_carrier
 from lengen_core.analysis.delays import DELAY_SAMPLES, delay_curve
 from lengen_core.analysis.heads import analyse_heads
 from lengen_core.analysis.mask import mask_share
-from lengen_core.analysis.rules import RULES, rule_with_parameter
+from lengen_core.analysis.rules import RULES, InferenceRule, rule_with_parameter
 from lengen_core.analysis.sequence import MAX_SEQUENCE_LENGTH
 from lengen_core.config import (
     DELAY_TASKS,
@@ -192,8 +193,8 @@ def build_parser() -> Parser:
     e.add_argument("run_id")
     e.add_argument("--lengths", type=_lengths, default=None,
                    help=f"comma separated; default the app's: for a single head the Dilution page's (k + 1, then the "
-                        f"training length doubled up to {FIRST_VISIT_LONGEST:,}, those its encoding allows), for a "
-                        "transformer the Transformer page's (1×…16× training)")
+                        f"training length doubled up to {FIRST_VISIT_LONGEST:,}, those its encoding allows; under a "
+                        f"--rule up to {RULE_LONGEST:,}), for a transformer the Transformer page's (1×…16× training)")
     e.add_argument("--samples", type=int, default=None,
                    help=f"sequences per length (default {FIRST_VISIT_SAMPLES}, the Dilution page's), or per delay "
                         f"(default {DELAY_SAMPLES})")
@@ -356,17 +357,21 @@ def command_construct(args: argparse.Namespace, store: RunStore) -> Trained:
 _row = length_row
 
 
-def evaluation_request(run: Run, lengths: Sequence[int] | None, samples: int | None) -> tuple[tuple[int, ...], int]:
+def evaluation_request(run: Run, lengths: Sequence[int] | None, samples: int | None,
+                       rule: InferenceRule | None = None) -> tuple[tuple[int, ...], int]:
     """The lengths and samples `evaluate` measures: those given, else what the app asks for this run. A single
     head: the Dilution page's first view, lengen.first_visit's default request (k + 1, then the training length
     doubled up to FIRST_VISIT_LONGEST, those its encoding allows; FIRST_VISIT_SAMPLES sequences), the numbers a new
-    run is stored with, so `evaluate RUN` prints the page's numbers. A transformer (or a shift run): the
-    Transformer page's lengths, 1×…16× training (up to the longest sequence a forward pass takes), at the same
-    samples."""
+    run is stored with, so `evaluate RUN` prints the page's numbers; under an inference rule, those up to
+    RULE_LONGEST, where the page reads its rules. A transformer (or a shift run): the Transformer page's lengths,
+    1×…16× training (up to the longest sequence a forward pass takes), at the same samples. These are
+    lengen.api.measure's and rule_curve's defaults too."""
     if lengths is None:
         L = run.config.task.train_length
-        lengths = (request_lengths(run) if run.config.single_head else  # lengen.api.measure's defaults too
+        lengths = (request_lengths(run) if run.config.single_head else
                    allowed(run, [m * L for m in TRANSFORMER_MULTIPLES if m * L <= MAX_SEQUENCE_LENGTH]))
+        if rule is not None and not rule.trivial and run.config.single_head:
+            lengths = tuple(n for n in lengths if n <= RULE_LONGEST)
     return tuple(lengths), FIRST_VISIT_SAMPLES if samples is None else samples
 
 
@@ -378,7 +383,7 @@ def command_evaluate(args: argparse.Namespace, store: RunStore) -> Evaluation | 
     config = run.config
     if config.task.task in DELAY_TASKS or args.delays is not None:
         return _evaluate_delays(run, args)
-    lengths, samples = evaluation_request(run, args.lengths, args.samples)
+    lengths, samples = evaluation_request(run, args.lengths, args.samples, rule)
     console: Console = args.console
     pricer = console.pricer()
     shipped = _stored_measurement(args.run_id, store)

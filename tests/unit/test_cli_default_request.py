@@ -21,6 +21,7 @@ from lengen.presets import DILUTION_LONGEST, DILUTION_SAMPLES, dilution_lengths
 from lengen.results import finite
 from lengen.store import RunStore
 from lengen_core import measure as measure_module
+from lengen_core.analysis.rules import make_rule
 from tests.helpers.cli import ok_json, run_cli
 
 SMALL = {"d_model": 64, "vocab_size": 8, "train_length": 8}
@@ -89,11 +90,19 @@ def test_evaluate_with_no_options_prints_the_dilution_pages_numbers(stored, monk
 
 
 def test_the_request_is_the_apps_unless_an_option_replaces_its_half(learned):
-    """`evaluation_request`: the default request's lengths for a single head (a learned table's end stops them), the
-    Transformer page's multiples otherwise, 256 sequences; --lengths and --samples each replace their half."""
+    """`evaluation_request`: the default request's lengths for a single head (a learned table's end stops them),
+    256 sequences; --lengths and --samples each replace their half."""
     parsed = cli.build_parser().parse_args(["evaluate", "any-run"])
     assert (parsed.lengths, parsed.samples) == (None, None)  # unset: the app's request, worked out per run
     assert cli.evaluation_request(learned, None, None) == (request_lengths(learned), FIRST_VISIT_SAMPLES)
     assert request_lengths(learned) == (4, *(16 << i for i in range(9)))  # k + 1, then 16 … 4,096, the table's end
     assert cli.evaluation_request(learned, None, 32) == (request_lengths(learned), 32)
     assert cli.evaluation_request(learned, [16, 64], None) == ((16, 64), FIRST_VISIT_SAMPLES)
+    # under a rule, the page's rules view: the same ladder up to 2^14 (ui.analyses.rule_lengths)
+    assert cli.evaluation_request(learned, None, None, make_rule("log-n"))[0] == (4, *(16 << i for i in range(9)))
+
+
+def test_under_a_rule_the_default_request_stops_where_the_pages_rules_do(rope):
+    lengths, samples = cli.evaluation_request(rope, None, None, make_rule("ntk"))
+    assert lengths == tuple(n for n in request_lengths(rope) if n <= 1 << 14) and lengths[-1] == 1 << 14
+    assert request_lengths(rope)[-1] == 1 << 16 and samples == FIRST_VISIT_SAMPLES
