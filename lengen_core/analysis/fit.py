@@ -28,7 +28,7 @@ How it is fitted, and why:
   are its 95% interval (`m_out_low`, `m_out_high`), the lengths held fixed. (2) With the lengths fitted
   (`m_out_lengths_low`, `m_out_lengths_high`, the one to quote): the answers' interval joined with m_out
   refitted to every shorter window from L_train (at least MIN_POINTS lengths) and with each length left
-  out in turn. Fitted up to 256, 2,048 and 8,192 tokens one RoPE run gave 7.77, 7.20 and 7.52, each with
+  out in turn (each window where p falls by the same test as the whole curve). Fitted up to 256, 2,048 and 8,192 tokens one RoPE run gave 7.77, 7.20 and 7.52, each with
   an answers' interval about ±0.04 wide: the answers' interval alone cannot be quoted as "m_out is known
   to ±0.04"; the second interval contains every shorter window's m_out by construction.
 - **How it is solved**: every fit (the measured points, the redraws, the windows, for both key counts)
@@ -40,11 +40,19 @@ How it is fitted, and why:
   R² does not tell a good fit from a bad one here (a learned-position run had 0.96, NoPE
   0.9999999); this does. Within LAW_TOLERANCE (10%) the law describes the run (`DilutionFit.holds`);
   past it the reason says so, and where 1/p rose fastest per counted key.
-- **Only where p falls** (`no_dilution`): where the last fitted p is not below the first by more than
-  FALL_SIGMAS (2) of their combined standard errors, there is no dilution and no finite m_out (a rule
-  such as log-n can make p rise with length; a constructed head keeps p at 1). Where the fit puts m_out
-  at an end of M_OUT_BOUNDS, or its answers' interval has zero width although p has a spread, m_out is
-  not pinned by the measurement: `no_dilution` too, with the reason.
+- **Only where p falls at every length** (lengen_core.analysis.trend): the law makes p fall everywhere, so the
+  whole measured curve from L_train to the longest fitted length is read first, every pair of lengths compared
+  in standard errors of the difference (TREND_SIGMAS, 3.5). Where p falls nowhere (`no_dilution`: a rule such
+  as log-n can make p rise; a constructed head keeps p at 1) there is no dilution and no finite m_out; where it
+  falls somewhere and rises elsewhere (`not_monotone`: log-n's 0.82 → 0.945 → 0.786) the law does not describe
+  the run. Neither quotes an m_out. Once significant, a pair stays so when a longer length is asked on the same
+  sequences, so the status does not flip with one more doubling where the shape was already seen (the first
+  against the last length, the test before, gave `no_dilution` up to 2^15 and a law "within 7%" up to 2^16).
+  Where the fit puts m_out at an end of M_OUT_BOUNDS, or its answers' interval has zero width although p has a
+  spread, m_out is not pinned by the measurement: `no_dilution` too, with the reason.
+- **Enough lengths to quote an interval** (`too_few_points`): MIN_LENGTHS (4) fitted lengths. With 3, two
+  parameters leave one degree of freedom and no shorter window to refit on, so the interval with the lengths
+  fitted would be the answers' alone, under another name: the answer says so and quotes none.
 - **Which K(n)**: the weighted count is built from the same weights the prediction uses, so whether the
   weighted law holds mostly re-tests the prediction from the weights; the plain two-zone law (K = n −
   L_train, `DilutionFit.plain` beside a weighted fit) tests the two-zone form itself. Both are reported.
@@ -75,20 +83,21 @@ from typing import Literal
 
 import numpy as np
 
+from lengen_core.analysis.trend import trend
 from lengen_core.analysis.verdict import Verdict
 
-FitStatus = Literal["fitted", "no_dilution", "not_learned", "at_chance", "too_few_points", "not_applicable",
-                    "not_asked"]
+FitStatus = Literal["fitted", "no_dilution", "not_monotone", "not_learned", "at_chance", "too_few_points",
+                    "not_applicable", "not_asked"]
 LAW = "1/p(n) = 1/p(L_train) + (n - L_train) * exp(-m_out)"
 WEIGHTED_LAW = "1/p(n) = 1/p(L_train) + K(n) * exp(-m_out), K(n) = the keys past L_train counted by their weight"
 PLAIN_KEYS = "n - L_train (every far key counted one)"
 WEIGHTED_KEYS = "the far keys counted by the weight the model gives them (from its weights)"
 BOOTSTRAP_DRAWS = 200
 BOOTSTRAP_SEED = 0
-MIN_POINTS = 3  # two parameters: at least one degree of freedom left to judge the fit by
+MIN_POINTS = 3  # two parameters: at least one degree of freedom left to judge the fit by (a window's least)
+MIN_LENGTHS = MIN_POINTS + 1  # a law quoted: its interval needs a shorter window of MIN_POINTS to refit on
 FLOOR_TIMES_CHANCE = 2.0  # fitted where p > 2/V: the target key outweighs twice a token's average share
 LAW_TOLERANCE = 0.10  # the law "describes" a run when every fitted point is within 10% of the measured p
-FALL_SIGMAS = 2.0  # p falls when its last fitted value is below its first by more than this many standard errors
 M_OUT_BOUNDS = (-30.0, 60.0)  # the range m_out is searched in: a fit at either end has no finite m_out
 
 
@@ -295,23 +304,6 @@ def weighted_key_count(
     return np.maximum.accumulate(np.clip(rise, 0.0, None)) * (lengths[-1] - train_length) / rise[-1]
 
 
-def no_fall(n: np.ndarray, p: np.ndarray, sems: np.ndarray) -> str | None:
-    """Why p does not fall over the sorted lengths `n` (None when it does): its last value is not below its
-    first by more than FALL_SIGMAS of their combined standard error (exactly: not below it at all)."""
-    drop, noise = p[0] - p[-1], FALL_SIGMAS * math.hypot(sems[0], sems[-1])
-    if drop > noise:
-        return None
-    start, end = f"{p[0]:.3f} at {int(n[0]):,}", f"{p[-1]:.3f} at {int(n[-1]):,}"
-    if drop < 0:
-        change = f"it rises from {start} to {end}"
-    elif drop == 0:
-        change = f"it is {p[0]:.3g} at {int(n[0]):,} and at {int(n[-1]):,}"
-    else:
-        change = (f"it falls only from {start} to {end}, within {FALL_SIGMAS:g} standard errors ({noise:.3g}) "
-                  "of no change")
-    return f"No law: p does not fall with length here: {change}, so there is no dilution to fit and no finite m_out."
-
-
 def _windows(points: int) -> list[np.ndarray]:
     """The subsets of the fitted lengths (as masks) m_out is refitted on to see how it depends on them: every
     shorter window from L_train with at least MIN_POINTS lengths, and each length left out in turn."""
@@ -324,7 +316,7 @@ def _windows(points: int) -> list[np.ndarray]:
 def _law_rows(n: np.ndarray, p: np.ndarray, sems: np.ndarray, counts) -> tuple[np.ndarray, ...] | None:
     """The fits one law needs, as rows for `_minimax_many` (K, p, points in use): the measured points, then
     BOOTSTRAP_DRAWS redraws of p from its standard errors, then each window of fewer lengths (`_windows`)
-    where p falls, with the window's own K (a weighted count is scaled to the window's longest length).
+    where p falls (lengen_core.analysis.trend, as for the whole curve), with the window's own K (a weighted count is scaled to the window's longest length).
     None when `counts` does not know K here."""
     far = counts(n)
     if far is None:
@@ -334,7 +326,7 @@ def _law_rows(n: np.ndarray, p: np.ndarray, sems: np.ndarray, counts) -> tuple[n
     fars, uses = [np.broadcast_to(far, (1 + BOOTSTRAP_DRAWS, len(n)))], [np.ones((1 + BOOTSTRAP_DRAWS, len(n)), bool)]
     for mask in _windows(len(n)):
         window = counts(n[mask])
-        if window is not None and no_fall(n[mask], p[mask], sems[mask]) is None:
+        if window is not None and trend(n[mask], p[mask], sems[mask]).status == "falling":
             full = np.zeros(len(n))
             full[mask] = window
             fars.append(full[None])
@@ -389,7 +381,9 @@ def fit_dilution(
     predicted_masses: Mapping[int, float] | None = None,
 ) -> FitResult:
     """The law fitted to the measured points at n ≥ L_train with p > 2/V (see the module docstring), or
-    `no_dilution` where p does not fall or the fit would not pin m_out. With `predicted_masses` (the
+    `too_few_points` under MIN_LENGTHS of them, `no_dilution` where p does not fall or the fit would not pin
+    m_out, `not_monotone` where p falls and rises (lengen_core.analysis.trend reads every point from L_train to
+    the longest fitted length, the ones the law would be drawn over). With `predicted_masses` (the
     prediction's p̂ by length, L_train and every measured length) far keys are counted by their weight
     (`weighted_key_count`) and the plain law (n − L_train) is fitted beside it (`DilutionFit.plain`)."""
     if verdict is not None and not verdict.learned:
@@ -399,18 +393,17 @@ def fit_dilution(
                          f"({verdict.beyond_accuracy:.3f} at {verdict.beyond_length}), so there is no decay to fit.")
     every_n = np.asarray(lengths, dtype=np.float64)
     every_p = np.asarray(target_masses, dtype=np.float64)
-    sems = np.zeros_like(every_p) if target_mass_sems is None else np.asarray(target_mass_sems, dtype=np.float64)
+    every_sem = np.zeros_like(every_p) if target_mass_sems is None else np.asarray(target_mass_sems, np.float64)
     floor = FLOOR_TIMES_CHANCE / vocab_size
     use = (every_n >= train_length) & (every_p > floor)
-    if use.sum() < MIN_POINTS:
-        return FitResult("too_few_points", None, f"No law: {int(use.sum())} measured lengths at or past the "
-                         f"training length with p > 2/V = {floor:.3g}; the fit needs {MIN_POINTS}.")
-    order = np.argsort(every_n[use])
-    n, p, sems = every_n[use][order], every_p[use][order], sems[use][order]
-    if (why := no_fall(n, p, sems)) is not None:
-        return FitResult("no_dilution", None, why)
+    if use.sum() < MIN_LENGTHS:
+        return FitResult("too_few_points", None, _too_few(int(use.sum()), floor))
+    n, p, sems = _sorted(every_n[use], every_p[use], every_sem[use])
     inside = (every_n >= train_length) & (every_n <= n[-1])  # every measured point the law is drawn at
     drawn = (every_n[inside], every_p[inside])
+    shape = trend(*_sorted(every_n[inside], every_p[inside], every_sem[inside]))  # the whole curve it is drawn over
+    if shape.status != "falling":
+        return FitResult(shape.status, None, shape.reason)
     counters = [_PlainCounter(train_length)]
     if predicted_masses is not None:
         counters.append(_WeightedCounter(predicted_masses, train_length))
@@ -435,6 +428,23 @@ def fit_dilution(
                    f"each, the law misses by up to {plain.max_relative_error:.0%} (its m_out {plain.m_out:.2f}, "
                    f"K = n − L_train).")
     return FitResult("fitted", fit, reason if fit.holds else f"{reason} {_miss(n, p, fit)}")
+
+
+def _sorted(*columns: np.ndarray) -> list[np.ndarray]:
+    """The columns in the order of the first (the lengths)."""
+    order = np.argsort(columns[0], kind="stable")
+    return [column[order] for column in columns]
+
+
+def _too_few(found: int, floor: float) -> str:
+    """Why no law is quoted with fewer than MIN_LENGTHS lengths where it applies."""
+    text = (f"No law: {found} measured length{'s' * (found != 1)} at or past the training length with p > 2/V = "
+            f"{floor:.3g}; a law is quoted from {MIN_LENGTHS}.")
+    if found == MIN_POINTS:
+        text += (f" {MIN_POINTS} lengths pin its two parameters, but leave no shorter window to refit them on, so how "
+                 "far the choice of lengths moves m_out is unknown and no interval can be quoted: ask for one more "
+                 "length.")
+    return text
 
 
 def _unpinned(fit: DilutionFit, sems: np.ndarray) -> str | None:
