@@ -40,7 +40,7 @@ from lengen_core.analysis.absolute import PROBE_BASELINE_SEEDS, PROBE_SAMPLES, S
 from lengen_core.analysis.argmax_count import GAUSSIAN_DRAWS
 from lengen_core.analysis.carrier import BASELINE_SEEDS, RECURRENCE_LIMIT, SEARCH_CHUNK
 from lengen_core.analysis.dilution import DOMINANT_KEYS, KEY_CHUNK
-from lengen_core.analysis.evaluate import TOKEN_BLOCK, chunk_bytes, chunk_sizes, cpu_workers, token_dtype
+from lengen_core.analysis.evaluate import TOKEN_BLOCK, chunk_bytes, chunk_sizes, cpu_workers, doublings, token_dtype
 from lengen_core.analysis.horizon import NEAR_MULTIPLE
 from lengen_core.analysis.mask import DENOMINATOR_SAMPLES
 from lengen_core.analysis.sequence import tokens_per_batch
@@ -474,7 +474,7 @@ def horizon_cost(config: RunConfig, ceiling: int, rule=None) -> Cost:
     the budget ends the search with the bracket found so far, so no step starts unchecked and a search
     is never refused for what its worst case might cost."""
     L = config.task.train_length
-    near = [L << j for j in range(64) if L << j < ceiling and L << j <= NEAR_MULTIPLE * L] or [min(L, ceiling)]
+    near = list(doublings(L, 64, longest=min(ceiling - 1, NEAR_MULTIPLE * L))) or [min(L, ceiling)]
     first = prediction_cost(config, near, rule)
     return Cost("this horizon search", first.memory_bytes, first.seconds, "a run with a smaller vocabulary or d_model")
 

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from lengen_core.analysis.dilution import predict
+from lengen_core.analysis.evaluate import doublings
 from lengen_core.analysis.rules import InferenceRule
 from lengen_core.config import MAX_EVAL_LENGTH, RunConfig
 from lengen_core.models.encodings import ENCODING_CLASSES
@@ -92,7 +93,7 @@ def search_horizon(accuracy_at: Callable[[list[int]], list[float]], train_length
     `relative` × the last that holds.
     `afford(lengths)`, asked before every call after the first: False stops the search there, with
     the bracket found so far (`resolved` False), so each step's cost is checked before it starts."""
-    grid = sorted({*(train_length << j for j in range(64) if train_length << j < ceiling), ceiling})
+    grid = sorted({*doublings(train_length, 64, longest=ceiling - 1), ceiling})
     stages = [[n for n in grid if n <= NEAR_MULTIPLE * train_length],  # where most runs fall: asked first
               [n for n in grid if NEAR_MULTIPLE * train_length < n <= FAR_MULTIPLE * train_length],
               [n for n in grid if n > FAR_MULTIPLE * train_length]]  # a sweep to 2^20 only for a run reaching past
