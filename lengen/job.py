@@ -63,7 +63,7 @@ class Job:
     timed_out: bool = False  # stopped at the wall-clock limit (its steps so far are kept)
     paused_out: bool = False  # stopped after pause_seconds paused in all (its steps so far are kept)
     gate: StepGate = field(default_factory=StepGate)  # pause / step / resume (a mirror of the child's when isolated)
-    commands: list[tuple[str, int]] = field(default_factory=list)  # for the child, not sent yet
+    commands: list[tuple[str, float]] = field(default_factory=list)  # for the child, not sent yet
     started: float | None = None  # time.monotonic() when it started running
     paused_since: float | None = None
     paused_seconds: float = 0.0  # not counted against the wall-clock limit
@@ -116,7 +116,7 @@ class Job:
         """Seconds spent paused in all, the pause going on now included."""
         return self.paused_seconds + (now - self.paused_since if self.paused_since is not None else 0.0)
 
-    def take_commands(self) -> list[tuple[str, int]]:
+    def take_commands(self) -> list[tuple[str, float]]:
         """The pause / resume / advance commands for the job's child, each handed over once."""
         commands, self.commands = self.commands, []
         return commands

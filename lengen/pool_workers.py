@@ -187,7 +187,7 @@ class Workers:
             job.view = view
             self._progressed.notify_all()
 
-    def _commands(self, job: Job) -> list[tuple[str, int]]:
+    def _commands(self, job: Job) -> list[tuple[str, float]]:
         """The pause / resume / advance commands for the job's child, each handed over once."""
         with self._lock:
             return job.take_commands()

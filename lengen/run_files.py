@@ -125,7 +125,7 @@ def read_record(directory: Path) -> tuple[RunSummary, dict[str, Any], str | None
         found = metrics.get("format") if isinstance(metrics, dict) else None
         raise StoreError(f"{metrics_path} has format {found!r}; this version reads format {FORMAT}")
     try:
-        fields = {
+        fields: dict[str, Any] = {
             "device": str(metrics["device"]),
             "steps": int(metrics["steps"]),
             "train_seconds": float(metrics["train_seconds"]),

@@ -26,6 +26,7 @@ import os
 import shutil
 import tempfile
 import uuid
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -260,7 +261,7 @@ class RunStore:
         """Bytes on disk of each stored run."""
         return store_quota.run_sizes(self.runs_dir)
 
-    def enforce_quota(self, keep: set[str] = frozenset()) -> list[str]:
+    def enforce_quota(self, keep: Collection[str] = frozenset()) -> list[str]:
         """Delete the least recently used runs (not in `keep`) while the store is over its quota;
         returns their ids. Last use is a run directory's time, set when it is saved or loaded. The
         count and the renames out happen under the store's lock, so writers in several processes
@@ -272,7 +273,7 @@ class RunStore:
         store_writers.remove(doomed)
         return [store_quota.evicted_id(path) for path in doomed]
 
-    def _evict(self, keep: set[str]) -> list[Path]:
+    def _evict(self, keep: Collection[str]) -> list[Path]:
         """Under the lock: the least recently used runs renamed out of sight while over the quota (store_quota.evict)."""
         return store_quota.evict(self.runs_dir, self._quota(), keep)
 

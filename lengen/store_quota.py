@@ -15,6 +15,7 @@ import os
 import shutil
 import tempfile
 import uuid
+from collections.abc import Collection
 from pathlib import Path
 
 from lengen import store_writers
@@ -75,7 +76,7 @@ def run_sizes(runs_dir: Path) -> dict[str, int]:
     return sizes
 
 
-def evict(runs_dir: Path, quota: int, keep: set[str]) -> list[Path]:
+def evict(runs_dir: Path, quota: int, keep: Collection[str]) -> list[Path]:
     """Under the store's lock: rename the least recently used runs (not in `keep`) out of sight until the
     store is within `quota` bytes; returns where they went (removed by the caller, after the lock is released)."""
     sizes = _sizes_and_uses(runs_dir)

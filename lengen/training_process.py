@@ -92,7 +92,7 @@ class TrainingProcess:
 
     def train(
         self, config: RunConfig, report: Callable[[Progress], None], stop: threading.Event, keep: Callable[[], bool],
-        commands: Callable[[], list[tuple[str, int]]] = list, view: Callable[[LiveView], None] = lambda _: None,
+        commands: Callable[[], list[tuple[str, float]]] = list, view: Callable[[LiveView], None] = lambda _: None,
     ) -> tuple[Outcome, str | None]:
         """Train `config` in the child; `commands()` hands over pause / resume / advance commands to send,
         `view` takes each live view the child sends."""
