@@ -1,7 +1,7 @@
 """Pause, step, resume and pace for a training: `StepGate` says whether, and when, the next step may be taken.
 
 A training is an iterator (`lengen_core.training.Training`), so holding it is only not asking for its
-next step: the pool (`lengen.jobs`) keeps one gate per job, and a training process
+next step: the pool (`lengen.jobs`) keeps one gate per job (`lengen.job.Job`), and a training process
 (`lengen.training_process`) its own, driven by the same commands over its pipe.
 
 A pace (`Pace`: start paused, and at most so many steps per second) only delays when the next step
