@@ -1,5 +1,6 @@
 """The Dilution page: accuracy and target mass against length, the prediction from the weights, the fitted law
-(C1, C6, C7), all read from one measurement of the run (lengen_core.measure, through ui.runs.dilution_data)."""
+(C1, C6, C7), all read from one measurement of the run (lengen_core.measure, through ui.runs.dilution_data): the
+horizon the chart's caption names is the Measurement's `measured_horizon`, the one ui.reach.show_horizon shows."""
 
 from __future__ import annotations
 
@@ -98,8 +99,9 @@ def curves(run: Run, data: DilutionData, lengths: tuple[int, ...], samples: int)
     """Accuracy against length with the prediction, the prediction's trust, 1/p against length, and the fitted
     law as a CSV."""
     task, table, fit_table, result = run.config.task, data.table, data.fit_table, data.result
-    show.chart_captioned(charts.dilution(table, fit_table, 1 / task.vocab_size), dilution_look_for(run, table, result),
-                         table, "dilution", run.run_id)
+    # The caption's horizon is the Measurement's, the one show_horizon shows above: one computation, said once.
+    look_for = dilution_look_for(run, table, result, measured=data.measurement.measured_horizon)
+    show.chart_captioned(charts.dilution(table, fit_table, 1 / task.vocab_size), look_for, table, "dilution", run.run_id)
     status = data.measurement.prediction_status
     if (trust := prediction_captions.status_caption(status)) is not None:
         (st.caption if status.trusted else st.warning)(trust)
