@@ -300,12 +300,11 @@ def first_visit_data(run_id: str) -> dict:
     (scripts.build_presets) or the numbers a run trained here was saved with (lengen.first_visit);
     {} for neither. A run whose numbers are being measured where it trained (it is reported done first) is
     waited for, up to FIRST_VISIT_WAIT seconds, rather than measured here too on the same cores."""
-    data = precomputed(run_id)
-    if data:
-        return data
     store = stores()[0]
-    if not store.exists(run_id):
-        return {}
+    if not store.exists(run_id):  # a preset (or no run): what ships with it, if anything
+        return precomputed(run_id)
+    # the person's store first, as load_run reads the weights: a run retrained under a preset's id is that run,
+    # and a preset's numbers would describe other weights
     deadline = time.monotonic() + FIRST_VISIT_WAIT
     while (data := store.first_visit(run_id)) is None and store.first_visit_pending(run_id) \
             and time.monotonic() < deadline:
@@ -318,7 +317,7 @@ def await_first_visit(run_id: str) -> None:
     right after, where it trained: lengen.first_visit.save_run): a page that opens it says so while
     they come, up to FIRST_VISIT_WAIT seconds, instead of measuring them again on the same cores."""
     store = stores()[0]
-    if precomputed(run_id) or not store.exists(run_id) or not store.first_visit_pending(run_id):
+    if not store.exists(run_id) or not store.first_visit_pending(run_id):
         return
     with st.spinner("This run has just been trained: its numbers for the pages are being measured where it trained "
                     "(3–4 s on an idle 2-core server); the page fills in when they are stored.", show_time=True):
