@@ -31,12 +31,11 @@ from pathlib import Path
 import torch
 
 from lengen import budget
-from lengen.presets import DILUTION_SAMPLES, dilution_lengths
+from lengen.presets import DILUTION_SAMPLES, RULE_LONGEST, dilution_lengths
 from lengen_core.analysis.rules import parse_rule
 from lengen_core.config import RunConfig, with_changes
 from lengen_core.measure import measure, search_predicted_horizon
 from lengen_core.training import train
-from ui.analyses import RULE_LONGEST
 
 THREADS = (1, 2)
 DEFAULT_THREADS = torch.get_num_threads()  # torch's own choice here, before this script sets any

@@ -28,6 +28,12 @@ def science_document() -> str:
     except OSError:
         return f"The science document is missing from this installation (expected at `{SCIENCE_DOCUMENT}`)."
 PRESET_SEED = 0
+# The inference rules' longest length on Dilution and Compare (and the command line's `evaluate --rule`, the API's
+# rule_curve). A rule is read afresh (nothing is measured before a person picks it) and costs an evaluation and a
+# sweep over the keys for every length: up to 2^16 that was about 60 s a rule on two shared cores, up to 2^14 a
+# quarter of it (the two longest lengths are three quarters of the tokens). The page's own curve stays at its
+# lengths; the rules' "none" row is the run at the rules' lengths, so its m_out is fitted to those.
+RULE_LONGEST = 1 << 14
 
 # label -> config; the first is selected on a first visit.
 PRESETS: dict[str, RunConfig] = {

@@ -24,6 +24,7 @@ from lengen.budget import (
     check_sequence_evaluation,
 )
 from lengen.first_visit import FIRST_VISIT_CARRIER_SEARCH, ladder
+from lengen.presets import RULE_LONGEST
 from lengen_core.analysis.carrier import RECURRENCE_LIMIT, NearRecurrence
 from lengen_core.analysis.evaluate import LengthError, check_lengths, check_sweep
 from lengen_core.analysis.fit import FitResult
@@ -48,12 +49,6 @@ from ui.runs import (
 from lengen_core.analysis.equivariance import ShiftCheck, check_equivariance
 
 CARRIER_SEARCH = FIRST_VISIT_CARRIER_SEARCH  # the Carrier page's default: the two pages share the stored carrier
-# The inference rules' longest length on Dilution and Compare. A rule is read afresh (nothing is measured
-# before a person picks it) and costs an evaluation and a sweep over the keys for every length: up to
-# 2^16 that was about 60 s a rule on two shared cores, up to 2^14 a quarter of it (the two longest lengths
-# are three quarters of the tokens). The page's own curve stays at its lengths; the rules' "none" row is
-# the run at the rules' lengths, so its m_out is fitted to those.
-RULE_LONGEST = 1 << 14
 # How many near-recurrences the carrier lists at most (the earliest ones): past the last of a full list, an
 # interval of offsets is not known to hold none.
 

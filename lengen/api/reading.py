@@ -19,7 +19,7 @@ from lengen.first_visit import (
     carrier_from_dict,
     request_lengths,
 )
-from lengen.presets import TRANSFORMER_MULTIPLES
+from lengen.presets import RULE_LONGEST, TRANSFORMER_MULTIPLES
 from lengen.shipped_rules import shipped_rule
 from lengen.store import RunStore
 from lengen_core.analysis.carrier import Carrier, extract_carrier
@@ -37,9 +37,6 @@ from lengen_core.training import Run
 DEFAULT_SAMPLES = FIRST_VISIT_SAMPLES  # sequences per length of the default request (Dilution and Compare)
 DEFAULT_LONGEST = FIRST_VISIT_LONGEST  # its longest length, 2^16
 CARRIER_SEARCH = FIRST_VISIT_CARRIER_SEARCH  # how far the Carrier page looks for near-recurrences by default
-# The inference rules' longest length on the Dilution and Compare pages (under a rule each length is a sweep over
-# the keys of its own): the app's ui.analyses.RULE_LONGEST, the same number.
-RULE_LONGEST = 1 << 14
 HEATMAP_CELLS = 256  # the Attention page's heatmap: at most this many pooled cells a side
 Rule = InferenceRule | str | None  # a rule, its label ("log-n", "ntk:4"), or None: the run as trained
 
