@@ -22,8 +22,9 @@ fall or a rise). 3.5 is the Bonferroni bound for the 190 pairs of 20 lengths at 
 somewhere with a chance under 5% with up to 20 lengths measured. A real fall is tens of standard errors (0.82
 to 0.47 with standard errors 0.004 to 0.006 at 256 samples on the default run).
 
-A length whose standard error is unknown (0, as for exact data) counts as exact: any difference from an exact
-point is significant, no difference from itself is.
+A standard error of the difference below RESOLUTION (1e-6: none given, or p identical on every sequence, as
+for a constructed head at p = 0.9998) counts as RESOLUTION: p is a mean of float32 weights, and differences of
+that size between lengths are rounding, not a change.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import numpy as np
 
 TrendStatus = Literal["falling", "no_dilution", "not_monotone"]
 TREND_SIGMAS = 3.5  # a change counts where it exceeds 3.5 standard errors (Bonferroni, 190 pairs, 5% family-wise)
+RESOLUTION = 1e-6  # the least standard error of a difference: float32 rounding of a mean, not a change
 
 
 @dataclass(frozen=True)
@@ -45,13 +47,13 @@ class Change:
     end: int
     p_start: float
     p_end: float
-    sigmas: float  # |p_end − p_start| over the standard error of the difference (inf where both are exact)
+    sigmas: float  # |p_end − p_start| over the standard error of the difference
 
     @property
     def words(self) -> str:
         verb = "falls" if self.p_end < self.p_start else "rises"
-        size = "exactly" if np.isinf(self.sigmas) else f"{self.sigmas:.1f} standard errors"
-        return f"{verb} from {self.p_start:.3f} at {self.start:,} to {self.p_end:.3f} at {self.end:,} ({size})"
+        return (f"{verb} from {self.p_start:.3f} at {self.start:,} to {self.p_end:.3f} at {self.end:,} "
+                f"({self.sigmas:.3g} standard errors)")
 
 
 @dataclass(frozen=True)
@@ -76,11 +78,9 @@ def trend(lengths, masses, sems) -> Trend:
     n, p = np.asarray(lengths, dtype=np.float64), np.asarray(masses, dtype=np.float64)
     se = np.zeros_like(p) if sems is None else np.asarray(sems, dtype=np.float64)
     drop = p[:, None] - p[None, :]  # drop[i, j] = p_i − p_j
-    noise = np.hypot(se[:, None], se[None, :])
+    noise = np.maximum(np.hypot(se[:, None], se[None, :]), RESOLUTION)
     later = np.triu(np.ones(drop.shape, dtype=bool), k=1)  # pairs i < j only
-    with np.errstate(divide="ignore", invalid="ignore"):
-        z = np.where(noise > 0, drop / np.where(noise > 0, noise, 1.0), np.sign(drop) * np.inf)
-    z = np.where(later & np.isfinite(drop), z, -np.inf)
+    z = np.where(later, drop / noise, -np.inf)
     fall, rise = _largest(z, n, p), _largest(np.where(later, -z, -np.inf), n, p)
     if fall is not None and rise is None:
         return Trend("falling", fall, None, "")

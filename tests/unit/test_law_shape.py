@@ -110,3 +110,12 @@ def test_noise_on_a_flat_or_falling_p_rarely_shows_a_change_that_is_not_there():
                for _ in range(400)]
     assert falling.count("falling") == len(falling)
     assert TREND_SIGMAS == 3.5
+
+
+def test_float_rounding_between_lengths_is_no_change():
+    """The constructed head's p, 0.99975592 at 16, 64 and 128 and 0.99975586 at 32, with standard errors of 0
+    and 4e-9: float32 rounding of a mean, not a rise and a fall (it read as `not_monotone` before RESOLUTION)."""
+    masses = [0.9997559189796448, 0.999755859375, 0.9997559189796448, 0.9997559189796448]
+    shape = trend([16, 32, 64, 128], masses, [0.0, 3.7e-9, 0.0, 0.0])
+    assert (shape.status, shape.fall, shape.rise) == ("no_dilution", None, None)
+    assert trend([16, 32, 64, 128], [0.9, 0.9, 0.89, 0.88], None).status == "falling"  # exact data: any fall
