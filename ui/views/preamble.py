@@ -11,8 +11,8 @@ def page_run(single_head: bool = False) -> Run:
     """The selected run with its summary and verdict, or the page stops with what to do instead: no run is
     selected, the run is on a delay task (its length never changes: the Delays page) or, with `single_head`,
     it is not the minimal head on the retrieval task that the page's closed-form analyses read (the Transformer
-    page). A single-head page summarises the run before it checks it, so the pointer away follows the summary of
-    what was opened; Attention, which reads any length task's heads, checks first."""
+    page). The single-head pages (Carrier, Dilution) summarise the run before they check it; Attention checks
+    first, so a delay task's run shows only the pointer there."""
     run = selected_run()
     if run is None:
         stop()
