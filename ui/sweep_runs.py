@@ -8,6 +8,7 @@ from __future__ import annotations
 import streamlit as st
 
 from lengen.sweep import SweepResult
+from lengen_core.claims import encoding_record
 from lengen_core.config import RunConfig
 from ui.runs import is_stored
 from ui.state import LINK_CONFIG_KEY, TRAIN_PAGE, select_run
@@ -25,7 +26,7 @@ def cell_configs(result: SweepResult) -> dict[str, RunConfig]:
 
 def cell_label(cell: dict) -> str:
     """'RoPE k=3 seed 1 · learned, m_out 5.21' for the run picker."""
-    encoding = {"rope": "RoPE", "alibi": "ALiBi", "nope": "NoPE"}.get(cell["encoding"], cell["encoding"])
+    encoding = encoding_record(cell["encoding"]).display
     about = "learned" if cell.get("learned") else "not learned"
     if cell.get("m_out") is not None:
         about += f", m_out {cell['m_out']:.2f}"
