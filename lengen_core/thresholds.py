@@ -21,3 +21,15 @@ PREDICTION_BOUND = 0.05
 
 # Half accuracy: where the captions say accuracy "falls below half" on its way to chance.
 ACCURACY_HALF = 0.5
+
+# Chance: a run is "at chance" past its training length when its accuracy's 95% interval reaches within this
+# of 1/V (lengen_core.analysis.verdict).
+CHANCE_TOLERANCE = 0.02
+
+# A frequency of the carrier's spectrum is "active" when its amplitude is at least this share of the largest
+# (lengen_core.analysis.carrier).
+ACTIVE_AMPLITUDE = 0.01
+
+# The dilution law "describes" a run when every fitted point is within this share of the measured p
+# (lengen_core.analysis.fit).
+LAW_TOLERANCE = 0.10

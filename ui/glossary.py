@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from lengen_core.thresholds import ACCURACY_BAR
+from lengen_core.thresholds import ACCURACY_BAR, ACTIVE_AMPLITUDE, CHANCE_TOLERANCE, LAW_TOLERANCE
 from ui.address import drop_from_link
 
 GLOSSARY_PAGE = "/theory"  # the url path Streamlit gives pages/theory.py (st.navigation infers it from the file name)
@@ -66,7 +66,7 @@ ENTRIES = (
     Entry("verdict", "Verdict: learned, at chance beyond",
           f"Every run is judged once, on fresh sequences: **learned** means at least {ACCURACY_BAR:g} accuracy at the training "
           "length over 2,048 answers, and **at chance beyond** means that at twice the training length the low end "
-          "of its Wilson interval is within 0.02 of chance. The pages make no law or carrier claim for a run that "
+          f"of its Wilson interval is within {CHANCE_TOLERANCE:g} of chance. The pages make no law or carrier claim for a run that "
           "did not learn."),
     Entry("attention", "Query, key and score (logit)",
           "In attention each position, as a query, gives a score (the logit) to every key, the positions up to its "
@@ -101,7 +101,7 @@ ENTRIES = (
           "1/p(n) = 1/p(L_train) + (n − L_train)·e^(−m_out): past the training length each extra key adds the same "
           "small amount to 1/p. Far keys do not all weigh the same, so the Dilution page counts each by the weight "
           "the trained carrier gives it, K(n) in place of n − L_train, fits the law where p > 2/V and, by its "
-          "largest relative error (within 10% or not), says whether it describes the run."),
+          f"largest relative error (within {LAW_TOLERANCE:.0%} or not), says whether it describes the run."),
     Entry("m-out", "m_out (far margin)",
           "The fitted law's effective margin: how many nats the target's score stands, on average, above a far "
           "key's, so that the average far key weighs e^(−m_out) of the target. It comes with a 95% bootstrap interval and "
@@ -131,7 +131,7 @@ ENTRIES = (
           "Toeplitz fraction tells a relative rule from an absolute one."),
     Entry("spectrum", "Spectrum and active frequencies",
           "The carrier written as a sum of waves, with the amplitude of each frequency. A frequency is active when "
-          "its amplitude is at least 1% of the largest."),
+          f"its amplitude is at least {ACTIVE_AMPLITUDE:.0%} of the largest."),
     Entry("toeplitz-fraction", "Toeplitz fraction",
           "A Toeplitz matrix is constant along each diagonal, so its entries depend on t − u alone, and the fraction is "
           "the share of the mean-subtracted average score matrix at the training length kept when each diagonal is "

@@ -30,9 +30,9 @@ from lengen_core.analysis.evaluate import sequence_tokens
 from lengen_core.config import MAX_EVAL_LENGTH, MAX_SEED, RunConfig
 from lengen_core.models.encodings import NO_FLOAT64, LengthError
 from lengen_core.models.initial import initial_model
+from lengen_core.thresholds import ACTIVE_AMPLITUDE
 
 RANK_ENERGY = 0.99
-ACTIVE_AMPLITUDE = 0.01  # a frequency is active when its amplitude is ≥ 1% of the largest
 MATRIX_BATCH_ELEMENTS = 1 << 24  # logits per batch when averaging the logit matrix (64 MB in float32)
 BASELINE_SEEDS = 8  # untrained initialisations (the run's seed and the next 7) whose range is the baseline's interval
 ALIGNMENT_MARGIN = 1.0  # nats: s(k) must beat every other offset in range by this to count as aligned

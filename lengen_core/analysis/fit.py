@@ -85,6 +85,7 @@ import numpy as np
 
 from lengen_core.analysis.trend import trend
 from lengen_core.analysis.verdict import Verdict
+from lengen_core.thresholds import LAW_TOLERANCE
 
 FitStatus = Literal["fitted", "no_dilution", "not_monotone", "not_learned", "at_chance", "too_few_points",
                     "not_applicable", "not_asked"]
@@ -97,7 +98,6 @@ BOOTSTRAP_SEED = 0
 MIN_POINTS = 3  # two parameters: at least one degree of freedom left to judge the fit by (a window's least)
 MIN_LENGTHS = MIN_POINTS + 1  # a law quoted: its interval needs a shorter window of MIN_POINTS to refit on
 FLOOR_TIMES_CHANCE = 2.0  # fitted where p > 2/V: the target key outweighs twice a token's average share
-LAW_TOLERANCE = 0.10  # the law "describes" a run when every fitted point is within 10% of the measured p
 M_OUT_BOUNDS = (-30.0, 60.0)  # the range m_out is searched in: a fit at either end has no finite m_out
 
 

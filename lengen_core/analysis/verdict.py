@@ -36,9 +36,8 @@ from lengen_core.analysis.sequence import evaluate_sequence
 from lengen_core.config import DELAY_TASKS, RunConfig
 from lengen_core.models.encodings import LengthError
 from lengen_core.tasks import content_vocab
-from lengen_core.thresholds import ACCURACY_BAR
+from lengen_core.thresholds import ACCURACY_BAR, CHANCE_TOLERANCE
 
-CHANCE_TOLERANCE = 0.02  # accuracy whose interval reaches within this of 1/V counts as chance
 VERDICT_ANSWERS = 2_048
 VERDICT_TOKENS = 1 << 18  # at most this many tokens per forward-pass evaluation (transformers)
 VERDICT_SEED = 271_828  # fresh sequences: neither the training stream nor the pages' default seed

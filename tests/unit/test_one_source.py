@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # leave this list (`test_a_pending_copy_is_still_there`), so it only shrinks.
 PENDING = {
     "ladder": {"lengen/api/reading.py"},
-    "threshold": {"ui/compare_view.py", "ui/glossary.py", "ui/views/transformer.py"},
+    "threshold": {"ui/compare_view.py", "ui/views/transformer.py"},
 }
 APP = sorted([*(ROOT / "ui").rglob("*.py"), *(ROOT / "pages").glob("*.py"), *(ROOT / "lengen_core").rglob("*.py"), *(ROOT / "lengen").rglob("*.py")])
 
