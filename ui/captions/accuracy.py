@@ -181,7 +181,7 @@ def mass_caption(label: str, lengths: Sequence[int], measured: Sequence[float], 
     parts = [f"p {accuracy_points(lengths, measured, train_length, multiples)}"]
     if fit.fit is not None:
         parts.append(law_sentence(fit.fit, lengths, train_length))
-    elif fit.status in ("not_learned", "at_chance", "no_dilution"):
+    elif fit.status in ("not_learned", "at_chance", "no_dilution", "not_monotone"):
         parts.append(f"no dilution law ({m_out_text(fit)})")
     if predicted is not None:
         misses = [mass_miss(p, m, s) for p, m, s in zip(predicted, measured, sems or [0.0] * len(measured), strict=True)]
@@ -218,7 +218,8 @@ def law_sentence(law: DilutionFit, lengths: Sequence[int], train_length: int) ->
 
 
 NO_LAW_TEXT = {"not_learned": "not learned", "at_chance": "at chance", "too_few_points": "too few lengths",
-               "not_applicable": "n/a (transformer)", "no_dilution": "p does not fall"}
+               "not_applicable": "n/a (transformer)", "no_dilution": "p does not fall",
+               "not_monotone": "p not monotone"}
 
 
 def m_out_text(fit: FitResult, samples: int | None = None, answers: bool = True) -> str:

@@ -20,6 +20,7 @@ _NOT_DILUTION = {
     "at_chance": "this run is at chance past its training length",
     "not_learned": "this run did not learn the task",
     "no_dilution": "p does not fall with length over the lengths fitted",
+    "not_monotone": "p rises and falls with length, which the law cannot describe",
     "too_few_points": "too few lengths past the training length have p above 2/V to fit the law",
 }
 

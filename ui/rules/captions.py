@@ -22,8 +22,8 @@ from ui.captions.common import percent, share
 
 MASS_DIFFERENCE = 0.02  # target masses closer than this are "the same" (their s.e.m. is below 0.01 at 64 samples)
 KEEPS_MASS = 0.9  # a rule "keeps p" where p is at least this share of its mass at the training length
-NO_LAW = {"too_few_points": "p ≤ 2/V past training", "not_learned": "not learned", "no_dilution": NO_LAW_TEXT["no_dilution"],
-          "at_chance": "at chance past training", "not_applicable": "transformer"}
+NO_LAW = {"too_few_points": "too few lengths with p > 2/V", "not_learned": "not learned", "no_dilution": NO_LAW_TEXT["no_dilution"],
+          "not_monotone": NO_LAW_TEXT["not_monotone"], "at_chance": "at chance past training", "not_applicable": "transformer"}
 
 
 @dataclass(frozen=True)
@@ -110,8 +110,8 @@ def law_cell(fit: FitResult, curve: RuleCurve, train_length: int) -> tuple[str, 
     (never a figure) and the sentence saying why: a fit to a p that does not fall with length (a rule
     that stops dilution) is answered `no_dilution` by the fit itself, and has no finite m_out."""
     where = "this run" if curve.rule == "none" else f"this run under {curve.rule}"
-    if fit.status == "no_dilution":  # lengen_core.analysis.fit decides, from p and its standard errors
-        return f"no law: {NO_LAW['no_dilution']}", f"The law does not describe {where}. {fit.reason}"
+    if fit.status in ("no_dilution", "not_monotone"):  # lengen_core.analysis.fit decides, from p and its errors
+        return f"no law: {NO_LAW[fit.status]}", f"The law does not describe {where}. {fit.reason}"
     if fit.fit is None:
         why = NO_LAW.get(fit.status, fit.status)
         return f"no law: {why}", f"The law does not describe {where}: {why}."
