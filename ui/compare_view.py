@@ -11,7 +11,7 @@ import streamlit as st
 from lengen_core.analysis.carrier import BASELINE_SEEDS
 from lengen_core.claims import expectation
 from lengen_core.config import DELAY_TASKS
-from lengen_core.thresholds import ACCURACY_BAR
+from lengen_core.thresholds import ACCURACY_BAR, PREDICTION_BOUND
 from ui.analyses import rule_lengths, rule_note
 from ui.captions import accuracy as accuracy_captions
 from ui.captions import mechanism as mechanism_captions
@@ -36,11 +36,11 @@ MEANINGS = {  # what each key number is, listed under the table
           "bootstrap interval; no law for a run that did not learn, is "
           "at chance past training, or is a transformer.",
     "horizon, predicted": "The largest length whose accuracy predicted from the "
-          "weights is ≥ 0.90, looked for up to 2^20 tokens (or the "
+          f"weights is ≥ {ACCURACY_BAR:.2f}, looked for up to 2^20 tokens (or the "
           "end of a learned table): the Dilution page's figure.",
     "prediction": "Whether the prediction from the weights can be trusted for this run: untrusted where it "
-          "misses the measurement by more than 0.05 beyond its interval, or rests on an approximation that "
-          "does not hold there (docs/prediction.md); the reasons are listed below the table.",
+          f"misses the measurement by more than {PREDICTION_BOUND:g} beyond its interval, or rests on an "
+          "approximation that does not hold there (docs/prediction.md); the reasons are listed below the table.",
     "Toeplitz": "Toeplitz fraction of the centred mean logit "
           "matrix: 1 means the logit depends on t − u alone.",
     "Toeplitz untrained": "The same metric for the run's "
@@ -124,7 +124,8 @@ def overlays(labels: dict, results: dict, runs: dict, samples: int) -> None:
           accuracy_captions.masses_caption(
               [(labels[i], r.lengths, r.target_mass) for i, r in results.items()],
               [accuracy_captions.mass_caption(labels[i], r.lengths, r.target_mass, r.predicted_mass, r.fit,
-                                              configs[i].task.train_length) for i, r in results.items()]),
+                                              configs[i].task.train_length, sems=r.target_mass_sem)
+               for i, r in results.items()]),
           curves, "compare-mass")
     window = 4 * max(c.task.train_length for c in configs.values())  # Δ shown: up to 4 × the longest training
     view_flag("compare-scaled", "scaled", True)

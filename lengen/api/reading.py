@@ -17,6 +17,7 @@ from lengen.first_visit import (
     FIRST_VISIT_SAMPLES,
     allowed,
     carrier_from_dict,
+    ladder,
     request_lengths,
 )
 from lengen.presets import RULE_LONGEST, TRANSFORMER_MULTIPLES
@@ -24,7 +25,7 @@ from lengen.shipped_rules import shipped_rule
 from lengen.store import RunStore
 from lengen_core.analysis.carrier import Carrier, extract_carrier
 from lengen_core.analysis.delays import DELAY_SAMPLES, DELAY_SEED, DelayCurve, delay_curve
-from lengen_core.analysis.evaluate import LengthReport, doublings
+from lengen_core.analysis.evaluate import LengthReport
 from lengen_core.analysis.evaluate import evaluate as evaluate_at
 from lengen_core.analysis.heads import HeadReport, analyse_heads
 from lengen_core.analysis.heatmap import Heatmap, attention_heatmap
@@ -144,9 +145,7 @@ def compare(runs: Sequence[RunLike], longest: int = DEFAULT_LONGEST, samples: in
     found = {}
     for item in runs:
         run = as_run(item, store)
-        L = run.config.task.train_length
-        top = longest if run.config.single_head else min(longest, 16 * L, MAX_SEQUENCE_LENGTH)
-        m = measure(run, tuple(n for n in allowed(run, doublings(L)) if n <= top), samples, store=store)
+        m = measure(run, allowed(run, ladder(run.config, longest, offset=False)), samples, store=store)
         if run.config.single_head:
             found[run.run_id] = Comparison(run, m, carrier(run, store=store))
         else:

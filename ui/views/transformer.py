@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from lengen.presets import POSITION_MULTIPLES, TRANSFORMER_MULTIPLES
-from lengen_core.analysis.heads import HeadReport
+from lengen_core.analysis.heads import CARRIER_WEIGHT, HeadReport
 from lengen_core.config import ConfigError
 from lengen_core.training import Run
 from ui import widgets
@@ -76,7 +76,7 @@ def carrier_heads(run: Run, reports: list[HeadReport]) -> None:
     pinned_names = [f"L{h.layer}H{h.head}" for h in reports if h.pinned_key is not None]
     a, b, c = st.columns(3)
     a.metric("Carrier heads", f"{len(carrier_names)} of {len(reports)}",
-             help=f"Heads whose carrier peaks at k = {k} with mean weight ≥ 0.5 on the target key.")
+             help=f"Heads whose carrier peaks at k = {k} with mean weight ≥ {CARRIER_WEIGHT:g} on the target key.")
     b.metric("Pinned heads", f"{len(pinned_names)} of {len(reports)}",
              help="Heads whose queries beyond the training length mostly attend to one key inside it (C4).")
     c.metric("Best Toeplitz fraction", f"{max(h.toeplitz_fraction for h in reports):.3f}",
