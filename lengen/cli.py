@@ -47,15 +47,12 @@ from lengen.console import BUDGET_FLAG, Console
 from lengen.first_visit import (
     FIRST_VISIT_LONGEST,
     FIRST_VISIT_SAMPLES,
-    allowed,
     from_dict,
     measured_on_save,
-    request_lengths,
     save_run,
 )
-from lengen.api import RULE_LONGEST
+from lengen.api import RULE_LONGEST, default_lengths
 from lengen.lineage import continuation, starting_weights
-from lengen.presets import TRANSFORMER_MULTIPLES
 from lengen.results import (
     Absolute,
     CarrierResult,
@@ -96,7 +93,6 @@ from lengen_core.analysis.delays import DELAY_SAMPLES, delay_curve
 from lengen_core.analysis.heads import analyse_heads
 from lengen_core.analysis.mask import mask_share
 from lengen_core.analysis.rules import RULES, InferenceRule, rule_with_parameter
-from lengen_core.analysis.sequence import MAX_SEQUENCE_LENGTH
 from lengen_core.config import (
     DELAY_TASKS,
     SETTINGS,
@@ -366,12 +362,7 @@ def evaluation_request(run: Run, lengths: Sequence[int] | None, samples: int | N
     RULE_LONGEST, where the page reads its rules. A transformer (or a shift run): the Transformer page's lengths,
     1×…16× training (up to the longest sequence a forward pass takes), at the same samples. These are
     lengen.api.measure's and rule_curve's defaults too."""
-    if lengths is None:
-        L = run.config.task.train_length
-        lengths = (request_lengths(run) if run.config.single_head else
-                   allowed(run, [m * L for m in TRANSFORMER_MULTIPLES if m * L <= MAX_SEQUENCE_LENGTH]))
-        if rule is not None and not rule.trivial and run.config.single_head:
-            lengths = tuple(n for n in lengths if n <= RULE_LONGEST)
+    lengths = default_lengths(run, rule) if lengths is None else lengths  # the API's, which the pages ask
     return tuple(lengths), FIRST_VISIT_SAMPLES if samples is None else samples
 
 

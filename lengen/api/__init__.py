@@ -35,6 +35,7 @@ from lengen.api.reading import (
     Comparison,
     carrier,
     compare,
+    default_lengths,
     delays,
     evaluate,
     heads,
@@ -77,7 +78,7 @@ from lengen_core.training import Run
 __all__ = [
     "CARRIER_SEARCH", "DEFAULT_LONGEST", "DEFAULT_SAMPLES", "DELAY_PRESETS", "DELAY_SAMPLES", "DELAY_SEED",
     "EVALUATION_SEED", "PRESETS", "RULES", "RULE_LONGEST", "START_LENGTHS", "START_SAMPLES", "Carrier", "Collapse",
-    "Comparison", "ConfigError", "DelayCurve", "DilutionFit", "DilutionTable", "FitResult", "HeadReport", "Heatmap",
+    "Comparison", "ConfigError", "default_lengths", "DelayCurve", "DilutionFit", "DilutionTable", "FitResult", "HeadReport", "Heatmap",
     "Horizon", "InferenceRule", "LengthError", "LengthReport", "Measurement", "Prediction", "RuleError", "Run",
     "RunConfig", "RunStore", "RunSummary", "SequenceReport", "StoreError", "Sweep", "SweepCollapse", "SweepGrid",
     "SweepProgress", "SweepResult", "TrainingProgress", "Verdict", "accuracy_table", "carrier", "compare",

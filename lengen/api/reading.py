@@ -20,7 +20,7 @@ from lengen.first_visit import (
     ladder,
     request_lengths,
 )
-from lengen.presets import RULE_LONGEST, TRANSFORMER_MULTIPLES
+from lengen.presets import RULE_LONGEST
 from lengen.shipped_rules import shipped_rule
 from lengen.store import RunStore
 from lengen_core.analysis.carrier import Carrier, extract_carrier
@@ -30,7 +30,6 @@ from lengen_core.analysis.evaluate import evaluate as evaluate_at
 from lengen_core.analysis.heads import HeadReport, analyse_heads
 from lengen_core.analysis.heatmap import Heatmap, attention_heatmap
 from lengen_core.analysis.rules import InferenceRule, NoRule, parse_rule, under_rule
-from lengen_core.analysis.sequence import MAX_SEQUENCE_LENGTH
 from lengen_core.measure import EVALUATION_SEED, Measurement
 from lengen_core.measure import measure as measure_run
 from lengen_core.training import Run
@@ -67,8 +66,8 @@ def measure(run: RunLike, lengths: Sequence[int] | None = None, samples: int = D
     `predict` False skips the prediction (and the law, which reads it), `horizon` False the predicted horizon's
     search (up to 2^20 tokens: most of a default run's seconds). `progress` hears (keys done, keys in all)."""
     run = as_run(run, store)
-    lengths = tuple(_default_lengths(run) if lengths is None else lengths)
     ruled = _rule(rule)
+    lengths = tuple(default_lengths(run, ruled) if lengths is None else lengths)
     if not ruled.trivial and (found := shipped_rule(run, ruled.label, lengths, samples, seed)) is not None:
         return found  # shipped with a preset, computed by this same call
     return measure_run(run, lengths, samples, ruled, seed, shipped=shipped(run, store), predict=predict,
@@ -82,7 +81,7 @@ def rule_curve(run: RunLike, rule: InferenceRule | str, lengths: Sequence[int] |
     same lengths: the curve to set beside it."""
     run = as_run(run, store)
     if lengths is None:
-        lengths = tuple(n for n in request_lengths(run) if n <= RULE_LONGEST)
+        lengths = tuple(n for n in request_lengths(run) if n <= RULE_LONGEST)  # "none" too: the curve beside it
     return measure(run, lengths, samples, rule, store=store)
 
 
@@ -160,8 +159,13 @@ def _rule(rule: Rule) -> InferenceRule:
     return parse_rule(rule) if isinstance(rule, str) else rule
 
 
-def _default_lengths(run: Run) -> tuple[int, ...]:
-    if run.config.single_head:
-        return request_lengths(run)
-    L = run.config.task.train_length
-    return allowed(run, [m * L for m in TRANSFORMER_MULTIPLES if m * L <= MAX_SEQUENCE_LENGTH])
+def default_lengths(run: Run, rule: InferenceRule | None = None) -> tuple[int, ...]:
+    """The lengths a reader asks of `run` when none are given, the app's request: a single head's default
+    request (k + 1, then L_train doubled up to 2^16, those its encoding allows: the Dilution and Compare pages'
+    first view), a transformer's 1 … 16 × L_train (the Transformer page's; lengen.first_visit.ladder), and under
+    an inference rule those up to RULE_LONGEST, where the pages read their rules. The command line's `evaluate`
+    and this API's measure and rule_curve all ask these."""
+    lengths = request_lengths(run)
+    if rule is not None and not rule.trivial and run.config.single_head:
+        lengths = tuple(n for n in lengths if n <= RULE_LONGEST)
+    return lengths
