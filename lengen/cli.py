@@ -69,7 +69,6 @@ from lengen.results import (
     TransferResult,
     Where,
     finite,
-    length_row,
 )
 from lengen.runtime import deterministic_cublas, limit_heap_growth
 from lengen.store import RunStore, StoreError, preset_store
@@ -349,8 +348,6 @@ def command_construct(args: argparse.Namespace, store: RunStore) -> Trained:
     return command_train(args, store)
 
 
-# tests/unit/test_vote_readout.py reads a row through this name; lengen.results.length_row is the one definition
-_row = length_row
 
 
 def evaluation_request(run: Run, lengths: Sequence[int] | None, samples: int | None,

@@ -16,7 +16,7 @@ from lengen_core.analysis.carrier import find_near_recurrences
 from lengen_core.analysis.evaluate import LengthReport, evaluate, last_query_outputs, sequence_tokens
 from lengen_core.measure import measure
 from lengen import first_visit
-from lengen.cli import _row
+from lengen.results import length_row
 from ui.captions import accuracy as accuracy_captions
 from ui.captions import readouts
 
@@ -46,7 +46,7 @@ def test_the_vote_readout_is_the_most_attended_token_whatever_the_chunks(rope):
 def test_measure_and_the_command_line_carry_it_and_old_numbers_still_read(rope):
     m = measure(rope, [16, 64], samples=64)
     assert all(0 <= r.vote_accuracy <= 1 for r in m.reports)
-    row = _row(m.reports[1], m.predictions[1], None, 16, "none")
+    row = length_row(m.reports[1], m.predictions[1], None, 16, "none")
     assert row["vote_accuracy"] == m.reports[1].vote_accuracy
     stored = first_visit.to_dict(first_visit.Shipped({64: {n: r for n, r in zip(m.lengths, m.reports, strict=True)}}))
     assert first_visit.from_dict(stored).evaluations[64][64] == m.reports[1]
