@@ -33,11 +33,11 @@ from pathlib import Path
 
 import torch
 
+from lengen.runtime import device_name
+from lengen.store import RunStore
 from lengen_core.analysis.evaluate import evaluate
 from lengen_core.config import RunConfig, with_changes
 from lengen_core.models.initial import initial_model
-from lengen.runtime import device_name
-from lengen.store import RunStore
 from lengen_core.training import resolve_device, train
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -36,6 +36,8 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from lengen.runtime import env_whole_number
+from lengen.stepping import Pace
 from lengen_core.analysis.absolute import PROBE_BASELINE_SEEDS, PROBE_SAMPLES, SINK_MULTIPLE, sink_length_of
 from lengen_core.analysis.argmax_count import GAUSSIAN_DRAWS
 from lengen_core.analysis.carrier import BASELINE_SEEDS, RECURRENCE_LIMIT, SEARCH_CHUNK
@@ -47,8 +49,6 @@ from lengen_core.analysis.sequence import tokens_per_batch
 from lengen_core.config import ConfigError, RunConfig
 from lengen_core.models.attention import QUERY_BLOCK_ELEMENTS
 from lengen_core.models.encodings import ENCODING_CLASSES
-from lengen.runtime import env_whole_number
-from lengen.stepping import Pace
 from lengen_core.training import PROBE_SHARE
 
 MEMORY_ENV, SECONDS_ENV, TRAIN_SECONDS_ENV = "LENGEN_REQUEST_MEMORY_MB", "LENGEN_REQUEST_SECONDS", "LENGEN_TRAIN_SECONDS"

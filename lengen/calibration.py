@@ -28,8 +28,8 @@ import threading
 import time
 from dataclasses import dataclass
 
-from lengen_core.config import RunConfig, with_changes
 from lengen.budget import step_seconds
+from lengen_core.config import RunConfig, with_changes
 from lengen_core.training import Training
 
 WARM_STEPS, TIMED_STEPS = 3, 5  # the fastest timed step: a burst of other work slows some, not all

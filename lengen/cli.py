@@ -42,6 +42,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, TextIO, get_args
 
+from lengen.api import RULE_LONGEST, default_lengths
 from lengen.budget import BudgetError, duration
 from lengen.console import BUDGET_FLAG, Console
 from lengen.first_visit import (
@@ -51,7 +52,6 @@ from lengen.first_visit import (
     measured_on_save,
     save_run,
 )
-from lengen.api import RULE_LONGEST, default_lengths
 from lengen.lineage import continuation, starting_weights
 from lengen.results import (
     Absolute,

@@ -41,6 +41,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from lengen import budget
+from lengen.store import RunStore
 from lengen_core.analysis.carrier import BaselineRange, Carrier, CarrierMetrics, NearRecurrence, extract_carrier
 from lengen_core.analysis.dilution import Prediction
 from lengen_core.analysis.evaluate import LengthError, LengthReport, check_lengths, doublings
@@ -49,8 +51,6 @@ from lengen_core.analysis.horizon import Horizon
 from lengen_core.analysis.sequence import MAX_SEQUENCE_LENGTH
 from lengen_core.config import MAX_EVAL_LENGTH, RunConfig, with_changes
 from lengen_core.measure import EVALUATION_SEED, Shipped, measure
-from lengen import budget
-from lengen.store import RunStore
 from lengen_core.training import Run
 
 FIRST_VISIT_LONGEST = 1 << 16  # the default request's longest length (Dilution's and Compare's default view)

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import torch
 
-from lengen_core.config import ConfigError, RunConfig, TrainConfig, with_changes
 from lengen.store import RunStore, StoreError, preset_store
+from lengen_core.config import ConfigError, RunConfig, TrainConfig, with_changes
 from lengen_core.training import Run
 
 

@@ -10,12 +10,12 @@ import functools
 import json
 from pathlib import Path
 
-from lengen_core.analysis.evaluate import doublings
-from lengen_core.config import RunConfig, with_changes
-from lengen_core.optimisation import TrainingTrace
 from lengen import store
 from lengen.first_visit import FIRST_VISIT_LONGEST, FIRST_VISIT_SAMPLES, ladder
 from lengen.sweep import SweepGrid
+from lengen_core.analysis.evaluate import doublings
+from lengen_core.config import RunConfig, with_changes
+from lengen_core.optimisation import TrainingTrace
 
 PRESET_ROOT = store.PRESET_ROOT  # the read-only store of the presets (lengen.store.preset_store)
 SCIENCE_DOCUMENT = Path(__file__).resolve().parent.parent / "docs" / "science.md"

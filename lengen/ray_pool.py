@@ -39,11 +39,11 @@ from typing import Any
 
 import torch
 
-from lengen_core.config import RunConfig, with_changes
 from lengen.jobs import TrainingPool
 from lengen.runtime import CUBLAS_ENV, CUBLAS_WORKSPACE, ray_modules
 from lengen.store import RunStore
 from lengen.training_process import answer, reference_speeds, serve_training
+from lengen_core.config import RunConfig, with_changes
 from lengen_core.training import Training
 
 ADDRESS_ENV = "LENGEN_RAY_ADDRESS"  # set: the app trains on this Ray cluster; unset: in child processes here

@@ -38,8 +38,8 @@ import time
 import zipfile
 from collections.abc import Collection, Iterator, Mapping, Sequence
 
-from lengen_core.config import SETTINGS, ConfigError, RunConfig, with_changes
 from lengen.store import CONFIG_FILE, METRICS_FILE, WEIGHTS_FILE, RunStore, StoreError, check_run_id
+from lengen_core.config import SETTINGS, ConfigError, RunConfig, with_changes
 
 QueryParams = Mapping[str, "str | Sequence[str]"]
 

@@ -13,8 +13,8 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
-from lengen_core.analysis.absolute import AbsolutePosition, absolute_from_dict, absolute_to_dict
 from lengen.store import PRECOMPUTED_ROOT
+from lengen_core.analysis.absolute import AbsolutePosition, absolute_from_dict, absolute_to_dict
 
 ABSOLUTE_ROOT = PRECOMPUTED_ROOT / "absolute"
 

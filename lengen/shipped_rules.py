@@ -20,13 +20,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from lengen.store import PRECOMPUTED_ROOT
 from lengen_core.analysis.dilution import Prediction
 from lengen_core.analysis.evaluate import LengthReport
 from lengen_core.analysis.fit import DilutionFit, FitResult
 from lengen_core.analysis.horizon import Horizon
 from lengen_core.analysis.trust import PredictionStatus
 from lengen_core.measure import EVALUATION_SEED, Measurement
-from lengen.store import PRECOMPUTED_ROOT
 from lengen_core.training import Run
 
 RULES_ROOT = PRECOMPUTED_ROOT / "rules"

@@ -19,12 +19,6 @@ import argparse
 import dataclasses
 import json
 
-from lengen_core.analysis.carrier import extract_carrier
-from lengen_core.analysis.evaluate import evaluate
-from lengen_core.config import ConfigError
-from lengen_core.measure import Shipped
-from lengen_core.models.initial import initial_model
-from lengen_core.optimisation import trace_training
 from lengen.first_visit import (
     FIRST_VISIT_CARRIER_SEARCH,
     allowed,
@@ -32,8 +26,6 @@ from lengen.first_visit import (
     first_visit_data,
     to_dict,
 )
-from lengen.store import RunStore, preset_store
-from lengen_core.training import train
 from lengen.presets import (
     DELAY_PRESETS,
     DIVERSITY_GRID,
@@ -50,6 +42,14 @@ from lengen.presets import (
     TRACES,
     trace_path,
 )
+from lengen.store import RunStore, preset_store
+from lengen_core.analysis.carrier import extract_carrier
+from lengen_core.analysis.evaluate import evaluate
+from lengen_core.config import ConfigError
+from lengen_core.measure import Shipped
+from lengen_core.models.initial import initial_model
+from lengen_core.optimisation import trace_training
+from lengen_core.training import train
 
 
 def precompute(run_id: str) -> dict:
@@ -69,8 +69,8 @@ def refit(run_id: str) -> bool:
     """Only the law of a preset's precomputed file, fitted anew from the file's own evaluations and predictions
     (what `measure` does when a stored law is stale: lengen.first_visit.from_dict); True when
     the file changed. Cheap: no evaluation, prediction or horizon is computed again."""
-    from lengen_core.measure import measure
     from lengen.first_visit import FIRST_VISIT_SAMPLES, from_dict, request_lengths
+    from lengen_core.measure import measure
 
     path = PRECOMPUTED / f"{run_id}.json"
     data = json.loads(path.read_text())
@@ -109,12 +109,12 @@ def precompute_rules() -> None:
     budgets), shipped (lengen.shipped_rules)."""
     import time
 
-    from lengen_core.analysis.rules import parse_rule
-    from lengen_core.measure import measure
     from lengen import budget
     from lengen.first_visit import from_dict
-    from lengen.shipped_rules import request_key, ship_rules
     from lengen.presets import precomputed
+    from lengen.shipped_rules import request_key, ship_rules
+    from lengen_core.analysis.rules import parse_rule
+    from lengen_core.measure import measure
     from ui.rules.shipped import dilution_request, lesson_requests
 
     runs = {config.run_id(): preset_store().load(config.run_id()) for config in PRESETS.values() if config.single_head}
@@ -229,8 +229,8 @@ def main() -> None:
 def build_absolute() -> None:
     """The Transformer page's absolute-position analysis of each transformer preset, at each probe length the
     run allows, with the default samples: what its first visit would compute (lengen.shipped_absolute)."""
-    from lengen_core.analysis.absolute import PROBE_SAMPLES, analyse_absolute_position
     from lengen.shipped_absolute import ship_absolute
+    from lengen_core.analysis.absolute import PROBE_SAMPLES, analyse_absolute_position
     from ui.transformer.absolute import PROBE_MULTIPLES
 
     store = RunStore(root=PRESET_ROOT)

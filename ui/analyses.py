@@ -26,6 +26,7 @@ from lengen.budget import (
 from lengen.first_visit import FIRST_VISIT_CARRIER_SEARCH, ladder
 from lengen.presets import RULE_LONGEST
 from lengen_core.analysis.carrier import RECURRENCE_LIMIT, NearRecurrence
+from lengen_core.analysis.equivariance import ShiftCheck, check_equivariance
 from lengen_core.analysis.evaluate import LengthError, check_lengths, check_sweep
 from lengen_core.analysis.fit import FitResult
 from lengen_core.analysis.heads import HeadReport, analyse_heads
@@ -46,7 +47,6 @@ from ui.runs import (
     load_run,
     measurement,
 )
-from lengen_core.analysis.equivariance import ShiftCheck, check_equivariance
 
 CARRIER_SEARCH = FIRST_VISIT_CARRIER_SEARCH  # the Carrier page's default: the two pages share the stored carrier
 # How many near-recurrences the carrier lists at most (the earliest ones): past the last of a full list, an

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from lengen.presets import DILUTION_LONGEST, DILUTION_SAMPLES, LONGEST_CHOICES, single_head_presets
 from lengen_core.analysis.carrier import BASELINE_SEEDS
 from lengen_core.claims import expectation
 from lengen_core.config import DELAY_TASKS
@@ -19,7 +20,6 @@ from ui.captions import prediction as prediction_captions
 from ui.captions import show
 from ui.captions.common import Caption, listed
 from ui.charts import compare as compare_charts
-from lengen.presets import DILUTION_LONGEST, DILUTION_SAMPLES, LONGEST_CHOICES, single_head_presets
 from ui.rules import view as rules_view
 from ui.runs import request_caption, run_labels, run_options, stored_configs
 from ui.state import show_view, view_flag, view_number, view_runs

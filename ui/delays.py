@@ -10,16 +10,16 @@ import plotly.graph_objects as go
 import streamlit as st
 from plotly.subplots import make_subplots
 
+from lengen.budget import check_transfer
+from lengen.presets import DIVERSITY_GRID, PRESET_ROOT
+from lengen.sweep import SweepResult, cell_config, stored_sweep
 from lengen_core.analysis.delays import DELAY_SAMPLES, DELAY_SEED, DelayCurve, delay_curve
 from lengen_core.claims import DELAY_CLAIM, DELAY_OUTCOME_WORDS, delay_expectation, delay_outcome, encoding_record
 from lengen_core.config import DELAY_TASKS, ConfigError, format_delays, with_changes
-from lengen.budget import check_transfer
-from lengen.sweep import SweepResult, cell_config, stored_sweep
 from lengen_core.thresholds import ACCURACY_BAR
 from lengen_core.training import Run
 from lengen_core.transfer import TRANSFER_PATIENCE, TRANSFER_PHASES, Transfer, transfer_from
 from ui.charts.common import HEIGHT, REFERENCE
-from lengen.presets import DIVERSITY_GRID, PRESET_ROOT
 from ui.runs import load_run, stored_configs
 from ui.widgets import chart, refusal
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import streamlit as st
 
+from lengen.lineage import continuation
+from lengen.share import config_to_query
 from lengen_core.analysis.horizon import Horizon
 from lengen_core.config import ConfigError
 from lengen_core.measure import Measurement
-from lengen.lineage import continuation
-from lengen.share import config_to_query
 from lengen_core.thresholds import ACCURACY_BAR
 from lengen_core.training import Run
 from ui.captions import show

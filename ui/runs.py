@@ -26,14 +26,6 @@ import pandas as pd
 import streamlit as st
 from streamlit.runtime.scriptrunner import add_script_run_ctx
 
-from lengen_core.analysis.carrier import Carrier, extract_carrier
-from lengen_core.analysis.evaluate import LengthReport, check_lengths, check_sweep, evaluate
-from lengen_core.analysis.fit import FitResult
-from lengen_core.analysis.heatmap import Heatmap, attention_heatmap
-from lengen_core.analysis.rules import parse_rule
-from lengen_core.claims import encoding_record
-from lengen_core.config import DELAY_TASKS, SETTINGS, RunConfig
-from lengen_core.measure import Measurement, Shipped, measure
 from lengen import budget
 from lengen.budget import check_attention_map, check_carrier, check_single_head_evaluation
 from lengen.first_visit import (
@@ -44,10 +36,18 @@ from lengen.first_visit import (
     from_dict,
     request_lengths,
 )
+from lengen.presets import precomputed, preset_ids
 from lengen.runtime import DEVICE_ENV, device_setting
 from lengen.store import RunStore, StoreError, preset_store
+from lengen_core.analysis.carrier import Carrier, extract_carrier
+from lengen_core.analysis.evaluate import LengthReport, check_lengths, check_sweep, evaluate
+from lengen_core.analysis.fit import FitResult
+from lengen_core.analysis.heatmap import Heatmap, attention_heatmap
+from lengen_core.analysis.rules import parse_rule
+from lengen_core.claims import encoding_record
+from lengen_core.config import DELAY_TASKS, SETTINGS, RunConfig
+from lengen_core.measure import Measurement, Shipped, measure
 from lengen_core.training import Run, resolve_device
-from lengen.presets import precomputed, preset_ids
 
 T = TypeVar("T")
 FIRST_VISIT_WAIT = 60.0  # seconds a page waits for a just-trained run's numbers (3-4 s idle) before measuring it itself

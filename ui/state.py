@@ -22,7 +22,7 @@ from typing import Any
 
 import streamlit as st
 
-from lengen_core.config import ConfigError, RunConfig
+from lengen.presets import DEFAULT_PRESET, preset_ids
 from lengen.share import (
     CONFIG_KEYS,
     RUN_KEY,
@@ -37,9 +37,9 @@ from lengen.share import (
 )
 from lengen.share import run_id_from_query as link_run_id
 from lengen.store import StoreError
+from lengen_core.config import ConfigError, RunConfig
 from ui.address import drop_from_link, in_link, pending, set_in_link
 from ui.downloads import download_url
-from lengen.presets import DEFAULT_PRESET, preset_ids
 from ui.runs import is_stored, load_run, run_labels, run_options, stores
 
 RUN_KEY_STATE = "run_id"

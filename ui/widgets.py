@@ -9,14 +9,14 @@ import plotly.graph_objects as go
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
-from lengen_core.config import DELAY_TASKS
+from lengen.presets import transformer_presets
 from lengen.store import StoreError
+from lengen_core.config import DELAY_TASKS
 from lengen_core.training import Run
 from ui.address import stop
 from ui.captions import common as captions
 from ui.charts.export import export_config
 from ui.charts.readable import readable
-from lengen.presets import transformer_presets
 from ui.runs import await_first_visit, load_run
 from ui.state import plain, select_run, selected_run_id, show_view, view_option
 

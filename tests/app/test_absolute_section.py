@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.app.test_more_pages import open_page
 from lengen.presets import preset_ids
+from tests.app.test_more_pages import open_page
 
 pytestmark = pytest.mark.slow  # a whole Transformer page with its probes: tests/unit/test_absolute.py has the quick captions
 

@@ -12,11 +12,11 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from lengen_core.config import RunConfig, with_changes
 from lengen.budget import MEMORY_ENV, TRAIN_SECONDS_ENV
-from lengen.store import METRICS_FILE, RunStore, default_root
-from lengen_core.training import train
 from lengen.presets import preset_ids
+from lengen.store import METRICS_FILE, RunStore, default_root
+from lengen_core.config import RunConfig, with_changes
+from lengen_core.training import train
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 PAGES = ["pages/start.py", "pages/train.py", "pages/attention.py", "pages/carrier.py", "pages/dilution.py",

@@ -24,13 +24,13 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from lengen_core.claims import CLAIMS, SECTION_CLAIMS
-from lengen_core.config import RunConfig, with_changes
+from lengen.presets import preset_ids
 from lengen.store import RunStore
 from lengen.training_process import save_run
+from lengen_core.claims import CLAIMS, SECTION_CLAIMS
+from lengen_core.config import RunConfig, with_changes
 from lengen_core.training import train
 from ui.captions.common import LEAD_CHARS, LEAD_SENTENCES, sentence_count
-from lengen.presets import preset_ids
 
 pytestmark = pytest.mark.slow  # trains four tiny runs and opens many pages: test_a_presets_attention_captions_agree is
 # the quick representative (tests/app/test_caption_leads.py, fast tier), tests/unit/test_captions.py the unit checks

@@ -3,8 +3,8 @@ names every claim it contradicts, leads each caption in at most two sentences, a
 
 from __future__ import annotations
 
-from tests.app.test_caption_agreement import check, open_page
 from lengen.presets import preset_ids
+from tests.app.test_caption_agreement import check, open_page
 
 
 def test_the_learned_presets_attention_captions_agree_and_lead_short() -> None:

@@ -12,8 +12,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import ui.widgets
-from tests.helpers.address import address
 from lengen.presets import preset_ids
+from tests.helpers.address import address
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 UNFORMATTED = re.compile(r"%\{(?!fullData\.)[^}:]+\}")

@@ -13,14 +13,14 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from lengen_core import measure as measure_module
-from lengen_core.config import RunConfig, with_changes
 from lengen.first_visit import MEASURE_ENV, first_visit_data
+from lengen.presets import preset_ids
 from lengen.store import RunStore
 from lengen.training_process import save_run
+from lengen_core import measure as measure_module
+from lengen_core.config import RunConfig, with_changes
 from lengen_core.training import train
 from ui import runs as ui_runs
-from lengen.presets import preset_ids
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 # A learned table of 128 rows: the default request stops at 128, so measuring on save is quick.

@@ -7,13 +7,13 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
-from lengen_core.config import RunConfig, with_changes
 from lengen.lineage import continuation
+from lengen.presets import dilution_lengths, preset_ids
 from lengen.share import config_to_query
 from lengen.store import RunStore, preset_store
+from lengen_core.config import RunConfig, with_changes
 from lengen_core.training import train
 from tests.helpers.waiting import wait_for
-from lengen.presets import dilution_lengths, preset_ids
 from ui.runs import measurement
 from ui.training.pool import training_pool
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from lengen_core.config import RunConfig, with_changes
 from lengen.share import config_to_query
 from lengen.store import RunStore
+from lengen_core.config import RunConfig, with_changes
 from lengen_core.training import train
 from ui.runs import run_labels, run_options
 

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from lengen_core.config import RunConfig, with_changes
-from lengen.store import RunStore
-from tests.helpers.waiting import wait_for
 from lengen.presets import DEFAULT_PRESET, preset_ids
+from lengen.store import RunStore
+from lengen_core.config import RunConfig, with_changes
+from tests.helpers.waiting import wait_for
 from ui.training.pool import training_pool
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")

@@ -13,11 +13,11 @@ import plotly.graph_objects as go
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from lengen.presets import PRESETS, preset_ids
 from lengen_core.analysis.fit import FitResult
 from lengen_core.analysis.rules import RULES
 from lengen_core.config import RunConfig, with_changes
 from ui.captions.readouts import inverse_mass_caption, longest_note
-from lengen.presets import PRESETS, preset_ids
 from ui.rules.select import EXPLANATIONS, RULES_DOCUMENT
 from ui.runs import run_labels
 from ui.sweep_panels import preset_result

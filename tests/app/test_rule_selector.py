@@ -10,9 +10,9 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
+from lengen.presets import PRESETS, preset_ids
 from lengen_core.analysis.rules import RULES
 from ui.captions.common import share
-from lengen.presets import PRESETS, preset_ids
 from ui.rules.captions import UP_TO
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")

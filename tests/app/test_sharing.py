@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from lengen_core.config import RunConfig, with_changes
 from lengen.jobs import TrainingPool
+from lengen.presets import DEFAULT_PRESET, PRESETS, preset_ids
 from lengen.share import config_to_query
 from lengen.store import RunStore
+from lengen_core.config import RunConfig, with_changes
 from lengen_core.training import Training
 from tests.helpers.waiting import wait_for
-from lengen.presets import DEFAULT_PRESET, PRESETS, preset_ids
 from ui.training.pool import SessionWatcher
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")

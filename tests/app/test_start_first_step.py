@@ -55,8 +55,8 @@ def test_the_first_step_to_the_lessons_comes_before_any_jargon() -> None:
 
 
 def test_the_start_lead_quotes_the_presets_numbers() -> None:
-    from lengen_core.config import RunConfig
     from lengen.presets import START_LENGTHS
+    from lengen_core.config import RunConfig
 
     task = RunConfig().task
     assert f"the token {task.offset} places back in sequences of {task.train_length} tokens" in LEADS["start"]

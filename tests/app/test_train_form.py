@@ -100,8 +100,8 @@ def _train_page(params: dict | None = None) -> AppTest:
 def test_the_form_follows_a_link_to_a_stored_run_and_the_run_picked_in_the_sidebar():
     """Issue 40: `/train?…encoding=learned&seed=…` showed rope / seed 0 while the sidebar said the learned run;
     picking another run in the sidebar left the form as it was."""
-    from lengen.share import config_to_query
     from lengen.presets import PRESETS, preset_ids
+    from lengen.share import config_to_query
 
     learned = PRESETS["Learned (APE)"]
     app = _train_page(config_to_query(learned))

@@ -12,12 +12,12 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
 
-from lengen_core.config import RunConfig, with_changes
+from lengen.presets import preset_ids, transformer_presets
 from lengen.share import config_to_query
 from lengen.store import RunStore
+from lengen_core.config import RunConfig, with_changes
 from lengen_core.training import train
 from tests.helpers.browser import SHOTS, settle
-from lengen.presets import preset_ids, transformer_presets
 
 pytestmark = pytest.mark.e2e
 playwright = pytest.importorskip("playwright.sync_api")

@@ -9,8 +9,8 @@ from urllib.parse import urlencode
 
 import pytest
 
-from lengen_core.config import RunConfig, with_changes
 from lengen.store import RunStore
+from lengen_core.config import RunConfig, with_changes
 from lengen_core.training import train
 from tests.helpers.browser import SHOTS, settle
 

@@ -9,8 +9,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from tests.helpers.browser import MAIN, SHOTS, settle
 from lengen.presets import PRESETS, preset_ids
+from tests.helpers.browser import MAIN, SHOTS, settle
 
 pytestmark = pytest.mark.e2e
 playwright = pytest.importorskip("playwright.sync_api")

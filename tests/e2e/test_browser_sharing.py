@@ -10,10 +10,10 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
 
-from lengen_core.config import RunConfig, with_changes
-from lengen.share import config_to_query
-from tests.helpers.browser import CHART, SHOTS, settle
 from lengen.presets import PRESETS
+from lengen.share import config_to_query
+from lengen_core.config import RunConfig, with_changes
+from tests.helpers.browser import CHART, SHOTS, settle
 
 pytestmark = pytest.mark.e2e
 playwright = pytest.importorskip("playwright.sync_api")

@@ -7,9 +7,9 @@ from urllib.parse import urlencode
 
 import pytest
 
+from lengen.presets import PRESETS
 from lengen.share import config_to_query
 from tests.helpers.browser import MAIN, SHOTS, settle
-from lengen.presets import PRESETS
 
 pytestmark = pytest.mark.e2e
 playwright = pytest.importorskip("playwright.sync_api")

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import pytest
 
+from lengen.presets import preset_ids
 from tests.helpers.browser import settle
 from tests.helpers.serving import serve_checkout
-from lengen.presets import preset_ids
 
 pytestmark = pytest.mark.e2e
 playwright = pytest.importorskip("playwright.sync_api")

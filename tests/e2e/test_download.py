@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from lengen.store import RunStore, preset_store
 from lengen_core.config import MAX_D_MODEL, MAX_HEADS, MAX_LAYERS, MAX_POSITIONS, RunConfig, with_changes
 from lengen_core.models.initial import initial_model
-from lengen.store import RunStore, preset_store
 from lengen_core.training import Run
 from tests.helpers.serving import serve_checkout
 

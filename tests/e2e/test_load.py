@@ -29,9 +29,9 @@ from pathlib import Path
 
 import pytest
 
-from lengen_core.config import RunConfig, with_changes
 from lengen.share import config_to_query
 from lengen.store import RunStore
+from lengen_core.config import RunConfig, with_changes
 from tests.helpers import serving
 from tests.helpers.browser import CHROMIUM
 from tests.helpers.kept_back import BrowserGroup, children, peak_rss_mb

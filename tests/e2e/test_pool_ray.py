@@ -21,10 +21,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from lengen_core.config import RunConfig, with_changes
 from lengen.jobs import OwnerBusy, TrainingPool
 from lengen.stepping import Pace
 from lengen.store import RunStore
+from lengen_core.config import RunConfig, with_changes
 
 # Ray reads its token from the environment once, when it is imported: not here, but in the process that connects
 if importlib.util.find_spec("ray") is None:

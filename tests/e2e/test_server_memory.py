@@ -25,9 +25,9 @@ from urllib.parse import urlencode
 
 import pytest
 
+from lengen.budget import MEMORY_ENV, Budgets, attention_map_cost
 from lengen_core.analysis.heatmap import MAX_HEATMAP_LENGTH
 from lengen_core.config import MAX_D_MODEL, MAX_HEADS, MAX_LAYERS, RunConfig, with_changes
-from lengen.budget import MEMORY_ENV, Budgets, attention_map_cost
 from tests.helpers.browser import CHART, SHOTS, settle
 from tests.helpers.serving import serve_checkout
 

@@ -41,9 +41,9 @@ from pathlib import Path
 
 import pytest
 
-from lengen_core.config import RunConfig, with_changes
 from lengen.share import config_to_query
 from lengen.store import RunStore
+from lengen_core.config import RunConfig, with_changes
 from tests.helpers import proxy
 from tests.helpers.browser import CHROMIUM, SHOTS
 from tests.helpers.kept_back import BrowserGroup, peak_rss_mb

@@ -15,8 +15,6 @@ import torch
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from lengen_core.config import ConfigError, RunConfig, with_changes
-from lengen_core.models.head import build_model
 from lengen.share import (
     CONFIG_KEYS,
     EXTRA_KEYS,
@@ -31,6 +29,8 @@ from lengen.share import (
     view_ints,
 )
 from lengen.store import RunStore, StoreError
+from lengen_core.config import ConfigError, RunConfig, with_changes
+from lengen_core.models.head import build_model
 from lengen_core.training import Run
 
 hostile_text = st.one_of(

@@ -13,6 +13,9 @@ import numpy as np
 import pytest
 import torch
 
+from lengen.budget import absolute_position_cost, mask_share_cost
+from lengen.presets import PRESETS, preset_ids
+from lengen.store import preset_store
 from lengen_core.analysis.absolute import (
     PROBE_MARGIN,
     analyse_absolute_position,
@@ -23,9 +26,6 @@ from lengen_core.analysis.absolute import (
 from lengen_core.analysis.mask import exact_log_denominator, mask_share, measured_log_denominator
 from lengen_core.config import ConfigError, RunConfig, with_changes
 from lengen_core.models.initial import initial_model
-from lengen.budget import absolute_position_cost, mask_share_cost
-from lengen.store import preset_store
-from lengen.presets import PRESETS, preset_ids
 
 TINY = with_changes(RunConfig(), task="shift", n_layers=2, n_heads=2, d_model=16, train_length=8, offset=2)
 
@@ -226,8 +226,8 @@ def _same(shipped, computed) -> None:
 def test_the_shipped_probe_of_the_rope_preset_is_the_cores_at_its_training_length(transformer_rope) -> None:
     """The Transformer page reads the preset's analysis from assets (no ~4 s on a first visit); at L_train it is
     exactly what the core computes now."""
-    from lengen_core.analysis.absolute import PROBE_SAMPLES
     from lengen.shipped_absolute import shipped_absolute
+    from lengen_core.analysis.absolute import PROBE_SAMPLES
 
     length = transformer_rope.config.task.train_length
     shipped = shipped_absolute(transformer_rope.run_id, length, PROBE_SAMPLES)
@@ -239,8 +239,8 @@ def test_the_shipped_probe_of_the_rope_preset_is_the_cores_at_its_training_lengt
 @pytest.mark.slow  # both transformer presets at 1× and 4× L_train (≈ 10 s)
 @pytest.mark.parametrize("label", ["Transformer RoPE", "Transformer learned"])
 def test_every_shipped_probe_is_the_cores(label: str) -> None:
-    from lengen_core.analysis.absolute import PROBE_SAMPLES
     from lengen.shipped_absolute import shipped_absolute
+    from lengen_core.analysis.absolute import PROBE_SAMPLES
     from ui.transformer.absolute import PROBE_MULTIPLES
 
     run = preset_store().load(preset_ids()[label], "cpu")

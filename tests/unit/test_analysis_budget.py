@@ -15,8 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from lengen_core import measure
-from lengen_core.config import MAX_D_MODEL, MAX_EVAL_LENGTH, MAX_VOCAB, RunConfig, with_changes
 from lengen import cli
 from lengen.budget import (
     MEMORY_ENV,
@@ -30,6 +28,8 @@ from lengen.budget import (
     prediction_cost,
 )
 from lengen.store import RunStore
+from lengen_core import measure
+from lengen_core.config import MAX_D_MODEL, MAX_EVAL_LENGTH, MAX_VOCAB, RunConfig, with_changes
 from lengen_core.training import train
 
 ROOT = Path(__file__).resolve().parents[2]

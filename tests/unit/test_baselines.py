@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 import torch
 
+from lengen import cli
 from lengen_core.analysis.carrier import (
     BASELINE_SEEDS,
     expected_logit_matrix,
@@ -31,7 +32,6 @@ from lengen_core.analysis.rules import make_rule, under_rule
 from lengen_core.claims import expectation
 from lengen_core.config import RunConfig, with_changes
 from lengen_core.models.initial import initial_model
-from lengen import cli
 from ui.captions import mechanism, readouts
 
 FINDING = dict(vocab_size=40, offset=11, train_length=40, seed=9)  # the config of issue 27's finding 4

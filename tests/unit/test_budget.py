@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from lengen_core.config import ConfigError, RunConfig, with_changes
 from lengen import cli
 from lengen.budget import (
     MEMORY_ENV,
@@ -33,6 +32,7 @@ from lengen.budget import (
 from lengen.jobs import OwnerBusy, TrainingPool
 from lengen.runtime import cgroup_cpu_limit
 from lengen.store import RunStore
+from lengen_core.config import ConfigError, RunConfig, with_changes
 from tests.helpers.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]

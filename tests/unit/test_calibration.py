@@ -10,13 +10,13 @@ import time
 
 import pytest
 
-from lengen_core.config import RunConfig, with_changes
 from lengen import calibration, jobs
 from lengen.budget import BudgetError, Budgets, check, shortest_training_steps, training_cost
 from lengen.calibration import REMEASURE_SECONDS, TIMED, TRAINED, record, training_speed
 from lengen.stepping import UNPACED, Pace
 from lengen.store import RunStore
 from lengen.training_process import live_training
+from lengen_core.config import RunConfig, with_changes
 from tests.helpers.waiting import wait_for
 
 TRANSFORMER = with_changes(RunConfig(), task="shift", n_layers=2, n_heads=2)

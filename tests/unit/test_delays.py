@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from lengen.share import config_from_query, config_to_query
+from lengen.store import RunStore
 from lengen_core.analysis.delays import check_delays, delay_curve
 from lengen_core.claims import DELAY_HOLDS, delay_expectation, delay_outcome
 from lengen_core.config import ConfigError, RunConfig, format_delays, parse_delays, with_changes
-from lengen.share import config_from_query, config_to_query
-from lengen.store import RunStore
 from lengen_core.tasks import content_vocab, delay_tokens, sample_batch, training_delays
 from lengen_core.thresholds import ACCURACY_BAR
 from lengen_core.training import train
@@ -240,8 +240,8 @@ def test_a_delay_cell_is_read_against_the_delay(delay_run) -> None:
 
 
 def test_the_shipped_diversity_sweep_is_complete() -> None:
-    from lengen.sweep import stored_sweep
     from lengen.presets import DIVERSITY_GRID, PRESET_ROOT
+    from lengen.sweep import stored_sweep
 
     result = stored_sweep(DIVERSITY_GRID, PRESET_ROOT)
     assert result is not None and len(result.cells) == DIVERSITY_GRID.size

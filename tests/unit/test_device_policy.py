@@ -14,13 +14,13 @@ import torch
 
 import lengen_core.analysis.carrier as carrier_module
 import ui.training.pool
-from lengen_core.analysis.carrier import mean_logit_matrix
-from lengen_core.config import RunConfig, with_changes
 from lengen import cli
 from lengen.runtime import CUBLAS_ENV, DEVICE_ENV, deterministic_cublas, device_name, device_setting
+from lengen_core.analysis.carrier import mean_logit_matrix
+from lengen_core.analysis.equivariance import pair_logits
+from lengen_core.config import RunConfig, with_changes
 from lengen_core.training import resolve_device, train
 from ui.runs import analysis_device
-from lengen_core.analysis.equivariance import pair_logits
 
 
 @pytest.fixture

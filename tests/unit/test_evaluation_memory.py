@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from lengen.budget import BASE_BYTES, single_head_evaluation_cost
 from lengen_core.analysis import evaluate as evaluate_module
 from lengen_core.analysis.evaluate import (
     EVAL_MEMORY_BYTES,
@@ -30,7 +31,6 @@ from lengen_core.analysis.evaluate import (
 )
 from lengen_core.config import MAX_D_MODEL, MAX_EVAL_SAMPLES, MAX_VOCAB, RunConfig, with_changes
 from lengen_core.models.initial import initial_model
-from lengen.budget import BASE_BYTES, single_head_evaluation_cost
 
 ROOT = Path(__file__).resolve().parents[2]
 MARGIN_BYTES = 96 << 20  # the allocator's slack, thread stacks and libraries loaded on first use

@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 from pandas.api import types
 
+from lengen.presets import DILUTION_LONGEST, DILUTION_SAMPLES, single_head_presets
 from ui.analyses import comparisons
 from ui.charts.compare import by_quantity, key_figures, key_numbers
 from ui.compare_view import carrier_table, curve_table
-from lengen.presets import DILUTION_LONGEST, DILUTION_SAMPLES, single_head_presets
 from ui.runs import load_run
 
 

@@ -16,11 +16,6 @@ import time
 import numpy as np
 import pytest
 
-from lengen_core import measure as measure_module
-from lengen_core.analysis.carrier import extract_carrier
-from lengen_core.analysis.evaluate import doublings
-from lengen_core.config import RunConfig, with_changes
-from lengen_core.measure import Shipped, measure
 from lengen.first_visit import (
     FIRST_VISIT_CARRIER_SEARCH,
     FIRST_VISIT_SAMPLES,
@@ -36,6 +31,11 @@ from lengen.jobs import TrainingPool
 from lengen.store import FIRST_VISIT_FILE, PENDING_FILE, RunStore
 from lengen.sweep import SweepGrid, cell_config, run_cell, sweep_seconds
 from lengen.training_process import save_run
+from lengen_core import measure as measure_module
+from lengen_core.analysis.carrier import extract_carrier
+from lengen_core.analysis.evaluate import doublings
+from lengen_core.config import RunConfig, with_changes
+from lengen_core.measure import Shipped, measure
 from lengen_core.training import train
 from tests.helpers.records import same
 
@@ -155,8 +155,8 @@ def assert_close_fit(got, want, rel: float = 1e-9) -> None:
 def test_a_preset_that_learned_the_law_shows_one_m_out_on_both_requests(monkeypatch):
     """The RoPE preset (a law) from its shipped numbers, the same form a trained run is stored in: its law
     is read back for both requests, and is the one fitted afresh to them."""
-    from lengen.store import preset_store
     from lengen.presets import precomputed, preset_ids
+    from lengen.store import preset_store
 
     run_id = preset_ids()["RoPE"]
     run, shipped = preset_store().load(run_id), from_dict(precomputed(run_id))

@@ -10,12 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from lengen_core.analysis import carrier, evaluate, fit, verdict
+from lengen_core.analysis import carrier, equivariance, evaluate, fit, verdict
 from lengen_core.config import RunConfig, with_changes
 from lengen_core.models.initial import initial_model
 from lengen_core.thresholds import ACCURACY_BAR
 from ui import glossary, runs
-from lengen_core.analysis import equivariance
 
 PAGES = sorted((Path(__file__).resolve().parents[2] / "pages").glob("*.py"))
 LINK = re.compile(r"\[([^\]]+)\]\(([^)]+)\)")

@@ -22,17 +22,17 @@ import pytest
 import torch
 
 from bench.device_check import weights_digest
+from lengen.jobs import TrainingPool
+from lengen.store import RunStore, preset_store
 from lengen_core.analysis.carrier import extract_carrier
 from lengen_core.analysis.dilution import predict
+from lengen_core.analysis.equivariance import check_equivariance
 from lengen_core.analysis.evaluate import evaluate
 from lengen_core.analysis.heads import analyse_heads
 from lengen_core.analysis.heatmap import attention_heatmap, head_map
 from lengen_core.analysis.sequence import evaluate_sequence
 from lengen_core.config import RunConfig, with_changes
-from lengen.jobs import TrainingPool
-from lengen.store import RunStore, preset_store
 from lengen_core.training import Training, resolve_device, train
-from lengen_core.analysis.equivariance import check_equivariance
 
 ROOT = Path(__file__).resolve().parents[2]
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]

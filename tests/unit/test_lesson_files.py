@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from lengen.presets import PRESETS
 from lengen_core.config import RunConfig, with_changes
 from ui.lessons.files import ELEMENTS, LESSON_PRESETS, LESSON_ROOT, LessonError, load_lessons, parse_lesson
-from lengen.presets import PRESETS
 
 GOOD_STEP = """
 [[steps]]

@@ -9,11 +9,11 @@ import statistics
 
 import pytest
 
-from lengen_core.config import ConfigError, RunConfig, with_changes
 from lengen import cli
 from lengen.jobs import TrainingPool
 from lengen.lineage import continuation, parent_run
 from lengen.store import RunStore, StoreError
+from lengen_core.config import ConfigError, RunConfig, with_changes
 from lengen_core.training import train
 from tests.helpers.waiting import wait_for
 

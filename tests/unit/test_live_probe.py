@@ -11,13 +11,13 @@ import math
 import pytest
 import torch
 
+from lengen import budget
+from lengen.store import RunStore
+from lengen.training_process import live_training
 from lengen_core.analysis import horizon
 from lengen_core.analysis.dilution import predict
 from lengen_core.analysis.horizon import PROBE_STEPS, Probe, live_probe, predicted_horizon, probe_interval
 from lengen_core.config import RunConfig, with_changes
-from lengen import budget
-from lengen.store import RunStore
-from lengen.training_process import live_training
 from lengen_core.training import PROBE_SHARE, Training
 
 CONFIG = with_changes(RunConfig(), steps=150, keep_training=True)
@@ -150,8 +150,8 @@ def test_the_first_probe_estimate_grows_with_the_vocabulary_and_covers_more_keys
 def test_the_live_horizon_follows_a_run_past_64x_as_far_as_the_prediction_reaches():
     """The RoPE preset reaches 8,192 tokens (512×): the live probe, once capped at 1,024, now finds it to within
     an eighth (LIVE_RESOLUTION), where the full prediction with the same ceiling does."""
-    from lengen.store import preset_store
     from lengen.presets import PRESETS
+    from lengen.store import preset_store
 
     run = preset_store().load(PRESETS["RoPE"].run_id())
     model = run.model.eval()

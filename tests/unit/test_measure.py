@@ -16,14 +16,14 @@ from typing import Any
 
 import pytest
 
-from lengen_core.analysis.horizon import horizon_ceiling
-from lengen_core.analysis.rules import make_rule
-from lengen_core.config import RunConfig, with_changes
-from lengen_core.measure import measure
 from lengen import cli
 from lengen.runtime import DEVICE_ENV
 from lengen.store import RunStore
 from lengen.sweep import run_cell
+from lengen_core.analysis.horizon import horizon_ceiling
+from lengen_core.analysis.rules import make_rule
+from lengen_core.config import RunConfig, with_changes
+from lengen_core.measure import measure
 from lengen_core.training import Run, train
 
 SAMPLES = 64

@@ -10,10 +10,10 @@ import time
 import pytest
 import torch
 
-from lengen_core.config import RunConfig, with_changes
 from lengen.jobs import TrainingPool
 from lengen.stepping import MAX_ADVANCE, StepGate
 from lengen.store import RunStore
+from lengen_core.config import RunConfig, with_changes
 from lengen_core.training import train
 from tests.helpers.waiting import wait_for
 

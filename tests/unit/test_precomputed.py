@@ -27,11 +27,6 @@ import dataclasses
 import numpy as np
 import pytest
 
-from lengen_core.analysis.dilution import predict
-from lengen_core.analysis.evaluate import evaluate, wilson_interval
-from lengen_core.models.initial import initial_model
-from lengen_core.optimisation import trace_training
-from lengen.store import preset_store
 from lengen.presets import (
     DILUTION_SAMPLES,
     OPTIMISATION_CONSTRUCTED,
@@ -46,6 +41,11 @@ from lengen.presets import (
     precomputed,
     shipped_trace,
 )
+from lengen.store import preset_store
+from lengen_core.analysis.dilution import predict
+from lengen_core.analysis.evaluate import evaluate, wilson_interval
+from lengen_core.models.initial import initial_model
+from lengen_core.optimisation import trace_training
 
 SINGLE_HEAD = [label for label, config in PRESETS.items() if config.single_head]
 ACROSS_CPUS = 1e-3  # relative: a float reduction's last bits on another CPU, with room (see above)

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from lengen.budget import prediction_cost
 from lengen_core.analysis.dilution import predict
 from lengen_core.config import RunConfig, with_changes
 from lengen_core.models.initial import initial_model
-from lengen.budget import prediction_cost
 
 ROOT = Path(__file__).resolve().parents[2]
 # the estimate is at most this many times the measured time … The constants price a busy 2-core CPU; on the

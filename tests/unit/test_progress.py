@@ -8,11 +8,11 @@ import time
 
 import pytest
 
+from lengen.store import RunStore
 from lengen_core.analysis.evaluate import LengthError, evaluate
 from lengen_core.analysis.sequence import evaluate_sequence
 from lengen_core.config import RunConfig, with_changes
 from lengen_core.models.initial import initial_model
-from lengen.store import RunStore
 from lengen_core.training import train
 from ui.runs import Progress, evaluation, length_by_length
 

@@ -10,10 +10,10 @@ import time
 
 import pytest
 
-from lengen_core.config import RunConfig, with_changes
 from lengen.ray_pool import GPU_SHARE_ENV, ClusterUnreachable, _Pipe, gpu_share, plan, trainer_options
 from lengen.store import RunStore
 from lengen.training_process import serve_training
+from lengen_core.config import RunConfig, with_changes
 
 
 def messages_until(pipe: _Pipe, wanted, commands=(), timeout: float = 60.0) -> list:

@@ -8,10 +8,10 @@ import math
 
 import pytest
 
+from lengen.store import preset_store
 from lengen_core.analysis.dilution import predict
 from lengen_core.analysis.horizon import RULE_RESOLUTION, first_below_in_order, predicted_horizon, search_horizon
 from lengen_core.analysis.rules import parse_rule
-from lengen.store import preset_store
 from lengen_core.thresholds import ACCURACY_BAR
 
 ROPE = "rope-softmax-retrieval-s0-bc1b0b2bb01a"  # the default config, trained (a shipped preset)

@@ -15,14 +15,14 @@ import math
 import pytest
 import torch
 
+from lengen import cli
+from lengen.store import preset_store
 from lengen_core.analysis.dilution import predict
 from lengen_core.analysis.evaluate import evaluate, last_query_outputs
 from lengen_core.analysis.heatmap import attention_heatmap
 from lengen_core.analysis.rules import RULES, RuleError, make_rule, parse_rule, under_rule
 from lengen_core.analysis.sequence import evaluate_sequence
 from lengen_core.config import RunConfig, with_changes
-from lengen import cli
-from lengen.store import preset_store
 from tests.helpers.panel import with_trained_once
 
 ROPE = "rope-softmax-retrieval-s0-bc1b0b2bb01a"  # the default config, trained (a shipped preset)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from lengen_core.config import ConfigError
 from lengen.share import MAX_LINKED_RUNS, view_bool, view_choice, view_run_ids
+from lengen_core.config import ConfigError
 
 KNOWN = ["rope-softmax-retrieval-s0-aaaaaaaaaaaa", "rope-softmax-shift-s0-bbbbbbbbbbbb",
          "learned-softmax-retrieval-s0-cccccccccccc"]

@@ -11,11 +11,8 @@ import json
 
 import pytest
 
-from lengen_core.analysis.dilution import predict
-from lengen_core.analysis.evaluate import evaluate
-from lengen_core.analysis.rules import parse_rule
-from lengen_core.measure import measure
 from lengen import budget
+from lengen.presets import PRESETS
 from lengen.shipped_rules import (
     FORMAT,
     request_key,
@@ -25,8 +22,11 @@ from lengen.shipped_rules import (
     shipped_rule,
 )
 from lengen.store import preset_store
+from lengen_core.analysis.dilution import predict
+from lengen_core.analysis.evaluate import evaluate
+from lengen_core.analysis.rules import parse_rule
+from lengen_core.measure import measure
 from tests.unit.test_precomputed import ACROSS_CPUS, assert_same_report
-from lengen.presets import PRESETS
 from ui.rules import runs as rule_runs
 from ui.rules import view as rules_view
 from ui.rules.shipped import dilution_request, lesson_requests

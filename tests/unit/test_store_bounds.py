@@ -18,7 +18,6 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from lengen_core.config import RunConfig, with_changes
 from lengen import cli
 from lengen.jobs import TrainingPool
 from lengen.store import (
@@ -31,6 +30,7 @@ from lengen.store import (
     quota_bytes,
     weights_bytes,
 )
+from lengen_core.config import RunConfig, with_changes
 from lengen_core.training import train
 
 ROOT = Path(__file__).resolve().parents[2]

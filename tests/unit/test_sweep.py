@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from lengen.cli import build_parser, main
+from lengen.presets import PRESETS
 from lengen.store import RunStore
 from lengen.sweep import (
     AXES,
@@ -24,7 +25,6 @@ from lengen.sweep import (
     run_sweep,
     sweep_dir,
 )
-from lengen.presets import PRESETS
 
 GRID = SweepGrid(encodings=("rope", "learned"), offsets=(1, 3), seeds=(0,), lengths=(16, 64), samples=64,
                  base=(("steps", 400), ("d_model", 32), ("qk_init", 1.0)))  # learns in seconds on one thread

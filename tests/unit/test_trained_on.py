@@ -6,9 +6,9 @@ import dataclasses
 import io
 import json
 
-from lengen_core.config import RunConfig, with_changes
 from lengen import cli
 from lengen.store import METRICS_FILE, RunStore
+from lengen_core.config import RunConfig, with_changes
 from lengen_core.training import train
 
 CONFIG = with_changes(RunConfig(), steps=2)

@@ -13,9 +13,9 @@ import json
 import pytest
 import torch
 
+from lengen.store import METRICS_FILE, RunStore
 from lengen_core.analysis.evaluate import evaluate
 from lengen_core.analysis.verdict import VERDICT_ANSWERS, judge
-from lengen.store import METRICS_FILE, RunStore
 from lengen_core.thresholds import ACCURACY_BAR
 
 CHANCE = 1 / 16

@@ -12,11 +12,11 @@ import dataclasses
 import pytest
 import torch
 
+from lengen import first_visit
+from lengen.results import length_row
 from lengen_core.analysis.carrier import find_near_recurrences
 from lengen_core.analysis.evaluate import LengthReport, evaluate, last_query_outputs, sequence_tokens
 from lengen_core.measure import measure
-from lengen import first_visit
-from lengen.results import length_row
 from ui.captions import accuracy as accuracy_captions
 from ui.captions import readouts
 

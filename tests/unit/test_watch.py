@@ -7,11 +7,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from lengen.presets import PRESETS
+from lengen.store import preset_store
 from lengen_core.analysis.carrier import extract_carrier
 from lengen_core.analysis.heatmap import attention_heatmap
 from lengen_core.analysis.watch import VIEW_EVERY, live_view, view_due
-from lengen.store import preset_store
-from lengen.presets import PRESETS
 
 
 def test_the_live_carrier_and_map_are_the_pages_for_the_same_weights():

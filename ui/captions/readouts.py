@@ -11,7 +11,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from lengen_core.analysis.carrier import ACTIVE_AMPLITUDE, ALIGNMENT_MARGIN, BaselineRange, CarrierMetrics, NearRecurrence
+from lengen_core.analysis.carrier import (
+    ACTIVE_AMPLITUDE,
+    ALIGNMENT_MARGIN,
+    BaselineRange,
+    CarrierMetrics,
+    NearRecurrence,
+)
 from lengen_core.analysis.evaluate import LengthError, check_lengths, wilson_interval
 from lengen_core.analysis.fit import FLOOR_TIMES_CHANCE, FitResult
 from lengen_core.analysis.horizon import Horizon

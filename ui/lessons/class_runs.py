@@ -13,10 +13,10 @@ import pandas as pd
 import streamlit as st
 
 from lengen.first_visit import FIRST_VISIT_SAMPLES, request_lengths
+from lengen.presets import PRESETS
 from ui.captions import accuracy as accuracy_captions
 from ui.charts import compare as compare_charts
 from ui.lessons.files import Step
-from lengen.presets import PRESETS
 from ui.runs import is_stored, load_run, measurement
 from ui.training.live import CLASS_RUNS_KEY
 

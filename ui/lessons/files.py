@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from lengen.lineage import continuation
+from lengen.presets import DELAY_PRESETS, LESSON_MULTIPLES, LONGEST_CHOICES, PRESETS
+from lengen.stepping import UNPACED, Pace, PaceError
 from lengen_core.analysis.rules import RuleError, parse_rule
 from lengen_core.config import SETTINGS, ConfigError, RunConfig, with_changes
-from lengen.lineage import continuation
-from lengen.stepping import UNPACED, Pace, PaceError
-from lengen.presets import DELAY_PRESETS, LESSON_MULTIPLES, LONGEST_CHOICES, PRESETS
 
 LESSON_PRESETS = {**PRESETS, **DELAY_PRESETS}  # the runs a step may name: the length presets and the delay ones
 

@@ -20,6 +20,8 @@ import numpy as np
 import streamlit as st
 import torch
 
+from lengen import budget
+from lengen.budget import check_attention_map, check_carrier
 from lengen_core.analysis.carrier import (
     NearRecurrence,
     carrier_values,
@@ -30,8 +32,6 @@ from lengen_core.analysis.carrier import (
 from lengen_core.analysis.heatmap import Heatmap, attention_heatmap
 from lengen_core.analysis.rules import parse_rule, under_rule
 from lengen_core.measure import Measurement, check_measurement, measure, search_predicted_horizon
-from lengen import budget
-from lengen.budget import check_attention_map, check_carrier
 from ui.rules.shipped import shipped_measurement
 from ui.runs import Progress, heatmap, load_run, measurement
 

@@ -15,13 +15,13 @@ from typing import Any
 
 import streamlit as st
 
+from lengen.first_visit import allowed
+from lengen.presets import DILUTION_SAMPLES, PRESETS, dilution_lengths
+from lengen.shipped_rules import shipped_requests, shipped_rule
 from lengen_core.analysis.rules import RULES, parse_rule
 from lengen_core.measure import Measurement
-from lengen.first_visit import allowed
-from lengen.shipped_rules import shipped_requests, shipped_rule
 from lengen_core.training import Run
 from ui.analyses import rule_lengths
-from lengen.presets import DILUTION_SAMPLES, PRESETS, dilution_lengths
 from ui.rules.select import why_rule_undefined
 
 Request = tuple[tuple[str, ...], tuple[int, ...], int]  # the rules' labels (none first), the lengths, the samples

@@ -23,10 +23,6 @@ import json
 import pandas as pd
 import streamlit as st
 
-from lengen_core.analysis.evaluate import LengthReport, evaluate
-from lengen_core.config import ConfigError, RunConfig
-from lengen_core.models.initial import initial_model
-from lengen_core.optimisation import TrainingTrace, trace_training
 from lengen.budget import check_single_head_evaluation, check_training
 from lengen.presets import (
     DRIFT_EVERY,
@@ -43,6 +39,10 @@ from lengen.presets import (
     precomputed,
     shipped_trace,
 )
+from lengen_core.analysis.evaluate import LengthReport, evaluate
+from lengen_core.config import ConfigError, RunConfig
+from lengen_core.models.initial import initial_model
+from lengen_core.optimisation import TrainingTrace, trace_training
 from ui.runs import evaluation
 from ui.theory import gradient_charts as charts
 from ui.widgets import chart, refusal

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from lengen_core.config import SETTINGS, ConfigError, RunConfig, with_changes
 from lengen.budget import (
     BudgetError,
     Budgets,
@@ -25,6 +24,7 @@ from lengen.jobs import OwnerBusy, QueueFull, TrainingPool
 from lengen.ray_pool import ClusterUnreachable
 from lengen.stepping import MAX_STEPS_PER_SECOND, MIN_STEPS_PER_SECOND, UNPACED, Pace, PaceError
 from lengen.store import StoreError
+from lengen_core.config import SETTINGS, ConfigError, RunConfig, with_changes
 from ui.runs import load_run
 from ui.state import linked_config, plain, select_run, selected_run_id
 from ui.training.live import MESSAGE_KEY, TICKET_KEY

@@ -9,13 +9,13 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+from lengen.jobs import JobStatus
+from lengen.lineage import starting_weights
+from lengen.store import RunStore
 from lengen_core.analysis.horizon import NEAR_MULTIPLE, Probe, live_probe, probe_interval, probe_seconds_estimate
 from lengen_core.analysis.watch import LiveView, starting_view
 from lengen_core.config import RunConfig
 from lengen_core.models.initial import initial_model
-from lengen.jobs import JobStatus
-from lengen.lineage import starting_weights
-from lengen.store import RunStore
 from lengen_core.thresholds import ACCURACY_BAR
 from lengen_core.training import PROBE_SHARE, Run
 from ui.captions import accuracy as accuracy_captions

@@ -12,10 +12,10 @@ import contextlib
 
 import streamlit as st
 
-from lengen_core.config import RunConfig
 from lengen.jobs import JobStatus, SharedTraining, TrainingPool
 from lengen.ray_pool import ClusterUnreachable
 from lengen.stepping import MAX_STEPS_PER_SECOND, PaceError
+from lengen_core.config import RunConfig
 from ui.runs import is_stored
 from ui.state import select_run
 from ui.training.ending import CAPTIONS, FINAL_KEY, PRESENT_PARAM, final_frame, run_page

@@ -7,6 +7,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from lengen.budget import check_absolute_position, check_mask_share
+from lengen.shipped_absolute import shipped_absolute
 from lengen_core.analysis.absolute import (
     PROBE_BASELINE_SEEDS,
     PROBE_SAMPLES,
@@ -16,8 +18,6 @@ from lengen_core.analysis.absolute import (
 )
 from lengen_core.analysis.mask import MaskShare, has_denominator, mask_share
 from lengen_core.config import ConfigError
-from lengen.budget import check_absolute_position, check_mask_share
-from lengen.shipped_absolute import shipped_absolute
 from lengen_core.training import Run
 from ui.analyses import length_multiples
 from ui.captions import absolute as captions

@@ -6,12 +6,12 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from lengen.presets import TRANSFORMER_MULTIPLES, transformer_presets
 from ui.analyses import length_multiples, sequence_evaluation
 from ui.captions import accuracy as accuracy_captions
 from ui.captions import show
 from ui.charts import compare as compare_charts
 from ui.charts import transformer as transformer_charts
-from lengen.presets import TRANSFORMER_MULTIPLES, transformer_presets
 from ui.runs import load_run
 
 
