@@ -23,59 +23,37 @@ current entry: the page's path and its link become one entry, and a change no on
 ends and selects its run) changes the current entry instead of adding one. Back and Forward rerun the page
 from the address (Streamlit replaces, never pushes, while it follows history), so each entry restores
 the page and view it names.
-
-The script must run before the session's first link is written: Streamlit's browser side writes a link the
-moment its message arrives, while the script's element draws only once its code is fetched, which on a
-loaded machine came later, and a first visit to a bare address left two entries. So the script is a
-component (`st.components.v2`) that says once it is installed, and the session's first links wait for
-that (`write_link` keeps them, up to FIRST_LINK_WAIT_SECONDS): the component's fragment writes them then,
-through the script. Under AppTest no browser runs it, and nothing waits.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from typing import NoReturn
 
 import streamlit as st
-from streamlit import config
 
 CHANGES_KEY = "_link_changes"  # name -> the values this run leaves (None: removed), written at its end
-INSTALLED_KEY = "_link_gestures"  # WAITING, then INSTALLED: this browser tab has the script of `remember_gestures`
-FIRST_RUN_KEY = "_link_first_run"  # time.monotonic() at the session's first run
-WAITING, INSTALLED = "waiting", "installed"
-FIRST_LINK_WAIT_SECONDS = 30.0  # a browser whose script never says so: its links are written after this, pushed
+INSTALLED_KEY = "_link_gestures"  # this browser tab has the script of `remember_gestures`
 
 # Keep a pushed history entry only after a person's gesture; replace the current entry otherwise. A gesture
 # counts for GESTURE_MS: long enough for a page a slow shared server takes seconds to run.
 GESTURE_MS = 60_000
-GESTURE_SCRIPT = """
-export default function (component) {
-  if (!window.__lengenHistory) {
-    window.__lengenHistory = true;
-    let gestureAt = -Infinity;
-    const seen = () => { gestureAt = Date.now(); };
-    for (const kind of ["pointerdown", "keydown"]) window.addEventListener(kind, seen, true);
-    const push = history.pushState.bind(history), replace = history.replaceState.bind(history);
-    history.pushState = function (state, title, url) {
-      const person = Date.now() - gestureAt < %d;
-      gestureAt = -Infinity;
-      return person ? push(state, title, url) : replace(state, title, url);
-    };
-  }
-  const slot = component.parentElement;  // said once per slot: a session that finds it installed hears it too
-  if (!slot.dataset.lengenSaid) {
-    slot.dataset.lengenSaid = "1";
-    component.setTriggerValue("installed", true);
-  }
-}
-""" % GESTURE_MS
-# The slot takes no room: its element and the fragment's wrapper around it are hidden.
-HIDDEN = ("<style>[data-testid=stElementContainer]:has(.lengen-history), [data-testid=stLayoutWrapper]:has(> "
-          "[data-testid=stVerticalBlock] > [data-testid=stElementContainer] .lengen-history) { display: none; }</style>"
-          "<span class=lengen-history></span>")
-_gestures = st.components.v2.component("lengen_history", html=HIDDEN, js=GESTURE_SCRIPT, isolate_styles=False)
+GESTURE_SCRIPT = """<style>[data-testid="stElementContainer"]:has(script[data-lengen-history]) { display: none; }</style>
+<script data-lengen-history>
+(function () {
+  if (window.__lengenHistory) return;
+  window.__lengenHistory = true;
+  let gestureAt = -Infinity;
+  const seen = () => { gestureAt = Date.now(); };
+  for (const kind of ["pointerdown", "keydown"]) window.addEventListener(kind, seen, true);
+  const push = history.pushState.bind(history), replace = history.replaceState.bind(history);
+  history.pushState = function (state, title, url) {
+    const person = Date.now() - gestureAt < %d;
+    gestureAt = -Infinity;
+    return person ? push(state, title, url) : replace(state, title, url);
+  };
+})();
+</script>""" % GESTURE_MS
 
 
 def _changes() -> dict[str, list[str] | None]:
@@ -107,10 +85,7 @@ def pending() -> set[str]:
 
 def write_link() -> None:
     """Write this run's changes into the address in one step (one message, so one history entry at most);
-    nothing when they leave it as it is. While this tab's script of `remember_gestures` is not installed yet,
-    a session's first links wait for it (kept, not written)."""
-    if _waiting_for_the_script():
-        return
+    nothing when they leave it as it is."""
     changes = st.session_state.pop(CHANGES_KEY, None)
     if not changes:
         return
@@ -134,37 +109,10 @@ def stop() -> NoReturn:
     st.stop()
 
 
-def no_browser() -> bool:
-    """AppTest's runs: no browser runs the script, so nothing waits for it (AppTest patches config.get_option,
-    not st.get_option)."""
-    return bool(config.get_option("global.appTest"))
-
-
-def _waiting_for_the_script() -> bool:
-    if st.session_state.get(INSTALLED_KEY) != WAITING or no_browser():
-        return False
-    return time.monotonic() - st.session_state.get(FIRST_RUN_KEY, 0.0) < FIRST_LINK_WAIT_SECONDS
-
-
 def remember_gestures() -> None:
-    """Install `GESTURE_SCRIPT` in this browser tab; the links of the session's first runs wait until it says it is
-    installed, and are written then (`_installed`). Its slot is made on every run, so the page's elements keep
-    their places (as ui.early's)."""
-    if INSTALLED_KEY not in st.session_state:
-        st.session_state[INSTALLED_KEY] = WAITING
-        st.session_state[FIRST_RUN_KEY] = time.monotonic()
-    _installed()
-
-
-@st.fragment
-def _installed() -> None:
-    """The script's slot; when the script says it is installed (a rerun of this fragment alone, after the run
-    that drew it), the links that waited for it are written, through it."""
-    said = _gestures(key="lengen_history", on_installed_change=_heard).installed
-    if said and st.session_state.get(INSTALLED_KEY) == WAITING:
-        st.session_state[INSTALLED_KEY] = INSTALLED
-        write_link()
-
-
-def _heard() -> None:
-    """(A trigger's callback: Streamlit reruns the fragment for a trigger that has one.)"""
+    """Install `GESTURE_SCRIPT` in this browser tab on a session's first run (the page keeps it across runs).
+    Its slot is made on every run, so the page's elements keep their places (as ui.early's)."""
+    slot = st.empty()
+    if not st.session_state.get(INSTALLED_KEY):
+        st.session_state[INSTALLED_KEY] = True
+        slot.html(GESTURE_SCRIPT, unsafe_allow_javascript=True)

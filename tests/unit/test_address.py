@@ -60,36 +60,3 @@ def test_no_page_or_ui_module_calls_st_stop_itself() -> None:
                if re.search(r"\bst\.stop\(\)", path.read_text(encoding="utf-8")) and path.name != "address.py"]
     callers += ["app.py"] if re.search(r"\bst\.stop\(\)", (ROOT / "app.py").read_text(encoding="utf-8")) else []
     assert callers == [], callers
-
-
-def _first_runs_of_a_tab() -> None:
-    import streamlit as st
-
-    from ui.address import FIRST_RUN_KEY, remember_gestures, set_in_link, write_link
-
-    if st.session_state.get("long_ago"):
-        st.session_state[FIRST_RUN_KEY] -= 3600  # the script never said it was installed
-    remember_gestures()
-    set_in_link("seed", "3")
-    write_link()
-
-
-def test_a_sessions_first_link_waits_for_the_history_script_and_is_written_without_it_in_the_end(
-        monkeypatch) -> None:
-    monkeypatch.setattr("ui.address.no_browser", lambda: False)  # as a browser's session
-    app = AppTest.from_function(_first_runs_of_a_tab)
-    app.run()
-    assert not app.exception, [e.value for e in app.exception]
-    assert app.query_params == {}  # kept until the tab's script says it is installed (ui.address._installed)
-    app.run()
-    assert app.query_params == {}  # a second run too: Streamlit would push it before the script could replace it
-    app.session_state["long_ago"] = True
-    app.run()
-    assert app.query_params == {"seed": "3"}  # after FIRST_LINK_WAIT_SECONDS it is written all the same
-
-
-def test_under_apptest_nothing_waits_for_the_history_script() -> None:
-    app = AppTest.from_function(_first_runs_of_a_tab)
-    app.run()
-    assert not app.exception, [e.value for e in app.exception]
-    assert app.query_params == {"seed": "3"}
