@@ -15,7 +15,7 @@ plotly_early = early.load_plotly_early()
 early.wait_for_the_lab()  # serve.py imports what follows as the server starts: wait for it, not import it twice
 
 import ui.training.pool  # after the early chart, on purpose
-from lengen.runtime import limit_heap_growth
+from lengen.runtime import limit_heap_growth, one_torch_thread
 from ui.lessons.view import LESSON, LESSON_PAGE, back_to_lesson, checked_at_start, present_style, presenting
 from ui.state import run_sidebar
 from ui.widgets import readable_layout
@@ -25,6 +25,7 @@ from ui.widgets import readable_layout
 # while a class's pages run (load test, 20 sessions, one run each: worst health check 1.8 s -> 0.4 s).
 sys.setswitchinterval(0.001)
 limit_heap_growth()  # long attention blocks give their memory back (lengen.runtime)
+one_torch_thread()  # the analyses on one thread: several times faster when the cores are shared (lengen.runtime)
 readable_layout()  # metric labels wrap, side-by-side charts stack on narrow screens
 lessons = st.Page(LESSON_PAGE, title="Lessons", icon=":material/school:")
 page = st.navigation([

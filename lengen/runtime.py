@@ -58,6 +58,18 @@ def limit_heap_growth() -> bool:
         return False
 
 
+def one_torch_thread() -> None:
+    """The server's analyses on one torch thread (a session's script thread and every thread made later take
+    it as their default). Measured (bench/rules_threads.py, bench/README.md): one inference rule's measurement
+    on a fresh run took 0.81-0.84 s on one thread against 0.71 s on two on a quiet 2-core machine, but 3.7-4.8 s
+    against 26-77 s with other work on the cores (OpenMP's two threads wait on each other), and 0.85-0.90 s
+    against 2.0-2.1 s beside one busy process. A shared server is rarely quiet. Trainings set their own count
+    in their processes (lengen.training_process, lengen.ray_pool)."""
+    import torch  # here, not at the top: limit_heap_growth and the CPU count need no torch
+
+    torch.set_num_threads(1)
+
+
 CGROUP_CPU_MAX = Path("/sys/fs/cgroup/cpu.max")  # cgroup v2: "<quota> <period>" or "max <period>"
 CGROUP_V1_QUOTA = Path("/sys/fs/cgroup/cpu/cpu.cfs_quota_us")
 CGROUP_V1_PERIOD = Path("/sys/fs/cgroup/cpu/cpu.cfs_period_us")

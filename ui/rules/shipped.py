@@ -28,7 +28,7 @@ Request = tuple[tuple[str, ...], tuple[int, ...], int]  # the rules' labels (non
 
 
 def step_request(step, run: Run) -> Request:
-    """What a `rules-chart` lesson step (ui.lessons.elements.rules_chart) measures of its preset `run`."""
+    """What a `rules-chart` lesson step (ui.lessons.dilution.rules_chart) measures of its preset `run`."""
     labels = ("none", *(parse_rule(part).label for part in step.option("rules").split(",")))
     return labels, allowed(run, dilution_lengths(run.config, step.option("longest"))), DILUTION_SAMPLES
 
