@@ -21,12 +21,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Self, TypeVar
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 from streamlit.runtime.scriptrunner import add_script_run_ctx
 
 from lengen import budget
+from lengen.api import dilution_table
 from lengen.budget import check_attention_map, check_carrier, check_single_head_evaluation
 from lengen.first_visit import (
     FIRST_VISIT_LONGEST,
@@ -393,22 +393,10 @@ class DilutionData:
 
 
 def dilution_data(run_id: str, lengths: tuple[int, ...], samples: int) -> DilutionData:
-    """The run's measurement at `lengths`, as the Dilution page's table, with the fitted law on a grid."""
+    """The run's measurement at `lengths`, as the Dilution page's table, with the fitted law on a grid
+    (lengen.api.dilution_table: the notebook's table is this one; a run without a prediction has NaN there)."""
     m = measurement(run_id, lengths, samples)
-    reports, predictions = m.reports, m.predictions
-    table = pd.DataFrame({
-        "length": lengths, "samples": [r.samples for r in reports], "accuracy": [r.accuracy for r in reports],
-        "accuracy_low": [r.accuracy_low for r in reports], "accuracy_high": [r.accuracy_high for r in reports],
-        "target_mass": [r.target_mass for r in reports], "target_mass_sem": [r.target_mass_sem for r in reports],
-        "predicted_accuracy": [p.accuracy for p in predictions], "predicted_mass": [p.target_mass for p in predictions],
-        # the ideal vote readout on the same sequences; NaN where the stored numbers predate it
-        "vote_accuracy": [np.nan if r.vote_accuracy is None else r.vote_accuracy for r in reports],
-    })
-    fit, fit_table = m.fit.fit, None
-    if fit is not None:  # drawn only where it was fitted: from the training length to the longest measured length
-        grid = np.unique(np.geomspace(m.train_length, fit.longest, 64).astype(int))
-        fit_table = pd.DataFrame({"length": grid, "fitted_mass": fit.target_mass(grid)})
-        table["fitted_mass"] = m.fitted_masses
+    table, fit_table = dilution_table(m)
     return DilutionData(m, table, fit_table)
 
 
