@@ -63,10 +63,12 @@ def measure(*depths: int) -> list[dict]:
 @pytest.mark.slow  # the 2-layer pass too: most of a minute alone; tests/unit/test_evaluation_memory.py measures quickly
 def test_the_largest_forward_pass_evaluation_stays_within_the_target_at_any_depth():
     """Before the spans and the observer's views: +300 MB at 2 layers (docs/evaluation-memory.md). A layer
-    that kept its activations would add about 100 MB at these sizes: the third layer may add 16 MB at most."""
+    that kept its activations would add about 100 MB at these sizes: the third layer may add half of that at
+    most. The peaks of the two fresh processes differ by the allocator's luck too: the third layer's added
+    0-16 MB in most full runs, but 18 MB (168 → 186) and 27 MB (161 → 188) in two of them, code unchanged."""
     two, three = measure(2, 3)
     for figures in (two, three):
         assert 0 < figures["growth"] <= EVAL_MEMORY_BYTES + SLACK_BYTES, f"{figures['growth'] / 2**20:.0f} MB"
         assert 0 <= figures["accuracy"] <= 1
-    assert three["growth"] <= two["growth"] + (16 << 20), (two["growth"] >> 20, three["growth"] >> 20)
+    assert three["growth"] <= two["growth"] + (48 << 20), (two["growth"] >> 20, three["growth"] >> 20)
     assert 3 <= MAX_LAYERS
