@@ -151,10 +151,12 @@ def test_a_transformer_reads_the_same_everywhere(stored):
 
 @pytest.mark.slow
 def test_a_rope_head_reads_the_same_everywhere(stored):
-    numbers = agree(ROPE, stored[ROPE], (8, 16, 32, 64))
+    # to 128: at 64 samples p's fall from 32 to 64 (0.865 to 0.832) is within the law test's 3.5 standard
+    # errors, so up to 64 it is rightly no_dilution (lengen_core.analysis.trend); one doubling on it falls
+    numbers = agree(ROPE, stored[ROPE], (8, 16, 32, 64, 128))
     # a fitted law and a horizon past the longest length measured: the numbers the copies disagreed on
     assert numbers["m_out"] is not None and numbers["m_out_low"] <= numbers["m_out"] <= numbers["m_out_high"]
-    assert numbers["predicted_horizon"] > 64 and numbers["measured_horizon"] == 64
+    assert numbers["predicted_horizon"] > 128 and numbers["measured_horizon"] == 128
 
 
 def test_the_horizon_is_looked_for_over_the_whole_range_as_trained_and_to_the_longest_length_under_a_rule(stored):
