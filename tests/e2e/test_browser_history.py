@@ -121,6 +121,7 @@ def test_a_lesson_step_is_one_entry_and_back_returns_to_it(browser, server) -> N
     context.close()
 
 
+@pytest.mark.slow  # 17 s (it holds the script back 6 s); the five-page walk is the quick representative
 @pytest.mark.xfail(reason="known limit (docs/links.md): the first run's link is written before a late script", strict=False)
 def test_a_first_visit_to_a_bare_address_leaves_one_entry_even_when_its_script_comes_late(browser, server) -> None:
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
