@@ -202,6 +202,9 @@ def measure(run: Run, lengths: Sequence[int], samples: int = 256, rule: Inferenc
     fit = None
     if known_reports is not None and known_predictions is not None:  # the very numbers it was fitted to
         fit = _shipped_fit(shipped, lengths, samples, L)
+    if fit is None and unstable is not None:  # asked, but the weights gave none: say so, not "not asked"
+        fit = FitResult(NOT_ASKED.status, None, "No law here: it counts the far keys by the prediction's weights, "
+                                                "and these weights give no prediction (see the prediction's status).")
     if fit is None and not found:
         fit = NOT_ASKED  # the law reads the prediction's weights: another law without them would be another answer
     if fit is None:

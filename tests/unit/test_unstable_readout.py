@@ -76,3 +76,4 @@ def test_a_measurement_whose_prediction_cannot_be_made_says_why_and_keeps_its_me
     assert "No prediction from the weights" in m.prediction_status.reason
     assert "ill-conditioned" in m.prediction_status.reason
     assert m.measured_horizon is not None  # what was measured stands
+    assert m.fit.fit is None and "give no prediction" in m.fit.reason  # not "the prediction was not asked for"
